@@ -1,0 +1,35 @@
+"""kinsumer: consume a Kinesis stream from several cooperating processes, coordinated in DynamoDB."""
+
+from .config import Config
+from .consumer import Kinsumer
+from .delivery import Checkpoint
+from .errors import (
+    AlreadyStarted,
+    AWSError,
+    CheckpointModeError,
+    ConfigError,
+    KinsumerError,
+    NotStarted,
+    StreamNotFound,
+    TableNotFound,
+)
+from .record import Record
+from .stats import StatReceiver
+
+__all__ = [
+    "AWSError",
+    "AlreadyStarted",
+    "Checkpoint",
+    "CheckpointModeError",
+    "Config",
+    "ConfigError",
+    "Kinsumer",
+    "KinsumerError",
+    "NotStarted",
+    "Record",
+    "StatReceiver",
+    "StreamNotFound",
+    "TableNotFound",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,94 @@
+"""The clients table: heartbeats and the sorted list of live clients.
+
+Row: ``ID`` (hash key), ``Name``, ``LastUpdate`` (epoch ms), ``Host``, ``Pid``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import TYPE_CHECKING
+
+import attrs
+
+from .tables import now_ms
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = ["ClientRow", "deregister", "heartbeat", "live_clients", "reap_clients"]
+
+_HOST = socket.gethostname()
+
+
+@attrs.frozen
+class ClientRow:
+    id: str
+    name: str
+    last_update: int
+
+
+def heartbeat(db: DynamoDBClient, table: str, client_id: str, name: str) -> None:
+    """Insert or refresh this client's row."""
+    db.put_item(
+        TableName=table,
+        Item={
+            "ID": {"S": client_id},
+            "Name": {"S": name},
+            "LastUpdate": {"N": str(now_ms())},
+            "Host": {"S": _HOST},
+            "Pid": {"N": str(os.getpid())},
+        },
+    )
+
+
+def deregister(db: DynamoDBClient, table: str, client_id: str) -> None:
+    """Delete this client's row (a clean stop), so the others rebalance at once."""
+    db.delete_item(TableName=table, Key={"ID": {"S": client_id}})
+
+
+def _scan(db: DynamoDBClient, table: str, condition: str, cutoff_ms: int) -> list[ClientRow]:
+    rows: list[ClientRow] = []
+    paginator = db.get_paginator("scan")
+    for page in paginator.paginate(
+        TableName=table,
+        ConsistentRead=True,
+        FilterExpression=condition,
+        ExpressionAttributeNames={"#lu": "LastUpdate"},
+        ExpressionAttributeValues={":cutoff": {"N": str(cutoff_ms)}},
+    ):
+        for item in page.get("Items", []):
+            rows.append(
+                ClientRow(
+                    id=item["ID"]["S"],
+                    name=item.get("Name", {}).get("S", ""),
+                    last_update=int(item.get("LastUpdate", {}).get("N", "0")),
+                )
+            )
+    return rows
+
+
+def live_clients(db: DynamoDBClient, table: str, max_age: float) -> list[ClientRow]:
+    """Clients that heartbeated within ``max_age`` seconds, sorted by ID."""
+    rows = _scan(db, table, "#lu > :cutoff", now_ms() - int(max_age * 1000))
+    return sorted(rows, key=lambda r: r.id)
+
+
+def reap_clients(db: DynamoDBClient, table: str, older_than: float) -> int:
+    """Delete rows silent for more than ``older_than`` seconds; returns how many."""
+    cutoff = now_ms() - int(older_than * 1000)
+    dead = _scan(db, table, "#lu < :cutoff", cutoff)
+    reaped = 0
+    for row in dead:
+        try:
+            db.delete_item(
+                TableName=table,
+                Key={"ID": {"S": row.id}},
+                ConditionExpression="#lu < :cutoff",
+                ExpressionAttributeNames={"#lu": "LastUpdate"},
+                ExpressionAttributeValues={":cutoff": {"N": str(cutoff)}},
+            )
+            reaped += 1
+        except db.exceptions.ConditionalCheckFailedException:
+            pass  # it came back to life meanwhile
+    return reaped

@@ -1,0 +1,193 @@
+"""The consumer's configuration: a frozen, validated value object."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from typing import Any, Literal
+
+import attrs
+
+from .errors import ConfigError
+from .stats import StatReceiver
+
+__all__ = ["Config", "InitialPosition", "validate_names"]
+
+InitialPosition = Literal["TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"]
+_POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
+_BILLING_MODES = ("PAY_PER_REQUEST", "PROVISIONED")
+_STAT_METHODS = tuple(name for name in vars(StatReceiver) if not name.startswith("_"))
+
+
+def _seconds(minimum: float, *, inclusive: bool, why: str = "") -> Any:
+    """Validator: a finite number of seconds above ``minimum``."""
+
+    def check(instance: Any, attribute: attrs.Attribute[float], value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ConfigError(f"Config.{attribute.name}", "must be a finite number of seconds", value)
+        if value < minimum or (not inclusive and value == minimum):
+            op = ">=" if inclusive else ">"
+            raise ConfigError(f"Config.{attribute.name}", f"must be {op} {minimum:g} seconds{why}", value)
+
+    return check
+
+
+def _integer(low: int, high: int | None = None) -> Any:
+    def check(instance: Any, attribute: attrs.Attribute[int], value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"Config.{attribute.name}", "must be an integer", value)
+        if value < low or (high is not None and value > high):
+            rule = f"must be >= {low}" if high is None else f"must be between {low} and {high}"
+            raise ConfigError(f"Config.{attribute.name}", rule, value)
+
+    return check
+
+
+def _one_of(choices: tuple[str, ...]) -> Any:
+    def check(instance: Any, attribute: attrs.Attribute[str], value: object) -> None:
+        if value not in choices:
+            raise ConfigError(f"Config.{attribute.name}", f"must be one of {', '.join(choices)}", value)
+
+    return check
+
+
+def _boolean(instance: Any, attribute: attrs.Attribute[bool], value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"Config.{attribute.name}", "must be True or False", value)
+
+
+def _stat_receiver(instance: Any, attribute: attrs.Attribute[StatReceiver], value: object) -> None:
+    missing = [name for name in _STAT_METHODS if not callable(getattr(value, name, None))]
+    if value is None or missing:
+        rule = "must be a StatReceiver (subclass kinsumer.StatReceiver)"
+        if value is not None:
+            rule += f"; missing {', '.join(missing)}"
+        raise ConfigError("Config.stats", rule, value)
+
+
+def _client_id(instance: Any, attribute: attrs.Attribute[str | None], value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ConfigError("Config.client_id", "must be None or a non-empty string", value)
+
+
+def _timestamp(instance: Any, attribute: attrs.Attribute[dt.datetime | None], value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dt.datetime) or value.tzinfo is None:
+        raise ConfigError("Config.initial_timestamp", "must be a timezone-aware datetime", value)
+
+
+def _as_float(value: object) -> object:
+    """Converter: accept ints for durations without accepting strings or bools."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    """How a Kinsumer reads, coordinates and checkpoints. Durations are seconds.
+
+    Make variants with ``attrs.evolve(config, field=value)``. Every invalid value raises
+    :class:`~kinsumer.ConfigError` naming the field and the rule.
+
+    The defaults fail over a dead client's shards in about ``client_record_max_age`` +
+    ``shard_check_frequency`` (8 s + 2 s) and keep DynamoDB traffic to a few requests per
+    second per client.
+    """
+
+    #: Minimum time between two GetRecords calls on one shard (Kinesis allows 5 reads/s/shard).
+    throttle_delay: float = attrs.field(
+        default=0.25,
+        converter=_as_float,
+        validator=_seconds(0.2, inclusive=True, why=" (Kinesis allows 5 GetRecords per second per shard)"),
+    )
+    #: How often a shard consumer writes its checkpoint; idle commits keep the lease alive.
+    commit_frequency: float = attrs.field(default=1.0, converter=_as_float, validator=_seconds(0, inclusive=False))
+    #: Heartbeat and membership / shard-cache refresh period.
+    shard_check_frequency: float = attrs.field(default=2.0, converter=_as_float, validator=_seconds(0, inclusive=False))
+    #: How often the leader refreshes the shard cache from Kinesis.
+    leader_action_frequency: float = attrs.field(
+        default=10.0, converter=_as_float, validator=_seconds(0, inclusive=False)
+    )
+    #: When a silent client (and the shards it owns) counts as dead. None: 4 x shard_check_frequency.
+    client_record_max_age: float | None = attrs.field(
+        default=None, converter=_as_float, validator=attrs.validators.optional(_seconds(0, inclusive=False))
+    )
+    #: Capacity, in records, of the queue between the shard readers and next().
+    buffer_size: int = attrs.field(default=1000, validator=_integer(1))
+    #: True: use next_with_checkpointer() and call each Checkpoint; False: use next().
+    manual_checkpointing: bool = attrs.field(default=False, validator=_boolean)
+    #: Where a shard with no checkpoint starts.
+    initial_position: InitialPosition = attrs.field(default="TRIM_HORIZON", validator=_one_of(_POSITIONS))
+    #: The timestamp for initial_position="AT_TIMESTAMP" (timezone-aware).
+    initial_timestamp: dt.datetime | None = attrs.field(default=None, validator=_timestamp)
+    #: The Limit of each GetRecords call.
+    max_records_per_call: int = attrs.field(default=10_000, validator=_integer(1, 10_000))
+    #: How long a client that gives up a shard waits for delivered records to be checkpointed.
+    handoff_timeout: float = attrs.field(default=10.0, converter=_as_float, validator=_seconds(0, inclusive=True))
+    #: Receives counters and timings; the default does nothing.
+    stats: StatReceiver = attrs.field(factory=StatReceiver, validator=_stat_receiver)
+    #: This client's ID in the clients table (sort key of the membership). Default: a new UUID.
+    client_id: str | None = attrs.field(default=None, validator=_client_id)
+    #: Billing of the tables create_required_tables() makes.
+    billing_mode: Literal["PAY_PER_REQUEST", "PROVISIONED"] = attrs.field(
+        default="PAY_PER_REQUEST", validator=_one_of(_BILLING_MODES)
+    )
+    #: Read capacity units of each table when billing_mode="PROVISIONED".
+    read_capacity: int = attrs.field(default=10, validator=_integer(1))
+    #: Write capacity units of each table when billing_mode="PROVISIONED".
+    write_capacity: int = attrs.field(default=10, validator=_integer(1))
+
+    @property
+    def effective_client_record_max_age(self) -> float:
+        """client_record_max_age, or its default of 4 x shard_check_frequency."""
+        if self.client_record_max_age is None:
+            return 4.0 * self.shard_check_frequency
+        return self.client_record_max_age
+
+    def __attrs_post_init__(self) -> None:
+        max_age = self.effective_client_record_max_age
+        if self.leader_action_frequency < self.shard_check_frequency:
+            raise ConfigError(
+                "Config.leader_action_frequency",
+                f"must be >= shard_check_frequency ({self.shard_check_frequency:g} s)",
+                self.leader_action_frequency,
+            )
+        if max_age < self.shard_check_frequency:
+            raise ConfigError(
+                "Config.client_record_max_age",
+                f"must be >= shard_check_frequency ({self.shard_check_frequency:g} s)",
+                self.client_record_max_age,
+            )
+        if self.commit_frequency >= max_age:
+            raise ConfigError(
+                "Config.commit_frequency",
+                f"must be < client_record_max_age ({max_age:g} s), or owned shards look abandoned between commits",
+                self.commit_frequency,
+            )
+        if (self.initial_position == "AT_TIMESTAMP") != (self.initial_timestamp is not None):
+            raise ConfigError(
+                "Config.initial_timestamp",
+                "must be set exactly when initial_position is 'AT_TIMESTAMP'",
+                self.initial_timestamp,
+            )
+
+
+_TABLE_PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,240}")
+_STREAM_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+def validate_names(stream_name: object, application_name: object, client_name: object) -> None:
+    """Check the constructor's names, raising ConfigError naming the argument."""
+    if not isinstance(stream_name, str) or not _STREAM_NAME.fullmatch(stream_name):
+        raise ConfigError("stream_name", "must be 1-128 characters of A-Z a-z 0-9 _ . -", stream_name)
+    if not isinstance(application_name, str) or not _TABLE_PREFIX.fullmatch(application_name):
+        raise ConfigError(
+            "application_name",
+            "must be 1-240 characters of A-Z a-z 0-9 _ . - (it prefixes the DynamoDB table names)",
+            application_name,
+        )
+    if not isinstance(client_name, str) or not client_name:
+        raise ConfigError("client_name", "must be a non-empty string", client_name)

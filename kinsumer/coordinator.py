@@ -1,0 +1,203 @@
+"""Membership, leadership and shard assignment of one client.
+
+Every ``shard_check_frequency`` the coordinator heartbeats, reads the live clients and
+the shard cache, and owns the shards at positions ``i % client_count == my_index``. Only
+shards whose owner changed are stopped and started. It owns the ShardConsumers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from . import clients_table, metadata
+from .assignment import assigned_shards, client_index
+from .leader import refresh_shard_cache
+from .metadata import ShardCache
+from .retry import is_transient
+from .runtime import Runtime
+from .shard_consumer import ShardConsumer
+
+__all__ = ["Coordinator"]
+
+log = logging.getLogger("kinsumer.coordinator")
+
+_REAP_AFTER = 3600.0  # seconds of silence after which the leader deletes a client row
+_FINAL_CALL_DEADLINE = 3.0  # seconds spent retrying deregistration at stop
+
+
+class Coordinator:
+    """Runs the membership loop on its own thread and the ShardConsumers it assigns."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+        self._cfg = runtime.config
+        self._lock = threading.Lock()  # guards the consumer maps
+        self._consumers: dict[str, ShardConsumer] = {}
+        self._retiring: list[ShardConsumer] = []
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+        self._refresh = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="kinsumer-coordinator", daemon=True)
+        self._cache: ShardCache | None = None
+        self._next_leader_action = 0.0
+        self.is_leader = False
+        self.client_index = 0
+        self.client_count = 1
+
+    # ----------------------------------------------------------------- control
+
+    def start(self) -> None:
+        """First round on the caller's thread (so setup errors raise from run()), then the loop."""
+        self.tick()
+        self._thread.start()
+
+    def request_refresh(self) -> None:
+        """Recompute the shard cache from Kinesis at once (a shard finished)."""
+        self._refresh.set()
+        self._wake.set()
+
+    def request_stop(self) -> None:
+        """Begin a clean stop: leave the membership and hand every shard off."""
+        self._stopping.set()
+        self._wake.set()
+        with self._lock:
+            for consumer in self._consumers.values():
+                consumer.request_stop()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the loop and every consumer to end; False if some did not in time."""
+        deadline = time.monotonic() + timeout
+        if self._thread.ident is not None:
+            self._thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            consumers = [*self._consumers.values(), *self._retiring]
+        for consumer in consumers:
+            consumer.join(max(0.0, deadline - time.monotonic()))
+        alive = [c.shard_id for c in consumers if c.is_alive()]
+        if self._thread.is_alive() or alive:
+            log.warning("stop timed out; still running: %s", alive or "the coordinator")
+            return False
+        return True
+
+    def owned_shards(self) -> list[str]:
+        with self._lock:
+            return sorted(self._consumers)
+
+    # ----------------------------------------------------------------- the loop
+
+    def _loop(self) -> None:
+        period = self._cfg.shard_check_frequency
+        next_tick = time.monotonic() + period
+        while not self._stopping.is_set():
+            self._wake.wait(max(0.0, next_tick - time.monotonic()))
+            self._wake.clear()
+            if self._stopping.is_set():
+                break
+            if time.monotonic() < next_tick and not self._refresh.is_set():
+                continue
+            try:
+                self.tick()
+            except Exception as exc:  # noqa: BLE001
+                if is_transient(exc):
+                    log.warning("membership round failed (%s); retrying next round", exc)
+                else:
+                    self._rt.fail(exc, "the coordinator")
+                    break
+            next_tick = max(next_tick + period, time.monotonic())
+        self._leave()
+
+    def tick(self) -> None:
+        """One round: heartbeat, membership, leadership, shard cache, assignment."""
+        rt, cfg = self._rt, self._cfg
+        db, tables = rt.dynamodb, rt.tables
+        deadline = time.monotonic() + cfg.shard_check_frequency
+
+        def call(fn: object, operation: str) -> object:
+            return rt.call(fn, operation, deadline=deadline, should_stop=self._stopping.is_set)  # type: ignore[arg-type]
+
+        call(lambda: clients_table.heartbeat(db, tables.clients, rt.client_id, rt.client_name), "PutItem")
+        clients = call(lambda: clients_table.live_clients(db, tables.clients, rt.max_age), "Scan")
+        index, count = client_index([c.id for c in clients], rt.client_id)  # type: ignore[attr-defined]
+        self._update_leadership(index == 0, call)
+        cache = call(lambda: metadata.read_shard_cache(db, tables.metadata), "GetItem")
+        assert cache is None or isinstance(cache, ShardCache)
+        leader_due = self.is_leader and time.monotonic() >= self._next_leader_action
+        if cache is None or not cache.shard_ids or leader_due or self._refresh.is_set():
+            self._refresh.clear()
+            cache = call(
+                lambda: refresh_shard_cache(rt.kinesis, db, rt.stream_name, tables, cache, reap_trimmed=self.is_leader),
+                "RefreshShardCache",
+            )
+            assert isinstance(cache, ShardCache)
+            if self.is_leader:
+                self._next_leader_action = time.monotonic() + cfg.leader_action_frequency
+                call(lambda: clients_table.reap_clients(db, tables.clients, max(_REAP_AFTER, 10 * rt.max_age)), "Scan")
+        if (index, count) != (self.client_index, self.client_count):
+            log.info("client %s is %d of %d live clients", rt.client_id, index, count)
+        self.client_index, self.client_count, self._cache = index, count, cache
+        self._assign(assigned_shards(cache.shard_ids, index, count), cache.parents)
+
+    def _update_leadership(self, first: bool, call: object) -> None:
+        rt = self._rt
+        db, table = rt.dynamodb, rt.tables.metadata
+        if first:
+            leader = call(
+                lambda: metadata.take_leadership(db, table, rt.client_id, rt.client_name, rt.max_age), "PutItem"
+            )  # type: ignore[operator]
+            if leader and not self.is_leader:
+                log.info("client %s is the leader", rt.client_id)
+                self._next_leader_action = 0.0
+            self.is_leader = bool(leader)
+        elif self.is_leader:
+            call(lambda: metadata.release_leadership(db, table, rt.client_id), "UpdateItem")  # type: ignore[operator]
+            log.info("client %s is no longer the leader", rt.client_id)
+            self.is_leader = False
+
+    def _assign(self, wanted: list[str], parents: dict[str, tuple[str, ...]]) -> None:
+        """Stop the consumers of shards we lost, start those of shards we gained."""
+        if self._stopping.is_set():
+            return
+        with self._lock:
+            for shard_id, consumer in list(self._consumers.items()):
+                if not consumer.is_alive():  # finished, fenced off, or failed
+                    del self._consumers[shard_id]
+                elif shard_id not in wanted:
+                    consumer.request_stop()
+                    self._retiring.append(consumer)
+                    del self._consumers[shard_id]
+            self._retiring = [c for c in self._retiring if c.is_alive()]
+            busy = {c.shard_id for c in self._retiring}
+            started = []
+            for shard_id in wanted:
+                if shard_id not in self._consumers and shard_id not in busy:
+                    consumer = ShardConsumer(self._rt, shard_id, parents.get(shard_id, ()))
+                    self._consumers[shard_id] = consumer
+                    consumer.start()
+                    started.append(shard_id)
+        if started:
+            log.info("assigned %s; now reading %d shards", started, len(self._consumers))
+
+    def _leave(self) -> None:
+        """Stop path on the loop thread: leave the membership, let the consumers hand off."""
+        rt = self._rt
+        with self._lock:
+            for consumer in self._consumers.values():
+                consumer.request_stop()
+        deadline = time.monotonic() + _FINAL_CALL_DEADLINE
+        try:
+            rt.call(
+                lambda: clients_table.deregister(rt.dynamodb, rt.tables.clients, rt.client_id),
+                "DeleteItem",
+                deadline=deadline,
+            )
+            if self.is_leader:
+                rt.call(
+                    lambda: metadata.release_leadership(rt.dynamodb, rt.tables.metadata, rt.client_id),
+                    "UpdateItem",
+                    deadline=deadline,
+                )
+                self.is_leader = False
+        except Exception as exc:  # noqa: BLE001 - our row expires by itself
+            log.warning("could not deregister client %s: %s", rt.client_id, exc)

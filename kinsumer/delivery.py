@@ -1,0 +1,120 @@
+"""Delivery bookkeeping of one captured shard, and the Checkpoint callable.
+
+A :class:`ShardProgress` lives as long as one capture of a shard. The shard's reader
+counts what it pushes, ``next*()`` registers what it delivers, and each record's
+:class:`Checkpoint` (or, in auto mode, the caller's next call) acknowledges it. It is
+thread-safe and never blocks for long: every method holds one short lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import attrs
+
+from .tracker import CheckpointTracker
+
+__all__ = ["Checkpoint", "ShardProgress"]
+
+
+class ShardProgress:
+    """What has been pushed, delivered and acknowledged under one capture of a shard."""
+
+    __slots__ = ("_cond", "_delivered", "_pushed", "_released", "_revoked", "_tracker", "shard_id")
+
+    def __init__(self, shard_id: str, checkpoint: str | None) -> None:
+        self.shard_id = shard_id
+        self._cond = threading.Condition(threading.Lock())
+        self._tracker = CheckpointTracker(checkpoint)
+        self._pushed = 0  # records the reader put into the queue
+        self._delivered = 0  # records next*() handed over
+        self._revoked = False  # no more deliveries (handoff started)
+        self._released = False  # no more acknowledgements (shard given up)
+
+    @property
+    def checkpoint(self) -> str | None:
+        with self._cond:
+            return self._tracker.checkpoint
+
+    @property
+    def outstanding(self) -> int:
+        """Delivered records not yet acknowledged."""
+        with self._cond:
+            return self._tracker.outstanding
+
+    @property
+    def revoked(self) -> bool:
+        return self._revoked
+
+    def pushed(self, count: int) -> None:
+        with self._cond:
+            self._pushed += count
+
+    def deliver(self, sequence_number: str) -> int | None:
+        """Register a delivery; None if the shard is being handed off (drop the record)."""
+        with self._cond:
+            if self._revoked:
+                return None
+            self._delivered += 1
+            return self._tracker.deliver(sequence_number)
+
+    def ack(self, token: int) -> None:
+        """Acknowledge a delivered record; a no-op once the shard is released."""
+        with self._cond:
+            if self._released:
+                return
+            if self._tracker.ack(token) and self._tracker.outstanding == 0:
+                self._cond.notify_all()
+
+    def revoke(self) -> None:
+        """Stop deliveries: records still queued for this capture will be dropped."""
+        with self._cond:
+            self._revoked = True
+            self._cond.notify_all()
+
+    def release(self) -> str | None:
+        """Stop acknowledgements; returns the final checkpoint."""
+        with self._cond:
+            self._released = True
+            return self._tracker.checkpoint
+
+    def all_acknowledged(self) -> bool:
+        """Every delivered record is acknowledged."""
+        with self._cond:
+            return self._tracker.outstanding == 0
+
+    def all_processed(self) -> bool:
+        """Every pushed record was delivered and acknowledged."""
+        with self._cond:
+            return self._delivered == self._pushed and self._tracker.outstanding == 0
+
+    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait up to ``timeout`` s for ``predicate`` (one of the methods above) to hold."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with self._cond:
+                self._cond.wait(remaining)
+        return True
+
+
+@attrs.frozen
+class Checkpoint:
+    """Call it once the record is processed. Never blocks; idempotent; thread-safe.
+
+    Calls may come in any order from any thread: the stored checkpoint advances over the
+    contiguous prefix of processed records. After the shard moved to another client the
+    call does nothing.
+    """
+
+    shard_id: str
+    sequence_number: str
+    _progress: ShardProgress = attrs.field(repr=False, eq=False)
+    _token: int = attrs.field(repr=False)
+
+    def __call__(self) -> None:
+        self._progress.ack(self._token)

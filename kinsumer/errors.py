@@ -1,0 +1,91 @@
+"""The exceptions kinsumer raises.
+
+Every error the library raises on purpose is a :class:`KinsumerError`. Errors from the
+background threads that retrying cannot fix are stored and raised from the caller's next
+call to ``next*()``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AWSError",
+    "AlreadyStarted",
+    "CheckpointModeError",
+    "ConfigError",
+    "KinsumerError",
+    "NotStarted",
+    "StreamNotFound",
+    "TableNotFound",
+]
+
+
+class KinsumerError(Exception):
+    """Base class of every error kinsumer raises on purpose."""
+
+
+class ConfigError(KinsumerError, ValueError):
+    """A configuration value or constructor argument breaks a rule."""
+
+    def __init__(self, field: str, rule: str, value: object) -> None:
+        self.field = field
+        self.rule = rule
+        self.value = value
+        super().__init__(f"{field} {rule}; got {value!r}")
+
+
+class StreamNotFound(KinsumerError):
+    """The Kinesis stream does not exist (or was deleted while we read it)."""
+
+    def __init__(self, stream_name: str) -> None:
+        self.stream_name = stream_name
+        super().__init__(
+            f"Kinesis stream {stream_name!r} does not exist; check the name and the region "
+            "(or endpoint) the client points at"
+        )
+
+
+class TableNotFound(KinsumerError):
+    """One of the application's DynamoDB tables does not exist."""
+
+    def __init__(self, table_name: str) -> None:
+        self.table_name = table_name
+        super().__init__(
+            f"DynamoDB table {table_name!r} does not exist (or is not ACTIVE); "
+            "call Kinsumer.create_required_tables() once for this application first"
+        )
+
+
+class AlreadyStarted(KinsumerError):
+    """``run()`` was called on a Kinsumer that already ran."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "run() was already called on this Kinsumer; a Kinsumer runs once: create a new one to consume again"
+        )
+
+
+class NotStarted(KinsumerError):
+    """A ``next*()`` call came before ``run()``."""
+
+    def __init__(self) -> None:
+        super().__init__("call run() (or use 'with Kinsumer(...) as k:') before next()")
+
+
+class CheckpointModeError(KinsumerError):
+    """The ``next*()`` variant does not match ``Config.manual_checkpointing``."""
+
+    def __init__(self, called: str, use: str, manual: bool) -> None:
+        state = "enabled" if manual else "disabled"
+        super().__init__(f"{called}() is not available: Config.manual_checkpointing is {state}; use {use} instead")
+
+
+class AWSError(KinsumerError):
+    """An AWS call failed in a way retrying cannot fix (access denied, invalid request...).
+
+    The botocore exception is chained as ``__cause__``.
+    """
+
+    def __init__(self, operation: str, code: str, message: str) -> None:
+        self.operation = operation
+        self.code = code
+        super().__init__(f"{operation} failed: {code}: {message}")

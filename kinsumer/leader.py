@@ -1,0 +1,62 @@
+"""Computing and storing the shard cache (the consumable frontier).
+
+The leader does it every ``leader_action_frequency``; any client does it when the cache is
+empty or when one of its shards has just finished, so children start without waiting for
+the leader's next round.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from . import checkpoints, metadata
+from .frontier import consumable_frontier
+from .metadata import ShardCache
+from .stream import list_shards
+from .tables import Tables
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_kinesis import KinesisClient
+
+__all__ = ["refresh_shard_cache"]
+
+log = logging.getLogger("kinsumer.leader")
+
+
+def refresh_shard_cache(
+    kinesis: KinesisClient,
+    db: DynamoDBClient,
+    stream_name: str,
+    tables: Tables,
+    seen: ShardCache | None,
+    *,
+    reap_trimmed: bool = False,
+) -> ShardCache:
+    """List the shards, compute the frontier, and store it unless it is unchanged.
+
+    ``seen`` is the cache as last read; if another client wrote a newer one meanwhile, that
+    one is returned instead. With ``reap_trimmed``, finished rows of shards that left the
+    stream (past retention) are deleted.
+    """
+    shards = list_shards(kinesis, stream_name)
+    rows = checkpoints.load_rows(db, tables.checkpoints)
+    finished = {shard for shard, row in rows.items() if row.finished}
+    frontier = consumable_frontier(shards, finished)
+    if reap_trimmed:
+        listed = {s.shard_id for s in shards}
+        trimmed = sorted(s for s in finished if s not in listed)
+        if trimmed:
+            log.info("deleting the checkpoints of %d shards trimmed from the stream", len(trimmed))
+            checkpoints.delete_rows(db, tables.checkpoints, trimmed)
+    if seen is not None and list(seen.shard_ids) == frontier:
+        return seen
+    parents = {s.shard_id: s.parents for s in shards if s.shard_id in set(frontier)}
+    written = metadata.write_shard_cache(
+        db, tables.metadata, frontier, parents, expected_version=seen.version if seen else 0
+    )
+    if written is None:  # someone else wrote first: theirs is at least as fresh
+        return metadata.read_shard_cache(db, tables.metadata) or ShardCache(tuple(frontier), parents)
+    log.info("shard cache: %d consumable shards %s", len(frontier), frontier)
+    return written

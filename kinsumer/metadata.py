@@ -1,0 +1,134 @@
+"""The metadata table: the leader lease and the shard cache.
+
+Items: ``Key="Leader"`` (``ID``, ``Name``, ``LastUpdate``) and ``Key="ShardCache"``
+(``ShardIDs``: the sorted consumable frontier, ``Parents``: each frontier shard's parents,
+``Version``, ``LastUpdate``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import botocore.exceptions
+
+from .retry import error_code
+from .tables import now_ms
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = ["ShardCache", "read_shard_cache", "release_leadership", "take_leadership", "write_shard_cache"]
+
+LEADER_KEY = "Leader"
+SHARD_CACHE_KEY = "ShardCache"
+
+
+def _conditional_failed(exc: botocore.exceptions.ClientError) -> bool:
+    return error_code(exc) == "ConditionalCheckFailedException"
+
+
+def take_leadership(db: DynamoDBClient, table: str, client_id: str, name: str, max_age: float) -> bool:
+    """Take or renew the leader lease; False if another client holds a fresh one."""
+    now = now_ms()
+    try:
+        db.put_item(
+            TableName=table,
+            Item={
+                "Key": {"S": LEADER_KEY},
+                "ID": {"S": client_id},
+                "Name": {"S": name},
+                "LastUpdate": {"N": str(now)},
+            },
+            ConditionExpression="#id = :me OR attribute_not_exists(#id) OR #lu <= :cutoff",
+            ExpressionAttributeNames={"#id": "ID", "#lu": "LastUpdate"},
+            ExpressionAttributeValues={
+                ":me": {"S": client_id},
+                ":cutoff": {"N": str(now - int(max_age * 1000))},
+            },
+        )
+    except botocore.exceptions.ClientError as exc:
+        if _conditional_failed(exc):
+            return False
+        raise
+    return True
+
+
+def release_leadership(db: DynamoDBClient, table: str, client_id: str) -> None:
+    """Give the lease up if we hold it, so the next client leads at once."""
+    try:
+        db.update_item(
+            TableName=table,
+            Key={"Key": {"S": LEADER_KEY}},
+            UpdateExpression="REMOVE #id, #name SET #lu = :now",
+            ConditionExpression="#id = :me",
+            ExpressionAttributeNames={"#id": "ID", "#name": "Name", "#lu": "LastUpdate"},
+            ExpressionAttributeValues={":me": {"S": client_id}, ":now": {"N": str(now_ms())}},
+        )
+    except botocore.exceptions.ClientError as exc:
+        if not _conditional_failed(exc):
+            raise
+
+
+def read_leader(db: DynamoDBClient, table: str) -> str | None:
+    """The ID in the leader lease, if any (it may be stale)."""
+    item = db.get_item(TableName=table, Key={"Key": {"S": LEADER_KEY}}, ConsistentRead=True).get("Item", {})
+    return item.get("ID", {}).get("S")
+
+
+@attrs.frozen
+class ShardCache:
+    """The consumable frontier as last written to the metadata table."""
+
+    shard_ids: tuple[str, ...]
+    parents: dict[str, tuple[str, ...]] = attrs.field(factory=dict, eq=False)
+    version: int = 0
+    last_update: int = 0
+
+
+def read_shard_cache(db: DynamoDBClient, table: str) -> ShardCache | None:
+    item = db.get_item(TableName=table, Key={"Key": {"S": SHARD_CACHE_KEY}}, ConsistentRead=True).get("Item")
+    if not item:
+        return None
+    parents = {
+        shard: tuple(p["S"] for p in value.get("L", []))
+        for shard, value in item.get("Parents", {}).get("M", {}).items()
+    }
+    return ShardCache(
+        shard_ids=tuple(v["S"] for v in item.get("ShardIDs", {}).get("L", [])),
+        parents=parents,
+        version=int(item.get("Version", {}).get("N", "0")),
+        last_update=int(item.get("LastUpdate", {}).get("N", "0")),
+    )
+
+
+def write_shard_cache(
+    db: DynamoDBClient,
+    table: str,
+    shard_ids: list[str],
+    parents: dict[str, tuple[str, ...]],
+    expected_version: int,
+) -> ShardCache | None:
+    """Write the cache if nobody wrote since we read ``expected_version``; None if someone did."""
+    version = expected_version + 1
+    now = now_ms()
+    item: dict[str, Any] = {
+        "Key": {"S": SHARD_CACHE_KEY},
+        "ShardIDs": {"L": [{"S": s} for s in shard_ids]},
+        "Parents": {"M": {s: {"L": [{"S": p} for p in ps]} for s, ps in parents.items()}},
+        "Version": {"N": str(version)},
+        "LastUpdate": {"N": str(now)},
+    }
+    try:
+        db.put_item(
+            TableName=table,
+            Item=item,
+            ConditionExpression="attribute_not_exists(#v) OR #v = :seen",
+            ExpressionAttributeNames={"#v": "Version"},
+            ExpressionAttributeValues={":seen": {"N": str(expected_version)}},
+        )
+    except botocore.exceptions.ClientError as exc:
+        if _conditional_failed(exc):
+            return None
+        raise
+    return ShardCache(shard_ids=tuple(shard_ids), parents=dict(parents), version=version, last_update=now)

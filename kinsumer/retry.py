@@ -1,0 +1,122 @@
+"""Retrying transient AWS faults: the one place tenacity is used.
+
+Transient = throttling, 5xx answers, connection errors and timeouts. Everything else is
+raised at once. No tenacity type leaves this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import botocore.exceptions
+import tenacity
+
+from .stats import StatReceiver
+
+__all__ = ["Stopped", "error_code", "is_transient", "retry_call"]
+
+log = logging.getLogger("kinsumer.retry")
+T = TypeVar("T")
+
+_THROTTLING = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "ThrottledException",
+        "LimitExceededException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "KMSThrottlingException",
+        "TransactionInProgressException",
+    }
+)
+_SERVER = frozenset(
+    {
+        "InternalFailure",
+        "InternalError",
+        "InternalServerError",
+        "InternalServerException",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+    }
+)
+_CONNECTION = (
+    botocore.exceptions.ConnectionError,
+    botocore.exceptions.HTTPClientError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+class Stopped(Exception):
+    """Raised by :func:`retry_call` when the caller asked to stop while retrying."""
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a ClientError, else the exception's class name."""
+    if isinstance(exc, botocore.exceptions.ClientError):
+        return str(exc.response.get("Error", {}).get("Code", "")) or type(exc).__name__
+    return type(exc).__name__
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for faults that go away by themselves: throttling, 5xx, connection problems."""
+    if isinstance(exc, botocore.exceptions.ClientError):
+        if error_code(exc) in _THROTTLING or error_code(exc) in _SERVER:
+            return True
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return isinstance(status, int) and status >= 500
+    return isinstance(exc, _CONNECTION)
+
+
+def retry_call(
+    fn: Callable[[], T],
+    *,
+    operation: str,
+    stats: StatReceiver,
+    sleep: Callable[[float], None] = time.sleep,
+    should_stop: Callable[[], bool] = lambda: False,
+    deadline: float | None = None,
+    max_wait: float = 5.0,
+) -> T:
+    """Call ``fn`` until it succeeds or fails for good.
+
+    Transient errors are retried with exponential backoff and full jitter, capped at
+    ``max_wait`` seconds, without limit unless ``deadline`` (a ``time.monotonic()`` value)
+    passes, in which case the last error is raised. ``should_stop()`` turning true ends the
+    retries with :class:`Stopped`. ``sleep`` does the waiting, so a caller can keep other
+    work (heartbeats, commits) going between attempts.
+    """
+
+    def give_up(state: tenacity.RetryCallState) -> bool:
+        if should_stop():
+            return True
+        return deadline is not None and time.monotonic() >= deadline
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        code = error_code(exc) if exc else "unknown"
+        stats.error_retried(operation, code)
+        level = logging.WARNING if state.attempt_number >= 5 else logging.DEBUG
+        log.log(level, "%s failed with %s (attempt %d); retrying", operation, code, state.attempt_number)
+
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(is_transient),
+        wait=tenacity.wait_random_exponential(multiplier=0.1, max=max_wait),
+        stop=give_up,
+        sleep=sleep,
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    try:
+        return retrying(fn)
+    except Exception as exc:
+        if should_stop() and is_transient(exc):
+            raise Stopped(operation) from exc
+        raise

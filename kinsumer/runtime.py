@@ -1,0 +1,93 @@
+"""What the background threads of one Kinsumer share, and how they report failures."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+import attrs
+import botocore.exceptions
+
+from .config import Config
+from .errors import AWSError, KinsumerError, StreamNotFound, TableNotFound
+from .record_queue import RecordQueue
+from .retry import error_code, retry_call
+from .tables import Tables, ensure_tables_ready
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_kinesis import KinesisClient
+
+__all__ = ["Runtime"]
+
+log = logging.getLogger("kinsumer")
+T = TypeVar("T")
+
+_KINESIS_OPERATIONS = frozenset(
+    {"GetRecords", "GetShardIterator", "ListShards", "DescribeStreamSummary", "DescribeStream"}
+)
+
+
+@attrs.define(eq=False)
+class Runtime:
+    """The clients, names, queue and failure channel of one running Kinsumer."""
+
+    kinesis: KinesisClient
+    dynamodb: DynamoDBClient
+    stream_name: str
+    tables: Tables
+    config: Config
+    client_id: str
+    client_name: str
+    queue: RecordQueue
+    #: Called once with the first fatal error; the owner stops everything.
+    on_fatal: Callable[[KinsumerError], None]
+    #: Wakes the coordinator to refresh the shard cache now (a shard finished).
+    request_refresh: Callable[[], None]
+    _fatal_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    fatal: KinsumerError | None = attrs.field(default=None, init=False)
+
+    @property
+    def max_age(self) -> float:
+        return self.config.effective_client_record_max_age
+
+    def call(self, fn: Callable[[], T], operation: str, **kwargs: object) -> T:
+        """``fn()`` with transient faults retried (see :func:`retry_call`)."""
+        return retry_call(fn, operation=operation, stats=self.config.stats, **kwargs)  # type: ignore[arg-type]
+
+    def fail(self, exc: BaseException, where: str) -> None:
+        """Record a failure that retrying cannot fix and have the Kinsumer stop."""
+        error = self.classify(exc, where)
+        with self._fatal_lock:
+            if self.fatal is not None:
+                return
+            self.fatal = error
+        log.error("kinsumer stops: %s", error, exc_info=exc if error is not exc else None)
+        self.on_fatal(error)
+
+    def classify(self, exc: BaseException, where: str) -> KinsumerError:
+        """Turn a background exception into the KinsumerError the caller will see."""
+        if isinstance(exc, KinsumerError):
+            return exc
+        if isinstance(exc, botocore.exceptions.ClientError):
+            code = error_code(exc)
+            operation = exc.operation_name
+            if code == "ResourceNotFoundException" and operation in _KINESIS_OPERATIONS:
+                return _chain(StreamNotFound(self.stream_name), exc)
+            if code == "ResourceNotFoundException":
+                try:
+                    ensure_tables_ready(self.dynamodb, self.tables)
+                except TableNotFound as missing:
+                    return _chain(missing, exc)
+                except Exception:  # noqa: BLE001 - the original error is the one to report
+                    pass
+            message = str(exc.response.get("Error", {}).get("Message", ""))
+            return _chain(AWSError(operation, code, message), exc)
+        return _chain(KinsumerError(f"unexpected error in {where}: {exc!r}"), exc)
+
+
+def _chain(error: KinsumerError, cause: BaseException) -> KinsumerError:
+    error.__cause__ = cause
+    return error

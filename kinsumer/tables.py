@@ -1,0 +1,128 @@
+"""The application's three DynamoDB tables: names, creation, deletion, readiness.
+
+Plain functions taking a boto3 DynamoDB client, like the rest of the table code.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import botocore.exceptions
+
+from .errors import TableNotFound
+from .retry import error_code
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = ["Tables", "create_tables", "delete_tables", "ensure_tables_ready", "now_ms"]
+
+_WAIT_POLL = 0.5
+
+
+def now_ms() -> int:
+    """Wall-clock time as integer epoch milliseconds: the unit of every LastUpdate."""
+    return time.time_ns() // 1_000_000
+
+
+@attrs.frozen
+class Tables:
+    """The table names of one application."""
+
+    clients: str
+    checkpoints: str
+    metadata: str
+
+    @classmethod
+    def for_application(cls, application_name: str) -> Tables:
+        return cls(
+            clients=f"{application_name}_clients",
+            checkpoints=f"{application_name}_checkpoints",
+            metadata=f"{application_name}_metadata",
+        )
+
+    def with_keys(self) -> list[tuple[str, str]]:
+        """(table name, hash key name) of each table."""
+        return [(self.clients, "ID"), (self.checkpoints, "Shard"), (self.metadata, "Key")]
+
+
+def _table_status(db: DynamoDBClient, name: str) -> str | None:
+    try:
+        return db.describe_table(TableName=name)["Table"].get("TableStatus")
+    except botocore.exceptions.ClientError as exc:
+        if error_code(exc) == "ResourceNotFoundException":
+            return None
+        raise
+
+
+def _wait_for(db: DynamoDBClient, name: str, wanted: set[str | None], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while (status := _table_status(db, name)) not in wanted:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"DynamoDB table {name!r} is still {status} after {timeout:g} s")
+        time.sleep(_WAIT_POLL)
+
+
+def _create_one(db: DynamoDBClient, name: str, key: str, billing: dict[str, Any], timeout: float) -> None:
+    if _table_status(db, name) is None:
+        try:
+            db.create_table(
+                TableName=name,
+                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                **billing,
+            )
+        except botocore.exceptions.ClientError as exc:
+            if error_code(exc) != "ResourceInUseException":  # created meanwhile by someone else
+                raise
+    _wait_for(db, name, {"ACTIVE"}, timeout)
+
+
+def _delete_one(db: DynamoDBClient, name: str, timeout: float) -> None:
+    if _table_status(db, name) is None:
+        return
+    try:
+        db.delete_table(TableName=name)
+    except botocore.exceptions.ClientError as exc:
+        if error_code(exc) not in ("ResourceNotFoundException", "ResourceInUseException"):
+            raise
+    _wait_for(db, name, {None}, timeout)
+
+
+def _for_each(tables: Tables, action: Any) -> None:
+    """Run ``action(name, key)`` for the three tables in parallel; re-raise the first failure."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3, thread_name_prefix="kinsumer-tables") as pool:
+        futures = [pool.submit(action, name, key) for name, key in tables.with_keys()]
+        for future in futures:
+            future.result()
+
+
+def create_tables(
+    db: DynamoDBClient,
+    tables: Tables,
+    *,
+    billing_mode: str = "PAY_PER_REQUEST",
+    read_capacity: int = 10,
+    write_capacity: int = 10,
+    timeout: float = 300.0,
+) -> None:
+    """Create the missing tables and wait until all three are ACTIVE. Idempotent."""
+    billing: dict[str, Any] = {"BillingMode": billing_mode}
+    if billing_mode == "PROVISIONED":
+        billing["ProvisionedThroughput"] = {"ReadCapacityUnits": read_capacity, "WriteCapacityUnits": write_capacity}
+    _for_each(tables, lambda name, key: _create_one(db, name, key, billing, timeout))
+
+
+def delete_tables(db: DynamoDBClient, tables: Tables, *, timeout: float = 300.0) -> None:
+    """Delete the tables that exist and wait until they are gone. Idempotent."""
+    _for_each(tables, lambda name, key: _delete_one(db, name, timeout))
+
+
+def ensure_tables_ready(db: DynamoDBClient, tables: Tables) -> None:
+    """Raise :class:`TableNotFound` naming the first table that is missing or not usable."""
+    for name, _key in tables.with_keys():
+        if _table_status(db, name) not in ("ACTIVE", "UPDATING"):
+            raise TableNotFound(name)

@@ -1,0 +1,255 @@
+"""The Kinsumer's public behaviour against moto's in-process mock: errors, lifecycle, delivery."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import botocore.exceptions
+import pytest
+
+from kinsumer import (
+    AlreadyStarted,
+    AWSError,
+    CheckpointModeError,
+    Config,
+    Kinsumer,
+    NotStarted,
+    Record,
+    StreamNotFound,
+    TableNotFound,
+)
+from kinsumer import checkpoints as cp_table
+from tests.helpers import wait_until
+
+FAST = Config(
+    shard_check_frequency=0.25, commit_frequency=0.1, leader_action_frequency=0.5, throttle_delay=0.2, handoff_timeout=1
+)
+SHARD = "shardId-000000000000"
+
+
+@pytest.fixture
+def stream(kinesis: Any) -> str:
+    kinesis.create_stream(StreamName="clicks", ShardCount=1)
+    return "clicks"
+
+
+def make(kinesis: Any, db: Any, config: Config = FAST, stream: str = "clicks", tables: bool = True) -> Kinsumer:
+    k = Kinsumer(stream, "app", "worker", config, kinesis=kinesis, dynamodb=db)
+    if tables:
+        k.create_required_tables()
+    return k
+
+
+@pytest.fixture
+def consumer(kinesis: Any, db: Any, stream: str) -> Iterator[Kinsumer]:
+    k = make(kinesis, db)
+    yield k
+    k.stop()
+
+
+def put(kinesis: Any, *payloads: bytes) -> None:
+    for p in payloads:
+        kinesis.put_record(StreamName="clicks", Data=p, PartitionKey="k")
+
+
+def stored_checkpoint(db: Any) -> cp_table.CheckpointRow | None:
+    return cp_table.read_row(db, "app_checkpoints", SHARD)
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_unknown_stream_raises_from_run(kinesis: Any, db: Any) -> None:
+    k = make(kinesis, db, stream="nope")
+    with pytest.raises(StreamNotFound, match="'nope'"):
+        k.run()
+    assert db.scan(TableName="app_clients")["Items"] == []
+    k.stop()
+
+
+def test_missing_tables_are_named_with_the_fix(kinesis: Any, db: Any, stream: str) -> None:
+    k = make(kinesis, db, tables=False)
+    with pytest.raises(TableNotFound) as info:
+        k.run()
+    assert info.value.table_name == "app_clients"
+    assert "create_required_tables()" in str(info.value)
+
+
+def test_next_in_manual_mode_names_the_right_call(kinesis: Any, db: Any, stream: str) -> None:
+    k = make(kinesis, db, attrs.evolve(FAST, manual_checkpointing=True))
+    with pytest.raises(CheckpointModeError, match=r"next\(\) is not available.*use next_with_checkpointer\(\)"):
+        k.next()
+    with pytest.raises(CheckpointModeError, match="next_record_with_checkpointer"):
+        k.next_record()
+
+
+def test_checkpointer_calls_in_auto_mode_name_the_right_call(consumer: Kinsumer) -> None:
+    with pytest.raises(CheckpointModeError, match=r"use next\(\) or next_record\(\)"):
+        consumer.next_with_checkpointer()
+    with pytest.raises(CheckpointModeError):
+        consumer.next_record_with_checkpointer()
+
+
+def test_next_before_run(consumer: Kinsumer) -> None:
+    with pytest.raises(NotStarted, match=r"call run\(\)"):
+        consumer.next()
+
+
+def test_run_twice(consumer: Kinsumer) -> None:
+    consumer.run()
+    with pytest.raises(AlreadyStarted):
+        consumer.run()
+    consumer.stop()
+    with pytest.raises(AlreadyStarted):
+        consumer.run()
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+def test_stop_is_idempotent_and_next_returns_none_after(consumer: Kinsumer, db: Any) -> None:
+    consumer.run()
+    consumer.stop()
+    consumer.stop()
+    assert consumer.next() is None
+    assert consumer.next_record(timeout=0.1) is None
+    assert db.scan(TableName="app_clients")["Items"] == []  # deregistered
+
+
+def test_stop_from_another_thread_wakes_a_blocked_next(consumer: Kinsumer) -> None:
+    consumer.run()
+    result: list[object] = ["unset"]
+    reader = threading.Thread(target=lambda: result.__setitem__(0, consumer.next()))
+    reader.start()
+    consumer.stop()
+    reader.join(10)
+    assert not reader.is_alive()
+    assert result == [None]
+
+
+def test_next_with_a_timeout_raises_timeout_error(consumer: Kinsumer) -> None:
+    consumer.run()
+    with pytest.raises(TimeoutError):
+        consumer.next(timeout=0.3)
+
+
+def test_context_manager_and_iteration(kinesis: Any, db: Any, stream: str) -> None:
+    put(kinesis, b"a", b"b", b"c")
+    got: list[Record] = []
+    with make(kinesis, db) as k:
+        for record in k:
+            got.append(record)
+            if len(got) == 3:
+                break
+    assert [r.data for r in got] == [b"a", b"b", b"c"]
+    assert {r.shard_id for r in got} == {SHARD}
+    assert all(r.partition_key == "k" and r.retrieved_at >= r.approximate_arrival_timestamp for r in got)
+    assert k.next() is None
+
+
+# ---------------------------------------------------------------- delivery semantics
+
+
+def test_auto_mode_counts_a_record_only_when_the_next_is_asked_for(consumer: Kinsumer, kinesis: Any, db: Any) -> None:
+    put(kinesis, b"1", b"2", b"3")
+    consumer.run()
+    first = consumer.next_record(timeout=10)
+    second = consumer.next_record(timeout=10)
+    assert first is not None and second is not None
+    # several commits happen while `second` is in hand: none may include it
+    since = time.time() * 1000
+    wait_until(lambda: (r := stored_checkpoint(db)) is not None and r.last_update > since + 300, 10, "later commits")
+    row = stored_checkpoint(db)
+    assert row is not None and row.sequence_number == first.sequence_number
+    third = consumer.next_record(timeout=10)
+    assert third is not None
+    wait_until(lambda: stored_checkpoint(db).sequence_number == second.sequence_number, 10, "second committed")  # type: ignore[union-attr]
+
+
+def test_a_clean_stop_counts_the_record_in_hand(consumer: Kinsumer, kinesis: Any, db: Any) -> None:
+    put(kinesis, b"1", b"2")
+    consumer.run()
+    assert consumer.next(timeout=10) == b"1"
+    consumer.stop()
+    row = stored_checkpoint(db)
+    assert row is not None and row.owner_id is None
+    assert int(row.sequence_number or 0) > 0
+    restarted = make(kinesis, db)
+    with restarted:
+        assert restarted.next(timeout=10) == b"2"
+
+
+def test_an_exception_in_the_with_body_does_not_count_the_record_in_hand(kinesis: Any, db: Any, stream: str) -> None:
+    put(kinesis, b"1", b"2")
+    with pytest.raises(RuntimeError), make(kinesis, db) as k:
+        assert k.next(timeout=10) == b"1"
+        raise RuntimeError("processing failed")
+    with make(kinesis, db) as again:
+        assert again.next(timeout=10) == b"1"
+
+
+def test_manual_checkpoints_advance_over_the_contiguous_prefix(kinesis: Any, db: Any, stream: str) -> None:
+    put(kinesis, *(str(i).encode() for i in range(5)))
+    with make(kinesis, db, attrs.evolve(FAST, manual_checkpointing=True)) as k:
+        taken = [k.next_record_with_checkpointer(timeout=10) for _ in range(5)]
+        records = [r for r, _ in taken]
+        marks = [c for _, c in taken]
+        assert all(r is not None for r in records) and all(c is not None for c in marks)
+        for i in (4, 2, 0):
+            marks[i]()  # type: ignore[misc]
+        wait_until(lambda: stored_checkpoint(db).sequence_number == records[0].sequence_number, 10, "prefix 0")  # type: ignore[union-attr]
+        marks[1]()  # type: ignore[misc]
+        marks[1]()  # type: ignore[misc]  # idempotent
+        wait_until(lambda: stored_checkpoint(db).sequence_number == records[2].sequence_number, 10, "prefix 2")  # type: ignore[union-attr]
+        with pytest.raises(TimeoutError):
+            k.next_with_checkpointer(timeout=0.1)
+    row = stored_checkpoint(db)
+    assert row is not None and row.sequence_number == records[2].sequence_number  # 3 never acknowledged
+
+
+def test_stop_waits_at_most_the_handoff_timeout_for_manual_checkpoints(kinesis: Any, db: Any, stream: str) -> None:
+    put(kinesis, b"x")
+    k = make(kinesis, db, attrs.evolve(FAST, manual_checkpointing=True, handoff_timeout=0.5))
+    k.run()
+    data, _never_called = k.next_with_checkpointer(timeout=10)
+    assert data == b"x"
+    started = time.monotonic()
+    k.stop()
+    assert time.monotonic() - started < 0.5 + 10  # bounded: handoff timeout plus the final writes
+    row = stored_checkpoint(db)
+    assert row is not None and row.owner_id is None and row.sequence_number is None
+
+
+# ---------------------------------------------------------------- background failures
+
+
+def test_a_deleted_table_is_raised_from_next(consumer: Kinsumer, db: Any) -> None:
+    consumer.run()
+    db.delete_table(TableName="app_checkpoints")
+    with pytest.raises(TableNotFound) as info:
+        while True:
+            consumer.next(timeout=10)
+    assert info.value.table_name == "app_checkpoints"
+    with pytest.raises(TableNotFound):  # sticky until stop
+        consumer.next()
+    consumer.stop()
+    assert consumer.next() is None
+
+
+def test_access_denied_on_get_records_is_raised_from_next(consumer: Kinsumer, kinesis: Any) -> None:
+    def deny(**_: Any) -> None:
+        raise botocore.exceptions.ClientError(
+            {"Error": {"Code": "AccessDeniedException", "Message": "not allowed"}}, "GetRecords"
+        )
+
+    kinesis.meta.events.register("before-call.kinesis.GetRecords", deny)
+    consumer.run()
+    with pytest.raises(AWSError) as info:
+        consumer.next(timeout=10)
+    assert info.value.code == "AccessDeniedException"
+    assert info.value.operation == "GetRecords"
+    assert isinstance(info.value.__cause__, botocore.exceptions.ClientError)

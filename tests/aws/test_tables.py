@@ -1,0 +1,191 @@
+"""Each table operation against moto's in-process DynamoDB, including conditional failures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kinsumer import checkpoints, clients_table, metadata
+from kinsumer.errors import TableNotFound
+from kinsumer.tables import Tables, create_tables, delete_tables, ensure_tables_ready, now_ms
+
+
+def table_names(db: Any) -> set[str]:
+    return set(db.list_tables()["TableNames"])
+
+
+def test_create_is_idempotent_and_makes_string_hash_keys(db: Any) -> None:
+    tables = Tables.for_application("billing")
+    create_tables(db, tables)
+    create_tables(db, tables)
+    assert table_names(db) == {"billing_clients", "billing_checkpoints", "billing_metadata"}
+    keys = {n: db.describe_table(TableName=n)["Table"]["KeySchema"][0]["AttributeName"] for n in table_names(db)}
+    assert keys == {"billing_clients": "ID", "billing_checkpoints": "Shard", "billing_metadata": "Key"}
+    assert (
+        db.describe_table(TableName="billing_clients")["Table"]["BillingModeSummary"]["BillingMode"]
+        == "PAY_PER_REQUEST"
+    )
+    ensure_tables_ready(db, tables)
+
+
+def test_provisioned_billing(db: Any) -> None:
+    tables = Tables.for_application("prov")
+    create_tables(db, tables, billing_mode="PROVISIONED", read_capacity=3, write_capacity=4)
+    throughput = db.describe_table(TableName="prov_metadata")["Table"]["ProvisionedThroughput"]
+    assert (throughput["ReadCapacityUnits"], throughput["WriteCapacityUnits"]) == (3, 4)
+
+
+def test_delete_is_idempotent(db: Any, tables: Tables) -> None:
+    delete_tables(db, tables)
+    delete_tables(db, tables)
+    assert table_names(db) == set()
+
+
+def test_a_missing_table_is_named(db: Any, tables: Tables) -> None:
+    db.delete_table(TableName=tables.metadata)
+    with pytest.raises(TableNotFound) as info:
+        ensure_tables_ready(db, tables)
+    assert info.value.table_name == "app_metadata"
+    assert "create_required_tables()" in str(info.value)
+
+
+# ---------------------------------------------------------------- clients
+
+
+def test_heartbeat_live_clients_sorted_and_deregister(db: Any, tables: Tables) -> None:
+    for cid in ("c", "a", "b"):
+        clients_table.heartbeat(db, tables.clients, cid, f"name-{cid}")
+    live = clients_table.live_clients(db, tables.clients, max_age=10)
+    assert [c.id for c in live] == ["a", "b", "c"]
+    assert live[0].name == "name-a"
+    clients_table.deregister(db, tables.clients, "b")
+    assert [c.id for c in clients_table.live_clients(db, tables.clients, max_age=10)] == ["a", "c"]
+
+
+def test_silent_clients_are_not_live_and_get_reaped(db: Any, tables: Tables) -> None:
+    clients_table.heartbeat(db, tables.clients, "alive", "n")
+    old = str(now_ms() - 60_000)
+    db.put_item(TableName=tables.clients, Item={"ID": {"S": "dead"}, "Name": {"S": "n"}, "LastUpdate": {"N": old}})
+    assert [c.id for c in clients_table.live_clients(db, tables.clients, max_age=10)] == ["alive"]
+    assert clients_table.reap_clients(db, tables.clients, older_than=30) == 1
+    assert {i["ID"]["S"] for i in db.scan(TableName=tables.clients)["Items"]} == {"alive"}
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def capture(
+    db: Any, tables: Tables, owner: str, max_age: float = 10, shard: str = "s1"
+) -> checkpoints.CheckpointRow | None:
+    return checkpoints.capture(db, tables.checkpoints, shard, owner_id=owner, owner_name=owner, max_age=max_age)
+
+
+def test_capture_a_new_shard_then_refuse_a_second_owner(db: Any, tables: Tables) -> None:
+    row = capture(db, tables, "A")
+    assert row is not None and row.owner_id == "A" and row.sequence_number is None
+    assert capture(db, tables, "B") is None
+    again = capture(db, tables, "A")
+    assert again is not None and again.owner_id == "A"
+
+
+def test_capture_a_stale_shard_keeps_its_checkpoint(db: Any, tables: Tables) -> None:
+    assert capture(db, tables, "A") is not None
+    assert checkpoints.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="42")
+    db.update_item(
+        TableName=tables.checkpoints,
+        Key={"Shard": {"S": "s1"}},
+        UpdateExpression="SET LastUpdate = :old",
+        ExpressionAttributeValues={":old": {"N": str(now_ms() - 20_000)}},
+    )
+    row = capture(db, tables, "B", max_age=10)
+    assert row is not None and row.owner_id == "B" and row.sequence_number == "42"
+
+
+def test_commit_only_by_the_owner(db: Any, tables: Tables) -> None:
+    capture(db, tables, "A")
+    assert checkpoints.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="7")
+    assert not checkpoints.commit(db, tables.checkpoints, "s1", owner_id="B", sequence_number="9")
+    row = checkpoints.read_row(db, tables.checkpoints, "s1")
+    assert row is not None and row.sequence_number == "7"
+
+
+def test_idle_commit_refreshes_the_lease_without_touching_the_checkpoint(db: Any, tables: Tables) -> None:
+    capture(db, tables, "A")
+    checkpoints.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="7")
+    before = checkpoints.read_row(db, tables.checkpoints, "s1")
+    db.update_item(
+        TableName=tables.checkpoints,
+        Key={"Shard": {"S": "s1"}},
+        UpdateExpression="SET LastUpdate = :old",
+        ExpressionAttributeValues={":old": {"N": "1"}},
+    )
+    assert checkpoints.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number=None)
+    after = checkpoints.read_row(db, tables.checkpoints, "s1")
+    assert before is not None and after is not None
+    assert after.sequence_number == "7" and after.last_update > 1
+
+
+def test_release_frees_the_shard_and_only_the_owner_may(db: Any, tables: Tables) -> None:
+    capture(db, tables, "A")
+    assert not checkpoints.release(db, tables.checkpoints, "s1", owner_id="B", sequence_number="5")
+    assert checkpoints.release(db, tables.checkpoints, "s1", owner_id="A", sequence_number="8")
+    row = checkpoints.read_row(db, tables.checkpoints, "s1")
+    assert row is not None and row.owner_id is None and row.sequence_number == "8" and not row.finished
+    taken = capture(db, tables, "B")
+    assert taken is not None and taken.sequence_number == "8"
+    assert not checkpoints.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="9")
+
+
+def test_a_finished_shard_cannot_be_captured_and_gets_reaped(db: Any, tables: Tables) -> None:
+    capture(db, tables, "A")
+    assert checkpoints.release(db, tables.checkpoints, "s1", owner_id="A", sequence_number="8", finished=True)
+    assert capture(db, tables, "B") is None
+    row = checkpoints.read_row(db, tables.checkpoints, "s1")
+    assert row is not None and row.finished
+    capture(db, tables, "A", shard="s2")
+    assert set(checkpoints.load_rows(db, tables.checkpoints)) == {"s1", "s2"}
+    checkpoints.delete_rows(db, tables.checkpoints, ["s1", "s2"])  # s2 is not finished: kept
+    assert set(checkpoints.load_rows(db, tables.checkpoints)) == {"s2"}
+
+
+def test_capture_records_the_parents(db: Any, tables: Tables) -> None:
+    row = checkpoints.capture(
+        db, tables.checkpoints, "child", owner_id="A", owner_name="a", max_age=10, parents=("p1", "p2")
+    )
+    assert row is not None and row.parent_shard_ids == ("p1", "p2")
+
+
+# ---------------------------------------------------------------- metadata
+
+
+def test_leadership_is_exclusive_until_released_or_stale(db: Any, tables: Tables) -> None:
+    assert metadata.take_leadership(db, tables.metadata, "A", "a", max_age=10)
+    assert metadata.take_leadership(db, tables.metadata, "A", "a", max_age=10)  # renewal
+    assert not metadata.take_leadership(db, tables.metadata, "B", "b", max_age=10)
+    assert metadata.read_leader(db, tables.metadata) == "A"
+    metadata.release_leadership(db, tables.metadata, "B")  # not the leader: no effect
+    assert metadata.read_leader(db, tables.metadata) == "A"
+    metadata.release_leadership(db, tables.metadata, "A")
+    assert metadata.read_leader(db, tables.metadata) is None
+    assert metadata.take_leadership(db, tables.metadata, "B", "b", max_age=10)
+
+
+def test_a_stale_leader_is_replaced(db: Any, tables: Tables) -> None:
+    db.put_item(
+        TableName=tables.metadata,
+        Item={"Key": {"S": "Leader"}, "ID": {"S": "A"}, "LastUpdate": {"N": str(now_ms() - 30_000)}},
+    )
+    assert metadata.take_leadership(db, tables.metadata, "B", "b", max_age=10)
+
+
+def test_shard_cache_round_trip_and_version_conflict(db: Any, tables: Tables) -> None:
+    assert metadata.read_shard_cache(db, tables.metadata) is None
+    first = metadata.write_shard_cache(db, tables.metadata, ["s1", "s2"], {"s2": ("s0",)}, expected_version=0)
+    assert first is not None and first.version == 1
+    read = metadata.read_shard_cache(db, tables.metadata)
+    assert read is not None
+    assert read.shard_ids == ("s1", "s2") and read.parents == {"s2": ("s0",)} and read.version == 1
+    assert metadata.write_shard_cache(db, tables.metadata, ["s3"], {}, expected_version=0) is None
+    second = metadata.write_shard_cache(db, tables.metadata, [], {}, expected_version=1)
+    assert second is not None and second.shard_ids == ()

@@ -1,0 +1,182 @@
+"""Shared test tools: producing uniquely numbered records, auditing deliveries, waiting."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from kinsumer import Record, StatReceiver
+
+MAX_HASH = 2**128 - 1
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.05) -> None:
+    """Wait for ``condition`` with a deadline; fail the test naming ``what`` if it never holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(poll)
+
+
+def shard_hash_keys(kinesis: Any, stream: str) -> dict[str, str]:
+    """One explicit hash key inside each open shard's range, by shard ID."""
+    keys = {}
+    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
+        if "EndingSequenceNumber" in shard["SequenceNumberRange"]:
+            continue
+        low = int(shard["HashKeyRange"]["StartingHashKey"])
+        high = int(shard["HashKeyRange"]["EndingHashKey"])
+        keys[shard["ShardId"]] = str((low + high) // 2)
+    return keys
+
+
+def payload(record_id: int, key: str) -> bytes:
+    return json.dumps({"id": record_id, "key": key}).encode()
+
+
+def put_all(kinesis: Any, stream: str, entries: list[dict[str, Any]]) -> None:
+    """PutRecords in batches of 500, retrying failed entries until all are in."""
+    for start in range(0, len(entries), 500):
+        batch = entries[start : start + 500]
+        while batch:
+            resp = kinesis.put_records(StreamName=stream, Records=batch)
+            batch = [e for e, r in zip(batch, resp["Records"], strict=True) if "ErrorCode" in r]
+
+
+def produce_per_shard(kinesis: Any, stream: str, per_shard: int, first_id: int = 0) -> list[int]:
+    """Write ``per_shard`` records to each open shard (explicit hash keys); returns the ids."""
+    keys = shard_hash_keys(kinesis, stream)
+    ids = itertools.count(first_id)
+    entries = []
+    for _ in range(per_shard):
+        for shard_id, hash_key in keys.items():
+            rid = next(ids)
+            entries.append({"Data": payload(rid, shard_id), "PartitionKey": shard_id, "ExplicitHashKey": hash_key})
+    put_all(kinesis, stream, entries)
+    return sorted(json.loads(e["Data"])["id"] for e in entries)
+
+
+class Producer(threading.Thread):
+    """Writes uniquely numbered records in batches until ``total`` are in."""
+
+    def __init__(self, kinesis: Any, stream: str, total: int, batch: int = 500, pause: float = 0.0) -> None:
+        super().__init__(name="test-producer", daemon=True)
+        self.kinesis, self.stream, self.total, self.batch, self.pause = kinesis, stream, total, batch, pause
+        self.produced: list[int] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            for start in range(0, self.total, self.batch):
+                ids = range(start, min(start + self.batch, self.total))
+                entries = [{"Data": payload(i, f"k{i % 50}"), "PartitionKey": f"k{i % 50}"} for i in ids]
+                put_all(self.kinesis, self.stream, entries)
+                self.produced.extend(ids)
+                if self.pause:
+                    time.sleep(self.pause)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
+@attrs.frozen
+class Delivery:
+    order: int  # global delivery order across every client of the test
+    client: str
+    record_id: int
+    shard_id: str
+    sequence_number: str
+
+
+class Audit:
+    """Thread-safe log of every delivery of a test, and the checks on it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._order = itertools.count()
+        self.deliveries: list[Delivery] = []
+
+    def add(self, client: str, record: Record) -> Delivery:
+        rid = json.loads(record.data)["id"]
+        with self._lock:
+            d = Delivery(next(self._order), client, rid, record.shard_id, record.sequence_number)
+            self.deliveries.append(d)
+        return d
+
+    def count(self) -> int:
+        return len(self.deliveries)
+
+    def ids(self) -> set[int]:
+        with self._lock:
+            return {d.record_id for d in self.deliveries}
+
+    def lost(self, produced: Iterable[int]) -> set[int]:
+        return set(produced) - self.ids()
+
+    def duplicates(self) -> dict[int, int]:
+        counts: dict[int, int] = defaultdict(int)
+        with self._lock:
+            for d in self.deliveries:
+                counts[d.record_id] += 1
+        return {rid: n for rid, n in counts.items() if n > 1}
+
+    def order_violations(self) -> list[tuple[Delivery, Delivery]]:
+        """First deliveries of each shard, in global order, must have increasing sequence numbers."""
+        seen: set[int] = set()
+        last: dict[str, Delivery] = {}
+        bad = []
+        with self._lock:
+            deliveries = sorted(self.deliveries, key=lambda d: d.order)
+        for d in deliveries:
+            if d.record_id in seen:
+                continue
+            seen.add(d.record_id)
+            prev = last.get(d.shard_id)
+            if prev is not None and int(d.sequence_number) <= int(prev.sequence_number):
+                bad.append((prev, d))
+            last[d.shard_id] = d
+        return bad
+
+
+class CountingStats(StatReceiver):
+    """A StatReceiver that counts every call, by method and key."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls: dict[str, int] = defaultdict(int)
+        self.retried: dict[tuple[str, str], int] = defaultdict(int)
+        self.handoffs: list[tuple[str, float, bool]] = []
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self.calls[name] += 1
+
+    def records_fetched(self, shard_id: str, count: int, millis_behind_latest: int | None) -> None:
+        self._count("records_fetched")
+
+    def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
+        self._count("record_delivered")
+
+    def checkpoint_written(self, shard_id: str) -> None:
+        self._count("checkpoint_written")
+
+    def shard_gained(self, shard_id: str) -> None:
+        self._count("shard_gained")
+
+    def shard_lost(self, shard_id: str) -> None:
+        self._count("shard_lost")
+
+    def handoff(self, shard_id: str, seconds: float, clean: bool) -> None:
+        with self._lock:
+            self.handoffs.append((shard_id, seconds, clean))
+
+    def error_retried(self, operation: str, error: str) -> None:
+        with self._lock:
+            self.retried[(operation, error)] += 1

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pytest
+
+from kinsumer import Config, Kinsumer
+from tests.conftest import MotoServer, unique
+from tests.helpers import Audit, CountingStats
+
+pytestmark = pytest.mark.server
+
+#: Timings for tests: membership rounds every 0.5 s, a silent client is dead after 2 s.
+SERVER_CONFIG = Config(
+    shard_check_frequency=0.5, commit_frequency=0.25, leader_action_frequency=1.0, handoff_timeout=5.0
+)
+
+
+class Worker:
+    """One Kinsumer client over HTTP with a thread calling next_record() into an Audit."""
+
+    def __init__(
+        self,
+        server: MotoServer,
+        stream: str,
+        app: str,
+        name: str,
+        audit: Audit,
+        config: Config = SERVER_CONFIG,
+        kinesis: Any = None,
+    ) -> None:
+        self.name, self.audit = name, audit
+        self.stats = CountingStats()
+        self.kinsumer = Kinsumer(
+            stream,
+            app,
+            name,
+            attrs.evolve(config, stats=self.stats),
+            kinesis=kinesis or server.client("kinesis"),
+            dynamodb=server.client("dynamodb"),
+        )
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._consume, name=f"test-{name}", daemon=True)
+
+    def start(self) -> Worker:
+        self.kinsumer.run()
+        self._thread.start()
+        return self
+
+    def _consume(self) -> None:
+        try:
+            while (record := self.kinsumer.next_record()) is not None:
+                self.audit.add(self.name, record)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def stop(self) -> None:
+        self.kinsumer.stop()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), f"{self.name} did not stop"
+        assert self.error is None, f"{self.name} failed: {self.error!r}"
+
+
+@pytest.fixture
+def app(moto_server: MotoServer) -> Iterator[str]:
+    """A fresh application name with its tables created."""
+    name = unique("app")
+    Kinsumer(
+        "unused", name, "admin", kinesis=moto_server.client("kinesis"), dynamodb=moto_server.client("dynamodb")
+    ).create_required_tables()
+    yield name

@@ -1,0 +1,90 @@
+import botocore.exceptions
+import pytest
+
+from kinsumer.retry import Stopped, is_transient, retry_call
+from tests.helpers import CountingStats
+
+
+def client_error(code: str, status: int = 400) -> botocore.exceptions.ClientError:
+    return botocore.exceptions.ClientError(
+        {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Op"
+    )
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        client_error("ProvisionedThroughputExceededException"),
+        client_error("ThrottlingException"),
+        client_error("LimitExceededException"),
+        client_error("InternalFailure", 500),
+        client_error("ServiceUnavailable", 503),
+        client_error("Whatever", 502),
+        botocore.exceptions.EndpointConnectionError(endpoint_url="http://127.0.0.1:1"),
+        botocore.exceptions.ConnectionClosedError(endpoint_url="http://127.0.0.1:1"),
+        botocore.exceptions.ReadTimeoutError(endpoint_url="http://127.0.0.1:1"),
+        ConnectionResetError(),
+    ],
+)
+def test_transient(exc: Exception) -> None:
+    assert is_transient(exc)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        client_error("AccessDeniedException"),
+        client_error("ResourceNotFoundException"),
+        client_error("ValidationException"),
+        client_error("ExpiredIteratorException"),
+        client_error("ConditionalCheckFailedException"),
+        ValueError(),
+    ],
+)
+def test_not_transient(exc: Exception) -> None:
+    assert not is_transient(exc)
+
+
+def test_transient_errors_are_retried_with_growing_waits_and_counted() -> None:
+    failures = [client_error("ThrottlingException")] * 4
+    waits: list[float] = []
+    stats = CountingStats()
+
+    def flaky() -> str:
+        if failures:
+            raise failures.pop()
+        return "ok"
+
+    assert retry_call(flaky, operation="GetRecords", stats=stats, sleep=waits.append) == "ok"
+    assert len(waits) == 4
+    assert all(0 <= w <= 5.0 for w in waits)
+    assert stats.retried[("GetRecords", "ThrottlingException")] == 4
+
+
+def test_permanent_errors_are_raised_at_once() -> None:
+    calls = 0
+
+    def denied() -> None:
+        nonlocal calls
+        calls += 1
+        raise client_error("AccessDeniedException")
+
+    with pytest.raises(botocore.exceptions.ClientError):
+        retry_call(denied, operation="Op", stats=CountingStats(), sleep=lambda s: None)
+    assert calls == 1
+
+
+def test_a_stop_request_ends_retrying() -> None:
+    def always() -> None:
+        raise client_error("ThrottlingException")
+
+    with pytest.raises(Stopped):
+        retry_call(always, operation="Op", stats=CountingStats(), sleep=lambda s: None, should_stop=lambda: True)
+
+
+def test_the_deadline_ends_retrying_with_the_last_error() -> None:
+    def always() -> None:
+        raise client_error("InternalFailure", 500)
+
+    with pytest.raises(botocore.exceptions.ClientError, match="InternalFailure"):
+        retry_call(always, operation="Op", stats=CountingStats(), sleep=lambda s: None, deadline=0.0)
