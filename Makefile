@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+KINESALITE := tests/kinesalite/node_modules/.installed
 
 .PHONY: test demo lint typecheck unit clean
 
@@ -12,8 +13,13 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,demo]'
 	touch $(STAMP)
 
-test: $(STAMP)
-	$(PY) -m ruff check kinsumer tests scripts
+# kinesalite: Kinesis with real shard splits and merges, for the resharding tests
+$(KINESALITE): tests/kinesalite/package.json tests/kinesalite/package-lock.json
+	cd tests/kinesalite && npm ci --no-audit --no-fund --loglevel=error
+	touch $(KINESALITE)
+
+test: $(STAMP) $(KINESALITE)
+	$(PY) -m ruff check kinsumer tests
 	$(PY) -m mypy
 	$(PY) -m pytest
 
@@ -21,7 +27,7 @@ unit: $(STAMP)
 	$(PY) -m pytest tests/unit tests/aws
 
 lint: $(STAMP)
-	$(PY) -m ruff check kinsumer tests scripts
+	$(PY) -m ruff check kinsumer tests
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

@@ -7,21 +7,25 @@ shards whose owner changed are stopped and started. It owns the ShardConsumers.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from . import clients_table, metadata
 from .assignment import assigned_shards, client_index
 from .leader import refresh_shard_cache
 from .metadata import ShardCache
-from .retry import is_transient
+from .retry import Stopped, is_transient
 from .runtime import Runtime
 from .shard_consumer import ShardConsumer
 
 __all__ = ["Coordinator"]
 
 log = logging.getLogger("kinsumer.coordinator")
+T = TypeVar("T")
 
 _REAP_AFTER = 3600.0  # seconds of silence after which the leader deletes a client row
 _FINAL_CALL_DEADLINE = 3.0  # seconds spent retrying deregistration at stop
@@ -71,6 +75,8 @@ class Coordinator:
         deadline = time.monotonic() + timeout
         if self._thread.ident is not None:
             self._thread.join(max(0.0, deadline - time.monotonic()))
+        else:  # run() failed before the loop started: leave from here
+            self._leave()
         with self._lock:
             consumers = [*self._consumers.values(), *self._retiring]
         for consumer in consumers:
@@ -99,6 +105,8 @@ class Coordinator:
                 continue
             try:
                 self.tick()
+            except Stopped:
+                break
             except Exception as exc:  # noqa: BLE001
                 if is_transient(exc):
                     log.warning("membership round failed (%s); retrying next round", exc)
@@ -108,52 +116,49 @@ class Coordinator:
             next_tick = max(next_tick + period, time.monotonic())
         self._leave()
 
+    def _call(self, fn: Callable[[], T], operation: str, deadline: float) -> T:
+        return self._rt.call(fn, operation, deadline=deadline, should_stop=self._stopping.is_set)
+
     def tick(self) -> None:
         """One round: heartbeat, membership, leadership, shard cache, assignment."""
         rt, cfg = self._rt, self._cfg
         db, tables = rt.dynamodb, rt.tables
         deadline = time.monotonic() + cfg.shard_check_frequency
-
-        def call(fn: object, operation: str) -> object:
-            return rt.call(fn, operation, deadline=deadline, should_stop=self._stopping.is_set)  # type: ignore[arg-type]
+        call = functools.partial(self._call, deadline=deadline)
 
         call(lambda: clients_table.heartbeat(db, tables.clients, rt.client_id, rt.client_name), "PutItem")
         clients = call(lambda: clients_table.live_clients(db, tables.clients, rt.max_age), "Scan")
-        index, count = client_index([c.id for c in clients], rt.client_id)  # type: ignore[attr-defined]
-        self._update_leadership(index == 0, call)
+        index, count = client_index([c.id for c in clients], rt.client_id)
+        if index == 0:
+            leader = call(
+                lambda: metadata.take_leadership(db, tables.metadata, rt.client_id, rt.client_name, rt.max_age),
+                "PutItem",
+            )
+            if leader and not self.is_leader:
+                log.info("client %s is the leader", rt.client_id)
+                self._next_leader_action = 0.0
+            self.is_leader = leader
+        elif self.is_leader:
+            call(lambda: metadata.release_leadership(db, tables.metadata, rt.client_id), "UpdateItem")
+            log.info("client %s is no longer the leader", rt.client_id)
+            self.is_leader = False
         cache = call(lambda: metadata.read_shard_cache(db, tables.metadata), "GetItem")
-        assert cache is None or isinstance(cache, ShardCache)
         leader_due = self.is_leader and time.monotonic() >= self._next_leader_action
         if cache is None or not cache.shard_ids or leader_due or self._refresh.is_set():
             self._refresh.clear()
+            seen, reap = cache, self.is_leader
             cache = call(
-                lambda: refresh_shard_cache(rt.kinesis, db, rt.stream_name, tables, cache, reap_trimmed=self.is_leader),
+                lambda: refresh_shard_cache(rt.kinesis, db, rt.stream_name, tables, seen, reap_trimmed=reap),
                 "RefreshShardCache",
             )
-            assert isinstance(cache, ShardCache)
             if self.is_leader:
                 self._next_leader_action = time.monotonic() + cfg.leader_action_frequency
-                call(lambda: clients_table.reap_clients(db, tables.clients, max(_REAP_AFTER, 10 * rt.max_age)), "Scan")
+                reap_after = max(_REAP_AFTER, 10 * rt.max_age)
+                call(lambda: clients_table.reap_clients(db, tables.clients, reap_after), "Scan")
         if (index, count) != (self.client_index, self.client_count):
             log.info("client %s is %d of %d live clients", rt.client_id, index, count)
         self.client_index, self.client_count, self._cache = index, count, cache
         self._assign(assigned_shards(cache.shard_ids, index, count), cache.parents)
-
-    def _update_leadership(self, first: bool, call: object) -> None:
-        rt = self._rt
-        db, table = rt.dynamodb, rt.tables.metadata
-        if first:
-            leader = call(
-                lambda: metadata.take_leadership(db, table, rt.client_id, rt.client_name, rt.max_age), "PutItem"
-            )  # type: ignore[operator]
-            if leader and not self.is_leader:
-                log.info("client %s is the leader", rt.client_id)
-                self._next_leader_action = 0.0
-            self.is_leader = bool(leader)
-        elif self.is_leader:
-            call(lambda: metadata.release_leadership(db, table, rt.client_id), "UpdateItem")  # type: ignore[operator]
-            log.info("client %s is no longer the leader", rt.client_id)
-            self.is_leader = False
 
     def _assign(self, wanted: list[str], parents: dict[str, tuple[str, ...]]) -> None:
         """Stop the consumers of shards we lost, start those of shards we gained."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import socket
 import subprocess
 import sys
@@ -82,6 +83,56 @@ class MotoServer:
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[MotoServer]:
     server = MotoServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+KINESALITE_DIR = pathlib.Path(__file__).parent / "kinesalite"
+
+
+class Kinesalite:
+    """kinesalite (Kinesis with real shard splits and merges) in a node process on 127.0.0.1."""
+
+    def __init__(self) -> None:
+        if not (KINESALITE_DIR / "node_modules" / "kinesalite").is_dir():
+            raise RuntimeError(f"kinesalite is not installed: run 'make test' (npm install in {KINESALITE_DIR})")
+        self._proc = subprocess.Popen(
+            ["node", str(KINESALITE_DIR / "server.js"), "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()  # "ready PORT"
+        if not line.startswith("ready "):
+            self.stop()
+            raise RuntimeError(f"kinesalite did not start: {line!r}")
+        self.endpoint = f"http://127.0.0.1:{int(line.split()[1])}"
+
+    def client(self, **config: Any) -> Any:
+        return boto3.client(
+            "kinesis",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            config=botocore.config.Config(max_pool_connections=64, **config),
+        )
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(5)
+
+
+@pytest.fixture(scope="session")
+def kinesalite() -> Iterator[Kinesalite]:
+    server = Kinesalite()
     try:
         yield server
     finally:
