@@ -98,6 +98,21 @@ def capture(
         update += ", #parents = :parents"
         values[":parents"] = {"L": [{"S": p} for p in parents]}
     condition = "attribute_not_exists(#fin) AND (attribute_not_exists(#owner) OR #owner = :me OR #lu <= :cutoff)"
+    item = _conditional_update(db, table, shard_id, update, condition, values, return_new=True)
+    return None if item is None else CheckpointRow.from_item(item)
+
+
+def _conditional_update(
+    db: DynamoDBClient,
+    table: str,
+    shard_id: str,
+    update: str,
+    condition: str,
+    values: dict[str, Any],
+    *,
+    return_new: bool = False,
+) -> dict[str, Any] | None:
+    """UpdateItem on the shard's row; None when ``condition`` does not hold, else the new row."""
     try:
         resp = db.update_item(
             TableName=table,
@@ -106,34 +121,20 @@ def capture(
             ConditionExpression=condition,
             ExpressionAttributeNames=_names(update + condition),
             ExpressionAttributeValues=values,
-            ReturnValues="ALL_NEW",
+            ReturnValues="ALL_NEW" if return_new else "NONE",
         )
     except botocore.exceptions.ClientError as exc:
         if _is_condition_failure(exc):
             return None
         raise
-    return CheckpointRow.from_item(resp["Attributes"])
+    return dict(resp.get("Attributes", {}))
 
 
 def _owned_update(
     db: DynamoDBClient, table: str, shard_id: str, owner_id: str, update: str, values: dict[str, Any]
 ) -> bool:
-    condition = "#owner = :me"
     values = {**values, ":me": {"S": owner_id}, ":now": {"N": str(now_ms())}}
-    try:
-        db.update_item(
-            TableName=table,
-            Key={"Shard": {"S": shard_id}},
-            UpdateExpression=update,
-            ConditionExpression=condition,
-            ExpressionAttributeNames=_names(update + condition),
-            ExpressionAttributeValues=values,
-        )
-    except botocore.exceptions.ClientError as exc:
-        if _is_condition_failure(exc):
-            return False
-        raise
-    return True
+    return _conditional_update(db, table, shard_id, update, "#owner = :me", values) is not None
 
 
 def commit(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str, sequence_number: str | None) -> bool:

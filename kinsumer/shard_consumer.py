@@ -224,23 +224,11 @@ class ShardConsumer:
         if not self._wait_for(progress.all_processed, deadline=None, interruptible=True):
             return False
         final = progress.release()
-        rt = self._rt
-        released = self._call(
-            lambda: checkpoints.release(
-                rt.dynamodb,
-                rt.tables.checkpoints,
-                self.shard_id,
-                owner_id=rt.client_id,
-                sequence_number=final,
-                finished=True,
-            ),
-            "UpdateItem",
-        )
-        if not released:
+        if not self._release(final, finished=True):
             raise OwnershipLost(self.shard_id)
         log.info("%s finished at %s", self.shard_id, final)
         self._cfg.stats.shard_lost(self.shard_id)
-        rt.request_refresh()
+        self._rt.request_refresh()
         return True
 
     def _hand_off(self) -> None:
@@ -262,17 +250,7 @@ class ShardConsumer:
                 progress.outstanding,
             )
         try:
-            released = rt.call(
-                lambda: checkpoints.release(
-                    rt.dynamodb,
-                    rt.tables.checkpoints,
-                    self.shard_id,
-                    owner_id=rt.client_id,
-                    sequence_number=final if final != self._committed else None,
-                ),
-                "UpdateItem",
-                deadline=time.monotonic() + _RELEASE_DEADLINE,
-            )
+            released = self._release(final, finished=False, deadline=time.monotonic() + _RELEASE_DEADLINE)
         except Exception as exc:  # noqa: BLE001 - the lease expires by itself
             log.warning("could not release %s (%s); another client takes it once it looks stale", self.shard_id, exc)
             released = True
@@ -284,6 +262,27 @@ class ShardConsumer:
         log.info("released %s at %s after %.2f s (%d queued records dropped)", self.shard_id, final, elapsed, dropped)
         self._cfg.stats.handoff(self.shard_id, elapsed, clean)
         self._cfg.stats.shard_lost(self.shard_id)
+
+    def _release(self, final: str | None, *, finished: bool, deadline: float | None = None) -> bool:
+        """Store the final checkpoint (and Finished) and give the row up; False if not ours.
+
+        Retries until ``deadline`` if given (a handoff), else until a stop request (Stopped).
+        """
+        rt = self._rt
+
+        def release() -> bool:
+            return checkpoints.release(
+                rt.dynamodb,
+                rt.tables.checkpoints,
+                self.shard_id,
+                owner_id=rt.client_id,
+                sequence_number=final if final != self._committed or finished else None,
+                finished=finished,
+            )
+
+        if deadline is None:
+            return bool(self._call(release, "UpdateItem"))
+        return rt.call(release, "UpdateItem", deadline=deadline)
 
     def _abandon(self) -> None:
         """Another client owns the shard (we were silent too long): drop everything of ours."""

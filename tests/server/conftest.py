@@ -8,7 +8,8 @@ import attrs
 import pytest
 
 from kinsumer import Config, Kinsumer
-from tests.conftest import MotoServer, unique
+from kinsumer.local_server import LocalServer
+from tests.conftest import unique
 from tests.helpers import Audit, CountingStats
 
 pytestmark = pytest.mark.server
@@ -24,7 +25,7 @@ class Worker:
 
     def __init__(
         self,
-        server: MotoServer,
+        server: LocalServer,
         stream: str,
         app: str,
         name: str,
@@ -65,7 +66,7 @@ class Worker:
 
 
 @pytest.fixture
-def app(moto_server: MotoServer) -> Iterator[str]:
+def app(moto_server: LocalServer) -> Iterator[str]:
     """A fresh application name with its tables created."""
     name = unique("app")
     Kinsumer(

@@ -13,7 +13,7 @@ import attrs
 import pytest
 
 from kinsumer import Checkpoint, Kinsumer, Record
-from tests.conftest import MotoServer
+from kinsumer.local_server import LocalServer
 from tests.faults import FaultPlan
 from tests.helpers import Audit, Producer, produce_per_shard, wait_until
 from tests.server.conftest import SERVER_CONFIG, Worker
@@ -28,7 +28,7 @@ def assert_clean(audit: Audit, produced: list[int]) -> None:
 
 
 def test_three_clients_eight_shards_deliver_every_record_once_in_order(
-    moto_server: MotoServer, new_stream: Callable[[int], str], app: str
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
 ) -> None:
     stream = new_stream(8)
     kinesis = moto_server.client("kinesis")
@@ -47,7 +47,7 @@ def test_three_clients_eight_shards_deliver_every_record_once_in_order(
 
 
 def test_a_client_joins_and_one_leaves_cleanly_mid_stream_without_loss_or_duplicates(
-    moto_server: MotoServer, new_stream: Callable[[int], str], app: str
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
 ) -> None:
     stream = new_stream(8)
     audit = Audit()
@@ -72,7 +72,7 @@ def test_a_client_joins_and_one_leaves_cleanly_mid_stream_without_loss_or_duplic
 
 
 def test_manual_mode_redelivers_exactly_what_was_never_acknowledged_after_a_restart(
-    moto_server: MotoServer, new_stream: Callable[[int], str], app: str
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
 ) -> None:
     stream = new_stream(4)
     produced = produce_per_shard(moto_server.client("kinesis"), stream, 500)
@@ -141,7 +141,7 @@ def test_manual_mode_redelivers_exactly_what_was_never_acknowledged_after_a_rest
     ],
 )
 def test_readers_recover_from_injected_get_records_faults(
-    moto_server: MotoServer, new_stream: Callable[[int], str], app: str, choose: Callable[[int], str | None]
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str, choose: Callable[[int], str | None]
 ) -> None:
     stream = new_stream(4)
     # no botocore retries: every injected fault reaches kinsumer's own handling

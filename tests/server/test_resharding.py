@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from kinsumer import Kinsumer
-from tests.conftest import Kinesalite, MotoServer, unique
+from kinsumer.local_server import LocalServer
+from tests.conftest import unique
 from tests.helpers import Audit, put_all, wait_until
 from tests.server.conftest import SERVER_CONFIG
 
@@ -56,9 +57,9 @@ def wait_active(kinesis: Any, stream: str) -> None:
 
 
 def test_split_then_merge_keeps_per_key_order_and_reads_children_after_parents(
-    kinesalite: Kinesalite, moto_server: MotoServer
+    kinesalite: LocalServer, moto_server: LocalServer
 ) -> None:
-    kinesis = kinesalite.client()
+    kinesis = kinesalite.client("kinesis")
     stream, app = unique("stream"), unique("app")
     kinesis.create_stream(StreamName=stream, ShardCount=2)
     wait_active(kinesis, stream)
@@ -69,7 +70,12 @@ def test_split_then_merge_keeps_per_key_order_and_reads_children_after_parents(
 
     def make(name: str) -> Kinsumer:
         return Kinsumer(
-            stream, app, name, SERVER_CONFIG, kinesis=kinesalite.client(), dynamodb=moto_server.client("dynamodb")
+            stream,
+            app,
+            name,
+            SERVER_CONFIG,
+            kinesis=kinesalite.client("kinesis"),
+            dynamodb=moto_server.client("dynamodb"),
         )
 
     clients = [make("a"), make("b")]
