@@ -177,9 +177,9 @@ class Kinsumer:
             first = self._state != _STOPPED
             self._state = _STOPPED
         if first:
+            self._queue.close()  # first, so no record is handed over after the acknowledgements below
             if clean:
                 self._acknowledge_held()
-            self._queue.close()
             if self._coordinator is not None:
                 self._coordinator.request_stop()
                 self._coordinator.join(self.config.handoff_timeout + _STOP_GRACE)

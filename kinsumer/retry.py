@@ -84,11 +84,12 @@ def retry_call(
     should_stop: Callable[[], bool] = lambda: False,
     deadline: float | None = None,
     max_wait: float = 5.0,
+    min_wait: float = 0.0,
 ) -> T:
     """Call ``fn`` until it succeeds or fails for good.
 
     Transient errors are retried with exponential backoff and full jitter, capped at
-    ``max_wait`` seconds, without limit unless ``deadline`` (a ``time.monotonic()`` value)
+    ``max_wait`` seconds (and at least ``min_wait``), without limit unless ``deadline`` (a ``time.monotonic()`` value)
     passes, in which case the last error is raised. ``should_stop()`` turning true ends the
     retries with :class:`Stopped`. ``sleep`` does the waiting, so a caller can keep other
     work (heartbeats, commits) going between attempts.
@@ -108,7 +109,7 @@ def retry_call(
 
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception(is_transient),
-        wait=tenacity.wait_random_exponential(multiplier=0.1, max=max_wait),
+        wait=tenacity.wait_fixed(min_wait) + tenacity.wait_random_exponential(multiplier=0.1, max=max_wait),
         stop=give_up,
         sleep=sleep,
         before_sleep=before_sleep,

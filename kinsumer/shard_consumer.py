@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +51,7 @@ class ShardConsumer:
         self._committed: str | None = None  # the sequence number stored in the row
         self._next_commit = 0.0
         self._last_pushed: str | None = None
+        self._last_fetch = -math.inf  # monotonic time of the last GetRecords attempt
         self._latest_at: dt.datetime | None = None  # when we took a LATEST iterator
 
     # ----------------------------------------------------------------- control (other threads)
@@ -100,8 +102,8 @@ class ShardConsumer:
         except Exception as exc:  # noqa: BLE001
             self._rt.fail(exc, f"the consumer of {self.shard_id}")
 
-    def _call(self, fn: Callable[[], Any], operation: str) -> Any:
-        return self._rt.call(fn, operation, sleep=self._sleep, should_stop=self._stop.is_set)
+    def _call(self, fn: Callable[[], Any], operation: str, min_wait: float = 0.0) -> Any:
+        return self._rt.call(fn, operation, sleep=self._sleep, should_stop=self._stop.is_set, min_wait=min_wait)
 
     # ----------------------------------------------------------------- capture
 
@@ -171,12 +173,13 @@ class ShardConsumer:
         """Read until the shard ends (returns True once finished) or Stopped is raised."""
         cfg = self._cfg
         iterator = self._iterator()
-        next_fetch = 0.0
         while iterator is not None:
-            self._sleep_until(next_fetch)
-            next_fetch = time.monotonic() + cfg.throttle_delay
+            self._sleep_until(self._last_fetch + cfg.throttle_delay)
             try:
-                response = self._call(functools.partial(self._get_records, iterator), "GetRecords")
+                # a retry waits throttle_delay too: at most one GetRecords per throttle_delay
+                response = self._call(
+                    functools.partial(self._get_records, iterator), "GetRecords", min_wait=cfg.throttle_delay
+                )
             except botocore.exceptions.ClientError as exc:
                 if error_code(exc) != "ExpiredIteratorException":
                     raise
@@ -192,6 +195,7 @@ class ShardConsumer:
         return self._finish()
 
     def _get_records(self, iterator: str) -> Any:
+        self._last_fetch = time.monotonic()  # every attempt counts for the throttle
         return self._rt.kinesis.get_records(ShardIterator=iterator, Limit=self._cfg.max_records_per_call)
 
     def _push(self, records: list[dict[str, Any]]) -> None:

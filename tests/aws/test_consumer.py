@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +25,7 @@ from kinsumer import (
     TableNotFound,
 )
 from kinsumer import checkpoints as cp_table
-from tests.helpers import wait_until
+from tests.helpers import CountingStats, wait_until
 
 FAST = Config(
     shard_check_frequency=0.25, commit_frequency=0.1, leader_action_frequency=0.5, throttle_delay=0.2, handoff_timeout=1
@@ -211,17 +213,21 @@ def test_manual_checkpoints_advance_over_the_contiguous_prefix(kinesis: Any, db:
     assert row is not None and row.sequence_number == records[2].sequence_number  # 3 never acknowledged
 
 
-def test_stop_waits_at_most_the_handoff_timeout_for_manual_checkpoints(kinesis: Any, db: Any, stream: str) -> None:
+def test_stop_gives_up_waiting_for_manual_checkpoints_after_the_handoff_timeout(
+    kinesis: Any, db: Any, stream: str
+) -> None:
     put(kinesis, b"x")
-    k = make(kinesis, db, attrs.evolve(FAST, manual_checkpointing=True, handoff_timeout=0.5))
+    stats = CountingStats()
+    k = make(kinesis, db, attrs.evolve(FAST, manual_checkpointing=True, handoff_timeout=0.5, stats=stats))
     k.run()
-    data, _never_called = k.next_with_checkpointer(timeout=10)
-    assert data == b"x"
-    started = time.monotonic()
+    data, never_called = k.next_with_checkpointer(timeout=10)
+    assert data == b"x" and never_called is not None
     k.stop()
-    assert time.monotonic() - started < 0.5 + 10  # bounded: handoff timeout plus the final writes
+    assert [(shard, clean) for shard, _, clean in stats.handoffs] == [(SHARD, False)]
     row = stored_checkpoint(db)
     assert row is not None and row.owner_id is None and row.sequence_number is None
+    never_called()  # after the release: a no-op
+    assert stored_checkpoint(db) == row
 
 
 # ---------------------------------------------------------------- background failures
@@ -253,3 +259,39 @@ def test_access_denied_on_get_records_is_raised_from_next(consumer: Kinsumer, ki
     assert info.value.code == "AccessDeniedException"
     assert info.value.operation == "GetRecords"
     assert isinstance(info.value.__cause__, botocore.exceptions.ClientError)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def test_get_records_calls_on_a_shard_are_at_least_throttle_delay_apart_even_when_retried(
+    kinesis: Any, db: Any, stream: str
+) -> None:
+    calls: list[float] = []
+    plan = iter(range(1_000_000))
+
+    def throttle_every_other(**_: Any) -> None:
+        calls.append(time.monotonic())
+        if next(plan) % 2:
+            raise botocore.exceptions.ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "GetRecords"
+            )
+
+    kinesis.meta.events.register("before-call.kinesis.GetRecords", throttle_every_other)
+    put(kinesis, b"a", b"b")
+    with make(kinesis, db) as k:  # one shard, so one reader makes every call
+        assert k.next(timeout=10) == b"a"
+        assert k.next(timeout=10) == b"b"
+        wait_until(lambda: len(calls) >= 8, 20, "eight GetRecords calls")
+    gaps = [later - earlier for earlier, later in itertools.pairwise(calls[:8])]
+    assert min(gaps) >= FAST.throttle_delay
+
+
+def test_record_payloads_are_never_logged(kinesis: Any, db: Any, stream: str, caplog: pytest.LogCaptureFixture) -> None:
+    secret = b"payload-5f3c9e-must-not-be-logged"
+    caplog.set_level(logging.DEBUG, logger="kinsumer")
+    put(kinesis, secret)
+    with make(kinesis, db) as k:
+        assert k.next(timeout=10) == secret
+    assert caplog.records, "kinsumer logged nothing at all"
+    assert not [r for r in caplog.records if secret.decode() in r.getMessage()]

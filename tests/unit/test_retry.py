@@ -88,3 +88,16 @@ def test_the_deadline_ends_retrying_with_the_last_error() -> None:
 
     with pytest.raises(botocore.exceptions.ClientError, match="InternalFailure"):
         retry_call(always, operation="Op", stats=CountingStats(), sleep=lambda s: None, deadline=0.0)
+
+
+def test_min_wait_is_a_floor_under_every_backoff() -> None:
+    failures = [client_error("ProvisionedThroughputExceededException")] * 6
+    waits: list[float] = []
+
+    def flaky() -> None:
+        if failures:
+            raise failures.pop()
+
+    retry_call(flaky, operation="GetRecords", stats=CountingStats(), sleep=waits.append, min_wait=0.25)
+    assert len(waits) == 6
+    assert all(w >= 0.25 for w in waits)
