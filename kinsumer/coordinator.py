@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -16,11 +17,13 @@ from typing import TypeVar
 
 from . import clients_table, metadata
 from .assignment import assigned_shards, client_index
+from .clients_table import ClientRow
 from .leader import refresh_shard_cache
 from .metadata import ShardCache
 from .retry import Stopped, is_transient
 from .runtime import Runtime
 from .shard_consumer import ShardConsumer
+from .tables import now_ms as tables_now_ms
 
 __all__ = ["Coordinator"]
 
@@ -46,6 +49,7 @@ class Coordinator:
         self._thread = threading.Thread(target=self._loop, name="kinsumer-coordinator", daemon=True)
         self._cache: ShardCache | None = None
         self._next_leader_action = 0.0
+        self._recheck_at = math.inf  # an extra round when a silent client turns stale
         self.is_leader = False
         self.client_index = 0
         self.client_count = 1
@@ -97,11 +101,12 @@ class Coordinator:
         period = self._cfg.shard_check_frequency
         next_tick = time.monotonic() + period
         while not self._stopping.is_set():
-            self._wake.wait(max(0.0, next_tick - time.monotonic()))
+            due = min(next_tick, self._recheck_at)
+            self._wake.wait(max(0.0, due - time.monotonic()))
             self._wake.clear()
             if self._stopping.is_set():
                 break
-            if time.monotonic() < next_tick and not self._refresh.is_set():
+            if time.monotonic() < due and not self._refresh.is_set():
                 continue
             try:
                 self.tick()
@@ -128,6 +133,7 @@ class Coordinator:
 
         call(lambda: clients_table.heartbeat(db, tables.clients, rt.client_id, rt.client_name), "PutItem")
         clients = call(lambda: clients_table.live_clients(db, tables.clients, rt.max_age), "Scan")
+        self._recheck_at = self._when_silent_clients_expire(clients)
         index, count = client_index([c.id for c in clients], rt.client_id)
         if index == 0:
             leader = call(
@@ -159,6 +165,23 @@ class Coordinator:
             log.info("client %s is %d of %d live clients", rt.client_id, index, count)
         self.client_index, self.client_count, self._cache = index, count, cache
         self._assign(assigned_shards(cache.shard_ids, index, count), cache.parents)
+
+    def _when_silent_clients_expire(self, clients: list[ClientRow]) -> float:
+        """Monotonic time at which the first client that missed a heartbeat counts as dead.
+
+        Rechecking then, instead of at the next round, takes up to a whole
+        ``shard_check_frequency`` off the fail-over after a crash.
+        """
+        now_wall, now = tables_now_ms(), time.monotonic()
+        missed = 1500 * self._cfg.shard_check_frequency  # ms: one heartbeat late, plus slack
+        expiries = [
+            c.last_update + self._rt.max_age * 1000
+            for c in clients
+            if c.id != self._rt.client_id and now_wall - c.last_update > missed
+        ]
+        if not expiries:
+            return math.inf
+        return now + (min(expiries) - now_wall) / 1000 + 0.05
 
     def _assign(self, wanted: list[str], parents: dict[str, tuple[str, ...]]) -> None:
         """Stop the consumers of shards we lost, start those of shards we gained."""

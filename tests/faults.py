@@ -15,6 +15,7 @@ _STATUS = {
     "ThrottlingException": 400,
     "ExpiredIteratorException": 400,
     "InternalFailure": 500,
+    "InternalServerError": 500,
     "ServiceUnavailable": 503,
 }
 

@@ -39,7 +39,7 @@ def shard_hash_keys(kinesis: Any, stream: str) -> dict[str, str]:
 
 
 def payload(record_id: int, key: str) -> bytes:
-    return json.dumps({"id": record_id, "key": key}).encode()
+    return json.dumps({"id": record_id, "key": key, "counter": 0}).encode()
 
 
 def put_all(kinesis: Any, stream: str, entries: list[dict[str, Any]]) -> None:
@@ -65,23 +65,66 @@ def produce_per_shard(kinesis: Any, stream: str, per_shard: int, first_id: int =
 
 
 class Producer(threading.Thread):
-    """Writes uniquely numbered records in batches until ``total`` are in."""
+    """Writes uniquely numbered records carrying a per-partition-key counter, in batches.
 
-    def __init__(self, kinesis: Any, stream: str, total: int, batch: int = 500, pause: float = 0.0) -> None:
+    Stops after ``total`` records, or when :meth:`stop` is called if ``total`` is None.
+    ``pause`` seconds between batches sets the rate. Payload: {"id", "key", "counter"}.
+    """
+
+    def __init__(
+        self,
+        kinesis: Any,
+        stream: str,
+        total: int | None,
+        batch: int = 500,
+        pause: float = 0.0,
+        keys: int = 50,
+    ) -> None:
         super().__init__(name="test-producer", daemon=True)
         self.kinesis, self.stream, self.total, self.batch, self.pause = kinesis, stream, total, batch, pause
-        self.produced: list[int] = []
+        self.keys = [f"user-{i}" for i in range(keys)]
+        self.counters: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+        self._produced: list[int] = []
+        self._stopping = threading.Event()
         self.error: BaseException | None = None
+
+    @property
+    def produced(self) -> list[int]:
+        with self._lock:
+            return list(self._produced)
+
+    def count(self) -> int:
+        return len(self._produced)
+
+    def stop(self) -> list[int]:
+        """Stop writing and return the ids written."""
+        self._stopping.set()
+        self.join(60)
+        assert self.error is None, f"producer failed: {self.error!r}"
+        return self.produced
+
+    def write_batch(self, size: int) -> None:
+        entries = []
+        first = len(self._produced)
+        for rid in range(first, first + size):
+            key = self.keys[rid % len(self.keys)]
+            body = {"id": rid, "key": key, "counter": self.counters[key]}
+            self.counters[key] += 1
+            entries.append({"Data": json.dumps(body).encode(), "PartitionKey": key})
+        put_all(self.kinesis, self.stream, entries)
+        with self._lock:
+            self._produced.extend(range(first, first + size))
 
     def run(self) -> None:
         try:
-            for start in range(0, self.total, self.batch):
-                ids = range(start, min(start + self.batch, self.total))
-                entries = [{"Data": payload(i, f"k{i % 50}"), "PartitionKey": f"k{i % 50}"} for i in ids]
-                put_all(self.kinesis, self.stream, entries)
-                self.produced.extend(ids)
+            while not self._stopping.is_set():
+                size = self.batch if self.total is None else min(self.batch, self.total - len(self._produced))
+                if size <= 0:
+                    return
+                self.write_batch(size)
                 if self.pause:
-                    time.sleep(self.pause)
+                    self._stopping.wait(self.pause)
         except BaseException as exc:  # reported by the test
             self.error = exc
 

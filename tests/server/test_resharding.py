@@ -12,32 +12,10 @@ import pytest
 from kinsumer import Kinsumer
 from kinsumer.local_server import LocalServer
 from tests.conftest import unique
-from tests.helpers import Audit, put_all, wait_until
+from tests.helpers import Audit, Producer, wait_until
 from tests.server.conftest import SERVER_CONFIG
 
 pytestmark = pytest.mark.server
-
-KEYS = [f"user-{i}" for i in range(24)]
-
-
-class KeyedProducer:
-    """Records carry a per-partition-key counter, so per-key order can be checked."""
-
-    def __init__(self, kinesis: Any, stream: str) -> None:
-        self.kinesis, self.stream = kinesis, stream
-        self.counters: dict[str, int] = defaultdict(int)
-        self.produced: list[int] = []
-
-    def write(self, per_key: int) -> None:
-        entries = []
-        for _ in range(per_key):
-            for key in KEYS:
-                rid = len(self.produced)
-                self.produced.append(rid)
-                body = {"id": rid, "key": key, "counter": self.counters[key]}
-                self.counters[key] += 1
-                entries.append({"Data": json.dumps(body).encode(), "PartitionKey": key})
-        put_all(self.kinesis, self.stream, entries)
 
 
 def open_shards(kinesis: Any, stream: str) -> list[dict[str, Any]]:
@@ -63,7 +41,7 @@ def test_split_then_merge_keeps_per_key_order_and_reads_children_after_parents(
     stream, app = unique("stream"), unique("app")
     kinesis.create_stream(StreamName=stream, ShardCount=2)
     wait_active(kinesis, stream)
-    producer = KeyedProducer(kinesis, stream)
+    producer = Producer(kinesis, stream, total=None, keys=24)
     audit = Audit()
     keys_seen: dict[int, tuple[str, int]] = {}
     lock = threading.Lock()
@@ -94,17 +72,17 @@ def test_split_then_merge_keeps_per_key_order_and_reads_children_after_parents(
     for t in threads:
         t.start()
 
-    producer.write(20)
+    producer.write_batch(480)
     wait_until(lambda: audit.count() >= len(producer.produced) // 2, 60, "reading before the split")
     first = open_shards(kinesis, stream)[0]
     middle = (int(first["HashKeyRange"]["StartingHashKey"]) + int(first["HashKeyRange"]["EndingHashKey"])) // 2
     kinesis.split_shard(StreamName=stream, ShardToSplit=first["ShardId"], NewStartingHashKey=str(middle))
     wait_active(kinesis, stream)
-    producer.write(20)
+    producer.write_batch(480)
     left, right = open_shards(kinesis, stream)[1:3]  # the right child of the split and the other original
     kinesis.merge_shards(StreamName=stream, ShardToMerge=left["ShardId"], AdjacentShardToMerge=right["ShardId"])
     wait_active(kinesis, stream)
-    producer.write(20)
+    producer.write_batch(480)
 
     wait_until(lambda: audit.count() >= len(producer.produced), 90, "every record delivered")
     for k in clients:

@@ -1,0 +1,155 @@
+"""A kinsumer client as its own process, for the multi-process tests.
+
+    python -m tests.procs.client --spec '{"kinesis": URL, "dynamodb": URL, "stream": S, "app": A,
+                                          "name": N, "out": DIR, ...}'
+
+Every record is written to ``DIR/N.deliveries`` (``id shard sequence key counter time``) with
+an unbuffered write *before* the next one is asked for, so after a SIGKILL the file holds at
+least every record the consumer counted as processed. Stats go to ``DIR/N.events``. SIGTERM
+stops the client cleanly (exit 0); an exception from ``next*()`` is written to ``DIR/N.error``
+(exit 3). Optional: manual checkpointing through a thread pool, and injected faults.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+import botocore.exceptions
+
+from kinsumer import Checkpoint, Config, Kinsumer, StatReceiver, local_server
+from tests.faults import error_response
+
+
+class FileStats(StatReceiver):
+    """Appends one line per event: ``time kind shard/operation detail``."""
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def write(self, *fields: object) -> None:
+        os.write(self._fd, (" ".join(str(f) for f in (f"{time.time():.6f}", *fields)) + "\n").encode())
+
+    def records_fetched(self, shard_id: str, count: int, millis_behind_latest: int | None) -> None:
+        self.write("fetched", shard_id, count)
+
+    def checkpoint_written(self, shard_id: str) -> None:
+        self.write("checkpoint", shard_id)
+
+    def shard_gained(self, shard_id: str) -> None:
+        self.write("gained", shard_id)
+
+    def shard_lost(self, shard_id: str) -> None:
+        self.write("lost", shard_id)
+
+    def handoff(self, shard_id: str, seconds: float, clean: bool) -> None:
+        self.write("handoff", shard_id, int(clean))
+
+    def error_retried(self, operation: str, error: str) -> None:
+        self.write("retried", operation, error)
+
+
+class Faults:
+    """Injected with botocore hooks: error answers by operation, and connection resets."""
+
+    def __init__(self, spec: dict[str, Any], stats: FileStats) -> None:
+        self._rng = random.Random(spec.get("seed", 0))
+        self._lock = threading.Lock()
+        self._spec = spec
+        self._stats = stats
+
+    def attach(self, client: Any) -> None:
+        service = client.meta.service_model.service_id.hyphenize()
+        client.meta.events.register(f"before-send.{service}", self._before_send)
+
+    def _draw(self, rates: dict[str, float]) -> str | None:
+        with self._lock:
+            roll = self._rng.random()
+        for code, rate in rates.items():
+            if roll < rate:
+                return code
+            roll -= rate
+        return None
+
+    def _before_send(self, request: Any, **_: Any) -> Any:
+        target = request.headers.get("X-Amz-Target", b"")
+        operation = (target.decode() if isinstance(target, bytes) else target).rsplit(".", 1)[-1]
+        service = "dynamodb" if "DynamoDB" in str(target) else "kinesis"
+        if self._draw({"reset": self._spec.get("reset", 0.0)}):
+            self._stats.write("injected", operation, "ConnectionReset")
+            raise botocore.exceptions.ConnectionClosedError(endpoint_url=request.url)
+        code = self._draw(self._spec.get(operation, {})) or self._draw(self._spec.get(service, {}))
+        if code is None:
+            return None
+        self._stats.write("injected", operation, code)
+        return error_response(request.url, code)
+
+
+def main() -> int:
+    spec: dict[str, Any] = json.loads(sys.argv[sys.argv.index("--spec") + 1])
+    out = os.path.join(spec["out"], spec["name"])
+    stats = FileStats(out + ".events")
+    config = Config(stats=stats, manual_checkpointing=bool(spec.get("manual")), **spec.get("config", {}))
+    faults = Faults(spec["faults"], stats) if spec.get("faults") else None
+    # with injected faults, botocore retries nothing: every fault reaches kinsumer's own handling
+    options: dict[str, Any] = {"retries": {"total_max_attempts": 1}} if faults else {}
+    kinesis = local_server.client(spec["kinesis"], "kinesis", **options)
+    dynamodb = local_server.client(spec["dynamodb"], "dynamodb", **options)
+    if faults:
+        faults.attach(kinesis)
+        faults.attach(dynamodb)
+    consumer = Kinsumer(spec["stream"], spec["app"], spec["name"], config, kinesis=kinesis, dynamodb=dynamodb)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=consumer.stop, daemon=True).start())
+    deliveries = os.open(out + ".deliveries", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    consumer.run()
+    stats.write("running", spec["name"])
+    try:
+        if config.manual_checkpointing:
+            consume_manually(consumer, deliveries, spec)
+        else:
+            while (record := consumer.next_record()) is not None:
+                os.write(deliveries, line(record))
+    except Exception:
+        with open(out + ".error", "w") as f:
+            f.write(traceback.format_exc())
+        consumer.stop()
+        return 3
+    consumer.stop()
+    stats.write("stopped", spec["name"])
+    return 0
+
+
+def consume_manually(consumer: Kinsumer, deliveries: int, spec: dict[str, Any]) -> None:
+    """Checkpoints from a pool, after a random delay: out of order, sometimes late."""
+    rng = random.Random(spec.get("seed", 0))
+    delay = float(spec.get("ack_delay", 0.0))
+
+    def process(checkpoint: Checkpoint, wait: float) -> None:
+        threading.Event().wait(wait)
+        checkpoint()
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        while True:
+            record, checkpoint = consumer.next_record_with_checkpointer()
+            if record is None or checkpoint is None:
+                return
+            os.write(deliveries, line(record))
+            pool.submit(process, checkpoint, rng.random() * delay)
+
+
+def line(record: Any) -> bytes:
+    body = json.loads(record.data)
+    fields = (body["id"], record.shard_id, record.sequence_number, body["key"], body["counter"], f"{time.time():.6f}")
+    return (" ".join(str(f) for f in fields) + "\n").encode()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

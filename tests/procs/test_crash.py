@@ -1,0 +1,96 @@
+"""SIGKILL of a client process: its shards move to the survivors; nothing is lost."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kinsumer import local_server
+from kinsumer.local_server import LocalServer
+from tests.helpers import Producer, wait_until
+from tests.procs.harness import TUNED, ClientProcess, Deployment, ProcessAudit
+
+pytestmark = pytest.mark.server
+
+
+def stored_checkpoints(deployment: Deployment) -> dict[str, tuple[str | None, int]]:
+    """Shard -> (owner, stored sequence number) from the checkpoints table."""
+    db = local_server.client(deployment.dynamodb, "dynamodb")
+    rows = db.scan(TableName=f"{deployment.app}_checkpoints", ConsistentRead=True)["Items"]
+    return {
+        r["Shard"]["S"]: (r.get("OwnerID", {}).get("S"), int(r.get("SequenceNumber", {}).get("S", "0"))) for r in rows
+    }
+
+
+def owned_shards(deployment: Deployment, client_id: str) -> set[str]:
+    return {shard for shard, (owner, _) in stored_checkpoints(deployment).items() if owner == client_id}
+
+
+def failover_seconds(survivors: list[ClientProcess], shards: set[str], killed_at: float) -> float | None:
+    """Seconds from the kill until every one of ``shards`` delivered again through a survivor."""
+    first: dict[str, float] = {}
+    for proc in survivors:
+        for d in proc.deliveries():
+            if d.shard_id in shards and d.at > killed_at:
+                first[d.shard_id] = min(first.get(d.shard_id, d.at), d.at)
+    return max(first.values()) - killed_at if set(first) == shards else None
+
+
+def assert_duplicates_only_uncommitted(
+    audit: ProcessAudit, victim: str, killed_at: float, committed: dict[str, tuple[str | None, int]]
+) -> int:
+    """Duplicates are records the victim delivered past its last stored checkpoint, delivered
+    again by a survivor after the kill."""
+    duplicates = audit.duplicates()
+    for rid, ds in duplicates.items():
+        assert ds[0].client == victim, (rid, ds)
+        assert ds[0].sequence_number > committed[ds[0].shard_id][1], (rid, ds, committed[ds[0].shard_id])
+        assert all(d.client != victim and d.at > killed_at for d in ds[1:]), (rid, ds)
+    return len(duplicates)
+
+
+@pytest.mark.parametrize(
+    ("config", "bound"),
+    [pytest.param({}, 15.0, id="default-config"), pytest.param(TUNED, 3.0, id="tuned-config")],
+)
+def test_sigkill_of_a_client_fails_over_and_loses_nothing(
+    deploy: Callable[..., Deployment],
+    moto_server: LocalServer,
+    processes: list[ClientProcess],
+    config: dict[str, Any],
+    bound: float,
+    record_property: Callable[[str, object], None],
+) -> None:
+    deployment = deploy(4)
+    producer = Producer(moto_server.client("kinesis"), deployment.stream, total=None, batch=40, pause=0.05)
+    producer.start()
+    clients = [ClientProcess(deployment, f"client-{i}", config).start() for i in range(3)]
+    processes.extend(clients)
+    victim = clients[0]
+    wait_until(lambda: len(owned_shards(deployment, victim.client_id)) >= 1, 30, "the victim to own shards")
+    wait_until(lambda: len(victim.deliveries()) >= 50, 30, "the victim to deliver")
+    shards = owned_shards(deployment, victim.client_id)
+    killed_at = time.time()
+    victim.kill()
+    committed = stored_checkpoints(deployment)  # nobody can capture the victim's shards yet
+    assert all(committed[shard][0] == victim.client_id for shard in shards)
+    survivors = clients[1:]
+    wait_until(lambda: failover_seconds(survivors, shards, killed_at) is not None, 60, "the shards to move")
+    failover = failover_seconds(survivors, shards, killed_at)
+    assert failover is not None
+    record_property("failover_seconds", round(failover, 2))
+    print(f"failover after SIGKILL: {failover:.2f} s for {sorted(shards)}")
+    produced = producer.stop()
+    wait_until(lambda: not ProcessAudit(clients).lost(produced), 60, "every record delivered")
+    for proc in survivors:
+        proc.stop()
+    audit = ProcessAudit(clients)
+    assert not audit.lost(produced)
+    duplicated = assert_duplicates_only_uncommitted(audit, victim.name, killed_at, committed)
+    record_property("duplicates", duplicated)
+    assert not audit.shard_order_violations()
+    assert not audit.key_order_violations()
+    assert failover <= bound

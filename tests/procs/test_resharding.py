@@ -1,0 +1,158 @@
+"""Splits and merges under load, and a leader crash, with client processes on kinesalite."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kinsumer import local_server
+from kinsumer.local_server import LocalServer
+from tests.helpers import Producer, wait_until
+from tests.procs.harness import ClientProcess, Deployment, ProcessAudit
+
+pytestmark = pytest.mark.server
+
+
+def shards(kinesis: Any, stream: str) -> dict[str, dict[str, Any]]:
+    return {s["ShardId"]: s for s in kinesis.list_shards(StreamName=stream)["Shards"]}
+
+
+def open_in_hash_order(kinesis: Any, stream: str) -> list[dict[str, Any]]:
+    open_ = [s for s in shards(kinesis, stream).values() if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
+    return sorted(open_, key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
+
+
+def wait_active(kinesis: Any, stream: str) -> None:
+    def active() -> bool:
+        summary = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+        return summary["StreamStatus"] == "ACTIVE"
+
+    wait_until(active, 30, "the stream to be ACTIVE")
+
+
+def split_first(kinesis: Any, stream: str) -> str:
+    shard = open_in_hash_order(kinesis, stream)[0]
+    low, high = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
+    kinesis.split_shard(StreamName=stream, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((low + high) // 2))
+    wait_active(kinesis, stream)
+    return str(shard["ShardId"])
+
+
+def merge_adjacent(kinesis: Any, stream: str, at: int) -> tuple[str, str]:
+    left, right = open_in_hash_order(kinesis, stream)[at : at + 2]
+    kinesis.merge_shards(StreamName=stream, ShardToMerge=left["ShardId"], AdjacentShardToMerge=right["ShardId"])
+    wait_active(kinesis, stream)
+    return str(left["ShardId"]), str(right["ShardId"])
+
+
+def finished_at(deployment: Deployment) -> dict[str, float]:
+    db = local_server.client(deployment.dynamodb, "dynamodb")
+    rows = db.scan(TableName=f"{deployment.app}_checkpoints", ConsistentRead=True)["Items"]
+    return {r["Shard"]["S"]: int(r["Finished"]["N"]) / 1000 for r in rows if "Finished" in r}
+
+
+def leader_id(deployment: Deployment) -> str | None:
+    db = local_server.client(deployment.dynamodb, "dynamodb")
+    item = db.get_item(TableName=f"{deployment.app}_metadata", Key={"Key": {"S": "Leader"}}, ConsistentRead=True)
+    return item.get("Item", {}).get("ID", {}).get("S")
+
+
+def delivered_from(clients: list[ClientProcess], shard_ids: set[str]) -> set[str]:
+    return {d.shard_id for c in clients for d in c.deliveries() if d.shard_id in shard_ids}
+
+
+def assert_children_after_parents(
+    audit: ProcessAudit, listing: dict[str, dict[str, Any]], done: dict[str, float]
+) -> int:
+    """Each child's first record comes after its parents' last, and after they were marked Finished."""
+    first_at: dict[str, float] = {}
+    last_at: dict[str, float] = {}
+    for d in audit.first_deliveries():
+        first_at.setdefault(d.shard_id, d.at)
+        last_at[d.shard_id] = d.at
+    checked = 0
+    for sid, shard in listing.items():
+        for parent in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")):
+            if parent and sid in first_at:
+                assert parent in done, f"{sid} was read but its parent {parent} is not Finished"
+                assert first_at[sid] > done[parent] >= last_at.get(parent, 0), (parent, sid)
+                checked += 1
+    return checked
+
+
+def test_split_and_merge_under_load_keep_per_key_order(
+    kinesalite: LocalServer,
+    deploy: Callable[..., Deployment],
+    processes: list[ClientProcess],
+) -> None:
+    deployment = deploy(3, kinesis=kinesalite)
+    kinesis = kinesalite.client("kinesis")
+    producer = Producer(kinesalite.client("kinesis"), deployment.stream, total=None, batch=60, pause=0.05, keys=30)
+    producer.start()
+    clients = [ClientProcess(deployment, f"client-{i}").start() for i in range(3)]
+    processes.extend(clients)
+    wait_until(lambda: ProcessAudit(clients).count() >= 1_000, 60, "reading before the split")
+    parent = split_first(kinesis, deployment.stream)
+    children = {sid for sid, s in shards(kinesis, deployment.stream).items() if s.get("ParentShardId") == parent}
+    wait_until(lambda: delivered_from(clients, children) == children, 60, "both children read")
+    left, right = merge_adjacent(kinesis, deployment.stream, 1)
+    merged = {sid for sid, s in shards(kinesis, deployment.stream).items() if s.get("AdjacentParentShardId") == right}
+    wait_until(lambda: delivered_from(clients, merged) == merged, 60, "the merged shard read")
+    produced = producer.stop()
+    wait_until(lambda: not ProcessAudit(clients).lost(produced), 60, "every record delivered")
+    for proc in clients:
+        proc.stop()
+
+    audit = ProcessAudit(clients)
+    assert not audit.lost(produced)
+    assert not audit.duplicates()  # no crash, no expired handoff: none allowed
+    assert not audit.shard_order_violations()
+    assert not audit.key_order_violations()
+    listing = shards(kinesis, deployment.stream)
+    done = finished_at(deployment)
+    assert {parent, left, right} <= set(done)
+    assert assert_children_after_parents(audit, listing, done) == 4
+    # a finished shard is never fetched again
+    for proc in clients:
+        for event in proc.events("fetched"):
+            shard_id = event.fields[0]
+            if shard_id in done:
+                assert event.at <= done[shard_id] + 0.001, (proc.name, event)
+
+
+def test_after_a_leader_crash_a_new_leader_takes_over_and_reshards_are_picked_up(
+    kinesalite: LocalServer,
+    deploy: Callable[..., Deployment],
+    processes: list[ClientProcess],
+) -> None:
+    deployment = deploy(2, kinesis=kinesalite)
+    kinesis = kinesalite.client("kinesis")
+    producer = Producer(kinesalite.client("kinesis"), deployment.stream, total=None, batch=40, pause=0.05, keys=20)
+    producer.start()
+    clients = [ClientProcess(deployment, f"client-{i}").start() for i in range(3)]  # client-0 sorts first
+    processes.extend(clients)
+    wait_until(lambda: leader_id(deployment) == "client-0", 30, "client-0 to lead")
+    wait_until(lambda: ProcessAudit(clients).count() >= 300, 60, "reading")
+    killed_at = time.time()
+    clients[0].kill()
+    wait_until(lambda: leader_id(deployment) == "client-1", 30, "client-1 to take the lead")
+    parent = split_first(kinesis, deployment.stream)
+    children = {sid for sid, s in shards(kinesis, deployment.stream).items() if s.get("ParentShardId") == parent}
+    wait_until(lambda: delivered_from(clients[1:], children) == children, 60, "the children read after the crash")
+    produced = producer.stop()
+    wait_until(lambda: not ProcessAudit(clients).lost(produced), 60, "every record delivered")
+    for proc in clients[1:]:
+        proc.stop()
+    audit = ProcessAudit(clients)
+    assert not audit.lost(produced)
+    assert all(ds[0].client == "client-0" and ds[1].at > killed_at for ds in audit.duplicates().values())
+    assert not audit.key_order_violations()
+    # the shard cache was rewritten after the crash and now lists the children
+    cache = local_server.client(deployment.dynamodb, "dynamodb").get_item(
+        TableName=f"{deployment.app}_metadata", Key={"Key": {"S": "ShardCache"}}, ConsistentRead=True
+    )["Item"]
+    assert int(cache["LastUpdate"]["N"]) / 1000 > killed_at
+    assert children <= {v["S"] for v in cache["ShardIDs"]["L"]}
