@@ -82,7 +82,7 @@ def test_sigkill_of_a_client_fails_over_and_loses_nothing(
     failover = failover_seconds(survivors, shards, killed_at)
     assert failover is not None
     record_property("failover_seconds", round(failover, 2))
-    print(f"failover after SIGKILL: {failover:.2f} s for {sorted(shards)}")
+    print(f"failover after SIGKILL: {failover:.2f} s for {sorted(shards)}", end="; ")
     produced = producer.stop()
     wait_until(lambda: not ProcessAudit(clients).lost(produced), 60, "every record delivered")
     for proc in survivors:
@@ -91,6 +91,7 @@ def test_sigkill_of_a_client_fails_over_and_loses_nothing(
     assert not audit.lost(produced)
     duplicated = assert_duplicates_only_uncommitted(audit, victim.name, killed_at, committed)
     record_property("duplicates", duplicated)
+    print(f"{len(produced)} records, 0 lost, {duplicated} duplicated")
     assert not audit.shard_order_violations()
     assert not audit.key_order_violations()
     assert failover <= bound

@@ -1,0 +1,56 @@
+"""A caller slower than the stream: readers block on the full queue, yet keep their shards."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import attrs
+import pytest
+
+from kinsumer import Kinsumer
+from kinsumer.local_server import LocalServer
+from kinsumer.tables import now_ms
+from tests.helpers import Audit, produce_per_shard, wait_until
+from tests.server.conftest import SERVER_CONFIG
+
+pytestmark = pytest.mark.server
+
+
+def test_readers_blocked_on_a_full_queue_keep_their_leases_fresh(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    stream = new_stream(2)
+    produced = produce_per_shard(moto_server.client("kinesis"), stream, 300)
+    config = attrs.evolve(SERVER_CONFIG, buffer_size=5, max_records_per_call=50)  # max age 2 s
+    db = moto_server.client("dynamodb")
+    slow = Kinsumer(stream, app, "slow", config, kinesis=moto_server.client("kinesis"), dynamodb=db)
+    audit = Audit()
+    ages: list[int] = []
+    done = threading.Event()
+
+    def consume_slowly() -> None:  # 20 records a second: a 2 s client_record_max_age passes many times
+        while not done.is_set() and (record := slow.next_record()) is not None:
+            audit.add("slow", record)
+            done.wait(0.05)
+
+    slow.run()
+    consumer = threading.Thread(target=consume_slowly, daemon=True)
+    consumer.start()
+    rival = Kinsumer(stream, app, "rival", config, kinesis=moto_server.client("kinesis"), dynamodb=db)
+    try:
+        wait_until(lambda: audit.count() >= 20, 30, "slow deliveries")
+        rival.run()  # the rival gets one shard by rebalancing, never by stealing a stale lease
+        for _ in range(100):  # 5 s of blocked readers, sampled every 50 ms
+            rows = db.scan(TableName=f"{app}_checkpoints", ConsistentRead=True)["Items"]
+            ages.extend(now_ms() - int(r["LastUpdate"]["N"]) for r in rows if r.get("OwnerID"))
+            done.wait(0.05)
+        wait_until(lambda: audit.count() >= 120, 60, "more slow deliveries")
+    finally:
+        done.set()
+        consumer.join(10)
+        slow.stop()
+        rival.stop()
+    assert max(ages) < 2_000, max(ages)  # never stale, so never taken from a live owner
+    assert not audit.duplicates()
+    assert len(produced) == 600
