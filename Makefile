@@ -5,12 +5,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 KINESALITE := tests/kinesalite/node_modules/.installed
 
-.PHONY: test demo lint typecheck unit clean
+.PHONY: test demo spark-demo lint typecheck unit clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,demo]'
+	$(PY) -m pip install --quiet -e '.[test,demo,spark]'
 	touch $(STAMP)
 
 # kinesalite: Kinesis with real shard splits and merges, for the resharding tests
@@ -19,7 +19,7 @@ $(KINESALITE): tests/kinesalite/package.json tests/kinesalite/package-lock.json
 	touch $(KINESALITE)
 
 test: $(STAMP) $(KINESALITE)
-	$(PY) -m ruff check kinsumer tests
+	$(PY) -m ruff check kinsumer tests scripts
 	$(PY) -m mypy
 	$(PY) -m pytest
 
@@ -27,13 +27,17 @@ unit: $(STAMP)
 	$(PY) -m pytest tests/unit tests/aws
 
 lint: $(STAMP)
-	$(PY) -m ruff check kinsumer tests
+	$(PY) -m ruff check kinsumer tests scripts
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
 demo: $(STAMP)
 	$(PY) -m kinsumer.demo
+
+# a Spark pipeline (local[2], needs Java 17+) on the kinsumer source and an embedded server
+spark-demo: $(STAMP)
+	$(PY) scripts/spark_pipeline.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

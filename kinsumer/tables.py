@@ -18,7 +18,7 @@ from .retry import error_code
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["Tables", "create_tables", "delete_tables", "ensure_tables_ready", "now_ms"]
+__all__ = ["Tables", "create_table", "create_tables", "delete_tables", "ensure_tables_ready", "now_ms"]
 
 _WAIT_POLL = 0.5
 
@@ -64,6 +64,11 @@ def _wait_for(db: DynamoDBClient, name: str, wanted: set[str | None], timeout: f
         if time.monotonic() > deadline:
             raise TimeoutError(f"DynamoDB table {name!r} is still {status} after {timeout:g} s")
         time.sleep(_WAIT_POLL)
+
+
+def create_table(db: DynamoDBClient, name: str, key: str, *, timeout: float = 300.0) -> None:
+    """Create one on-demand table with string hash ``key`` if missing; wait until ACTIVE."""
+    _create_one(db, name, key, {"BillingMode": "PAY_PER_REQUEST"}, timeout)
 
 
 def _create_one(db: DynamoDBClient, name: str, key: str, billing: dict[str, Any], timeout: float) -> None:

@@ -1,0 +1,77 @@
+"""Where each shard of a micro-batch ended, kept in the application's metadata table.
+
+One item per batch (``Key = spark|<run>|<batch>``) holds a map ``Ends`` of shard -> end
+position. The driver creates the item when it plans the batch; an executor adds its
+shard's end with a conditional write, so the first recorded end of a (batch, shard) is
+final and every replay of that batch reads exactly the same records.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import botocore.exceptions
+
+from ..retry import error_code
+from ..tables import now_ms
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = ["BatchEnds"]
+
+
+class BatchEnds:
+    """The recorded ends of the batches of one run of a query."""
+
+    def __init__(self, db: DynamoDBClient, table: str, run: str) -> None:
+        self._db = db
+        self.table = table
+        self._run = run
+
+    def _key(self, batch: int) -> dict[str, Any]:
+        return {"Key": {"S": f"spark|{self._run}|{batch:012d}"}}
+
+    def plan(self, batch: int) -> None:
+        """Create the batch's (empty) item unless it exists: a replay keeps what was recorded."""
+        try:
+            self._db.put_item(
+                TableName=self.table,
+                Item={**self._key(batch), "Ends": {"M": {}}, "Counts": {"M": {}}, "Planned": {"N": str(now_ms())}},
+                ConditionExpression="attribute_not_exists(#k)",
+                ExpressionAttributeNames={"#k": "Key"},
+            )
+        except botocore.exceptions.ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+
+    def record(self, batch: int, shard: str, end: str, count: int) -> bool:
+        """Record where ``shard`` ended in ``batch``; False if an end was recorded already."""
+        try:
+            self._db.update_item(
+                TableName=self.table,
+                Key=self._key(batch),
+                UpdateExpression="SET #e.#s = :end, #c.#s = :count",
+                ConditionExpression="attribute_exists(#e) AND attribute_not_exists(#e.#s)",
+                ExpressionAttributeNames={"#e": "Ends", "#c": "Counts", "#s": shard},
+                ExpressionAttributeValues={":end": {"S": end}, ":count": {"N": str(count)}},
+            )
+        except botocore.exceptions.ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def ends(self, batch: int) -> dict[str, str]:
+        """Every recorded end of ``batch``, by shard."""
+        item = self._db.get_item(TableName=self.table, Key=self._key(batch), ConsistentRead=True).get("Item", {})
+        return {shard: value["S"] for shard, value in item.get("Ends", {}).get("M", {}).items()}
+
+    def counts(self, batch: int) -> dict[str, int]:
+        item = self._db.get_item(TableName=self.table, Key=self._key(batch), ConsistentRead=True).get("Item", {})
+        return {shard: int(value["N"]) for shard, value in item.get("Counts", {}).get("M", {}).items()}
+
+    def forget(self, batch: int) -> None:
+        """Delete a batch that can no longer be replayed."""
+        if batch >= 0:
+            self._db.delete_item(TableName=self.table, Key=self._key(batch))

@@ -1,0 +1,108 @@
+"""Offsets of the Spark source: the start positions of a micro-batch. Pure, no I/O.
+
+An offset names batch N and where each of its shards starts; the executors record where
+each shard *ended* in batch N (see ``batch_ends``), and the driver turns those ends into
+the offset of batch N+1. Spark compares offsets as JSON text, so every dict is built in
+sorted key order.
+
+Position strings: ``TRIM_HORIZON``, ``AT_TIMESTAMP:<epoch ms>``, ``AFTER:<sequence number>``
+and, for a recorded end only, ``SHARD_END``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from ..frontier import ShardInfo, consumable_frontier
+from ..stream import StartPosition
+
+__all__ = ["SHARD_END", "TRIM_HORIZON", "BatchOffset", "after", "at_timestamp", "next_offset", "to_start_position"]
+
+TRIM_HORIZON = "TRIM_HORIZON"
+SHARD_END = "SHARD_END"
+
+
+def after(sequence_number: str) -> str:
+    return f"AFTER:{sequence_number}"
+
+
+def at_timestamp(when: dt.datetime) -> str:
+    return f"AT_TIMESTAMP:{int(when.timestamp() * 1000)}"
+
+
+def to_start_position(position: str) -> StartPosition:
+    """The GetShardIterator position a position string stands for."""
+    kind, _, value = position.partition(":")
+    if kind == "AFTER":
+        return StartPosition.after(value)
+    if kind == "AT_TIMESTAMP":
+        return StartPosition.at_timestamp(dt.datetime.fromtimestamp(int(value) / 1000, dt.UTC))
+    if position == TRIM_HORIZON:
+        return StartPosition.trim_horizon()
+    raise ValueError(f"not a start position: {position!r}")
+
+
+@attrs.frozen
+class BatchOffset:
+    """Batch ``batch`` of run ``run`` starts each shard of ``shards`` at its position.
+
+    ``done`` lists the shards read to their end that ListShards still returns (so they are
+    not picked up again); ``initial`` is where newly consumable shards start.
+    """
+
+    run: str
+    batch: int
+    initial: str
+    shards: Mapping[str, str] = attrs.field(factory=dict)
+    done: tuple[str, ...] = ()
+    limit: int = 0  # records per shard in this batch; 0: no limit
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "batch": self.batch,
+            "done": sorted(self.done),
+            "initial": self.initial,
+            "limit": self.limit,
+            "run": self.run,
+            "shards": {shard: self.shards[shard] for shard in sorted(self.shards)},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BatchOffset:
+        return cls(
+            run=str(data["run"]),
+            batch=int(data["batch"]),
+            initial=str(data["initial"]),
+            shards=dict(data.get("shards", {})),
+            done=tuple(data.get("done", ())),
+            limit=int(data.get("limit", 0)),
+        )
+
+
+def next_offset(start: BatchOffset, ends: Mapping[str, str], listing: Iterable[ShardInfo]) -> BatchOffset:
+    """The offset of the batch after ``start``, given where its shards ended.
+
+    A shard without a recorded end starts where it started (it produced nothing). A shard
+    that reached SHARD_END is dropped and remembered as done; its children join once every
+    parent is done (or trimmed from the stream), so per-key order survives resharding.
+    """
+    listing = list(listing)
+    listed = {s.shard_id for s in listing}
+    positions = dict(start.shards)
+    done = set(start.done)
+    for shard, end in ends.items():
+        if shard not in positions:
+            continue
+        if end == SHARD_END:
+            done.add(shard)
+            del positions[shard]
+        else:
+            positions[shard] = end
+    done &= listed  # a shard trimmed from the stream needs no remembering
+    for shard in consumable_frontier(listing, done):
+        positions.setdefault(shard, start.initial)
+    return attrs.evolve(start, batch=start.batch + 1, shards=positions, done=tuple(sorted(done)))

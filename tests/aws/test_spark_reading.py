@@ -1,0 +1,101 @@
+"""The Spark source's executor-side reading and its options, without Spark (moto in-process)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from kinsumer import ConfigError
+from kinsumer.spark.batch_ends import BatchEnds
+from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, after
+from kinsumer.spark.shard_range import ShardRange, read_shard_range
+from kinsumer.spark.source import SourceOptions
+from kinsumer.tables import create_table
+
+SHARD = "shardId-000000000000"
+
+
+@pytest.fixture
+def ends(db: Any) -> BatchEnds:
+    create_table(db, "app_metadata", "Key")
+    return BatchEnds(db, "app_metadata", "run1")
+
+
+def put(kinesis: Any, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        kinesis.put_record(StreamName="s", Data=str(i).encode(), PartitionKey="k")
+
+
+def part(batch: int, start: str = TRIM_HORIZON, limit: int = 10) -> ShardRange:
+    return ShardRange("s", SHARD, batch, start, limit, time_budget=5.0)
+
+
+def test_a_live_read_records_its_end_and_a_replay_reads_the_same_records(kinesis: Any, ends: BatchEnds) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    put(kinesis, 15)
+    ends.plan(0)
+    first = read_shard_range(kinesis, ends, part(0))
+    assert [r["Data"] for r in first] == [str(i).encode() for i in range(10)]
+    assert ends.ends(0) == {SHARD: after(first[-1]["SequenceNumber"])}
+    put(kinesis, 5, start=15)  # more data now: a live re-read would differ
+    ends.plan(0)  # planning the batch again (a replay) keeps what was recorded
+    again = read_shard_range(kinesis, ends, part(0, limit=100))
+    assert [r["SequenceNumber"] for r in again] == [r["SequenceNumber"] for r in first]
+    with pytest.raises(RuntimeError, match=r"batch 1 .* was never planned"):
+        read_shard_range(kinesis, ends, part(1, start=after(first[-1]["SequenceNumber"]), limit=100))
+
+
+def test_the_tip_of_the_stream_ends_a_live_read_and_an_empty_read_records_its_start(
+    kinesis: Any, ends: BatchEnds
+) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    put(kinesis, 3)
+    ends.plan(0)
+    assert len(read_shard_range(kinesis, ends, part(0, limit=100))) == 3
+    start = ends.ends(0)[SHARD]
+    ends.plan(1)
+    assert read_shard_range(kinesis, ends, part(1, start=start)) == []
+    assert ends.ends(1) == {SHARD: start}
+
+
+def test_the_first_recorded_end_wins(ends: BatchEnds) -> None:
+    ends.plan(4)
+    assert ends.record(4, SHARD, after("10"), 3)
+    assert not ends.record(4, SHARD, after("99"), 50)
+    assert ends.ends(4) == {SHARD: after("10")}
+    assert ends.counts(4) == {SHARD: 3}
+    assert ends.record(4, "other", SHARD_END, 0)
+    ends.forget(4)
+    assert ends.ends(4) == {}
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ({}, "option streamName"),
+        ({"streamName": "s", "initialPosition": "EARLIEST"}, "option initialPosition"),
+        ({"streamName": "s", "initialPosition": "AT_TIMESTAMP"}, "option atTimestamp"),
+        ({"streamName": "s", "initialPosition": "AT_TIMESTAMP", "atTimestamp": "yesterday"}, "option atTimestamp"),
+        ({"streamName": "s", "maxRecordsPerShard": "0"}, "option maxRecordsPerShard"),
+        ({"streamName": "s", "maxRecordsPerShard": "many"}, "option maxRecordsPerShard"),
+        ({"streamName": "s", "idleBatchInterval": "-1"}, "option idleBatchInterval"),
+    ],
+)
+def test_bad_options_name_the_option(options: dict[str, str], name: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        SourceOptions.from_options(options)
+    assert info.value.field == name
+
+
+def test_options_arrive_lower_cased_and_have_defaults() -> None:
+    opts = SourceOptions.from_options(
+        {"streamname": "clicks", "initialposition": "at_timestamp", "attimestamp": "2026-01-02T03:04:05"}
+    )
+    assert opts.stream == "clicks"
+    assert opts.initial_position == "AT_TIMESTAMP"
+    assert opts.at_timestamp is not None and opts.at_timestamp.tzinfo is not None
+    assert opts.table == "kinsumer-spark-clicks_metadata"
+    assert opts.max_records_per_shard == 10_000

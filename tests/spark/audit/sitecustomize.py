@@ -1,0 +1,27 @@
+"""Loaded by every Python process Spark starts for the tests (PYTHONPATH): logs each AWS call.
+
+One line per call to $KINSUMER_TEST_CALL_LOG: ``pid operation parent-command``, so a test
+can tell the driver's Python processes from the executors' workers (children of
+pyspark.daemon).
+"""
+
+import os
+
+_LOG = os.environ.get("KINSUMER_TEST_CALL_LOG")
+
+if _LOG:
+    import botocore.client
+
+    _original = botocore.client.BaseClient._make_api_call
+
+    def _logged(self, operation_name, api_params):  # type: ignore[no-untyped-def]
+        try:
+            with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+                parent = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            parent = "?"
+        with open(_LOG, "a") as f:
+            f.write(f"{os.getpid()} {operation_name} {parent.replace(' ', '_')}\n")
+        return _original(self, operation_name, api_params)
+
+    botocore.client.BaseClient._make_api_call = _logged

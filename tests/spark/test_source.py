@@ -1,0 +1,226 @@
+"""The Spark source end to end: local[2] SparkSession, servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kinsumer.local_server import LocalServer
+from tests.conftest import unique
+from tests.helpers import Producer, produce_per_shard, wait_until
+
+pytestmark = pytest.mark.server
+
+
+class BatchLog:
+    """A foreachBatch sink that keeps every attempt of every batch; it can fail one attempt."""
+
+    def __init__(self, fail_batch: int | None = None) -> None:
+        self.attempts: dict[int, list[list[dict[str, Any]]]] = defaultdict(list)
+        self.fail_batch = fail_batch
+        self._lock = threading.Lock()
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        rows = [
+            {
+                **json.loads(r.data),
+                "shard": r.shard_id,
+                "seq": int(r.sequence_number),
+                "pk": r.partition_key,
+                "stream": r.stream,
+                "arrival": r.approximate_arrival_timestamp,
+                "batch": batch_id,
+            }
+            for r in frame.collect()
+        ]
+        with self._lock:
+            self.attempts[batch_id].append(rows)
+        if batch_id == self.fail_batch and rows:
+            self.fail_batch = None
+            raise RuntimeError(f"the sink failed on batch {batch_id}")
+
+    def final_rows(self) -> list[dict[str, Any]]:
+        """The rows of the last attempt of each batch: what an idempotent sink would hold."""
+        with self._lock:
+            return [row for batch in sorted(self.attempts) for row in self.attempts[batch][-1]]
+
+    def ids(self) -> list[int]:
+        return [row["id"] for row in self.final_rows()]
+
+
+def start_query(
+    spark: Any,
+    kinesis: LocalServer,
+    dynamodb: LocalServer,
+    stream: str,
+    app: str,
+    checkpoint: pathlib.Path,
+    sink: BatchLog | pathlib.Path,
+    limit: int = 10_000,
+) -> Any:
+    frame = (
+        spark.readStream.format("kinsumer")
+        .option("streamName", stream)
+        .option("endpointUrl", kinesis.endpoint)
+        .option("dynamodbEndpointUrl", dynamodb.endpoint)
+        .option("applicationName", app)
+        .option("maxRecordsPerShard", str(limit))
+        .option("region", "us-east-1")
+        .load()
+    )
+    writer = frame.writeStream.option("checkpointLocation", str(checkpoint)).trigger(processingTime="200 milliseconds")
+    if isinstance(sink, BatchLog):
+        return writer.foreachBatch(sink).start()
+    return writer.format("parquet").option("path", str(sink)).start()
+
+
+def wait_for(query: Any, condition: Callable[[], bool], what: str, timeout: float = 120) -> None:
+    def done() -> bool:
+        if query.exception() is not None:
+            raise AssertionError(f"the query failed: {query.exception()}")
+        return condition()
+
+    wait_until(done, timeout, what, poll=0.2)
+
+
+def read_rows(query: Any) -> int:
+    return sum(p["numInputRows"] for p in query.recentProgress)
+
+
+def assert_shard_order(rows: list[dict[str, Any]]) -> None:
+    by_shard: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for row in rows:
+        by_shard[row["shard"]].append((row["batch"], row["seq"]))
+    for shard, positions in by_shard.items():
+        seqs = [seq for _, seq in sorted(positions)]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), shard
+
+
+def test_every_record_arrives_once_over_several_batches_and_the_driver_reads_none(
+    spark: Any,
+    moto_server: LocalServer,
+    new_stream: Callable[[int], str],
+    tmp_path: pathlib.Path,
+    call_log: pathlib.Path,
+) -> None:
+    stream, app = new_stream(4), unique("app")
+    produced = produce_per_shard(moto_server.client("kinesis"), stream, 500)
+    sink = BatchLog()
+    query = start_query(spark, moto_server, moto_server, stream, app, tmp_path / "ckpt", sink, limit=150)
+    try:
+        wait_for(query, lambda: len(sink.ids()) >= len(produced), "every record")
+    finally:
+        query.stop()
+    rows = sink.final_rows()
+    assert sorted(sink.ids()) == produced  # each exactly once
+    assert len([b for b, attempts in sink.attempts.items() if attempts[-1]]) >= 4  # 500 per shard, 150 per batch
+    assert_shard_order(rows)
+    assert {row["stream"] for row in rows} == {stream}
+    assert all(row["pk"] == row["key"] and row["arrival"] is not None for row in rows)
+
+    calls = [line.split(" ", 2) for line in call_log.read_text().splitlines()]
+    executors = {pid for pid, _, parent in calls if "pyspark.daemon" in parent}
+    readers = {pid for pid, op, _ in calls if op == "GetRecords"}
+    planners = {pid for pid, op, _ in calls if op == "ListShards"}
+    assert readers and planners
+    assert readers <= executors, "a GetRecords call came from outside the executors' workers"
+    assert not planners & executors, "shards were listed from an executor"
+
+
+def test_a_restart_from_the_checkpoint_reads_only_the_new_records(
+    spark: Any, moto_server: LocalServer, new_stream: Callable[[int], str], tmp_path: pathlib.Path
+) -> None:
+    stream, app = new_stream(3), unique("app")
+    kinesis = moto_server.client("kinesis")
+    first = produce_per_shard(kinesis, stream, 300)
+    out, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+    query = start_query(spark, moto_server, moto_server, stream, app, checkpoint, out, limit=200)
+    try:
+        wait_for(query, lambda: read_rows(query) >= len(first), "the first records")
+    finally:
+        query.stop()
+    second = produce_per_shard(kinesis, stream, 200, first_id=len(first))
+    query = start_query(spark, moto_server, moto_server, stream, app, checkpoint, out, limit=200)
+    try:
+        wait_for(query, lambda: read_rows(query) >= len(second), "the new records")
+        batches = len(query.recentProgress)
+        wait_for(query, lambda: len(query.recentProgress) >= batches + 3, "three more batches")  # they add nothing
+    finally:
+        query.stop()
+    assert read_rows(query) == len(second)
+    ids = sorted(json.loads(r.data)["id"] for r in spark.read.parquet(str(out)).select("data").collect())
+    assert ids == sorted(first + second)
+
+
+def test_a_batch_that_failed_in_the_sink_is_replayed_with_identical_rows(
+    spark: Any, moto_server: LocalServer, new_stream: Callable[[int], str], tmp_path: pathlib.Path
+) -> None:
+    stream, app = new_stream(3), unique("app")
+    kinesis = moto_server.client("kinesis")
+    produced = produce_per_shard(kinesis, stream, 300)
+    sink = BatchLog(fail_batch=1)
+    checkpoint = tmp_path / "ckpt"
+    query = start_query(spark, moto_server, moto_server, stream, app, checkpoint, sink, limit=100)
+    wait_until(lambda: query.exception() is not None, 120, "the sink to fail", poll=0.2)
+    query.stop()
+    failed = sink.attempts[1][0]
+    assert failed
+    produced += produce_per_shard(kinesis, stream, 100, first_id=len(produced))  # a live re-read would differ
+    query = start_query(spark, moto_server, moto_server, stream, app, checkpoint, sink, limit=100)
+    try:
+        wait_for(query, lambda: len(sink.ids()) >= len(produced), "every record after the restart")
+    finally:
+        query.stop()
+    assert len(sink.attempts[1]) == 2
+    replayed = sink.attempts[1][1]
+    key = lambda row: (row["shard"], row["seq"])  # noqa: E731
+    assert sorted(replayed, key=key) == sorted(failed, key=key)
+    assert sorted(sink.ids()) == sorted(produced)
+
+
+def test_split_and_merge_between_batches_keep_per_key_order(
+    spark: Any, kinesalite: LocalServer, moto_server: LocalServer, tmp_path: pathlib.Path
+) -> None:
+    from tests.procs.test_resharding import merge_adjacent, split_first, wait_active
+
+    kinesis = kinesalite.client("kinesis")
+    stream, app = unique("stream"), unique("app")
+    kinesis.create_stream(StreamName=stream, ShardCount=2)
+    wait_active(kinesis, stream)
+    producer = Producer(kinesis, stream, total=None, keys=12)
+    sink = BatchLog()
+    query = start_query(spark, kinesalite, moto_server, stream, app, tmp_path / "ckpt", sink, limit=1000)
+    try:
+        producer.write_batch(240)
+        wait_for(query, lambda: len(sink.ids()) >= 240, "records before the split")
+        parent = split_first(kinesis, stream)
+        producer.write_batch(240)
+        wait_for(query, lambda: len(sink.ids()) >= 480, "records after the split")
+        left, right = merge_adjacent(kinesis, stream, 1)
+        producer.write_batch(240)
+        wait_for(query, lambda: len(sink.ids()) >= 720, "records after the merge")
+    finally:
+        query.stop()
+    rows = sink.final_rows()
+    assert sorted(sink.ids()) == producer.produced
+    assert_shard_order(rows)
+    by_key: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for row in rows:
+        by_key[row["key"]].append((row["batch"], row["seq"], row["counter"]))
+    for key, seen in by_key.items():
+        counters = [counter for _, _, counter in sorted(seen)]
+        assert counters == sorted(counters), key
+    batches_of: dict[str, list[int]] = defaultdict(list)
+    for row in rows:
+        batches_of[row["shard"]].append(row["batch"])
+    for sid, shard in {s["ShardId"]: s for s in kinesis.list_shards(StreamName=stream)["Shards"]}.items():
+        for p in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")):
+            if p and sid in batches_of and p in batches_of:
+                assert min(batches_of[sid]) > max(batches_of[p]), (p, sid)
+    assert {parent, left, right} <= set(batches_of)

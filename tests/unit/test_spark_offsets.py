@@ -1,0 +1,71 @@
+"""The Spark source's offsets: pure logic, no Spark."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kinsumer.frontier import ShardInfo
+from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, BatchOffset, after, next_offset, to_start_position
+from tests.unit.test_frontier import lineages
+
+pytest.importorskip("pyspark")  # the package kinsumer.spark imports it
+
+
+def test_json_is_canonical_so_spark_compares_offsets_correctly() -> None:
+    a = BatchOffset("r", 3, TRIM_HORIZON, {"s2": "AFTER:9", "s1": "AFTER:5"}, ("s0",))
+    b = BatchOffset("r", 3, TRIM_HORIZON, {"s1": "AFTER:5", "s2": "AFTER:9"}, ("s0",))
+    assert json.dumps(a.to_json()) == json.dumps(b.to_json())
+    assert BatchOffset.from_json(json.loads(json.dumps(a.to_json()))) == b
+
+
+def test_first_batch_starts_the_frontier_at_the_initial_position() -> None:
+    listing = [ShardInfo("s0", closed=True), ShardInfo("s1", parent_shard_id="s0"), ShardInfo("s2")]
+    first = next_offset(BatchOffset("r", -1, TRIM_HORIZON), {}, listing)
+    assert first.batch == 0
+    assert dict(first.shards) == {"s0": TRIM_HORIZON, "s2": TRIM_HORIZON}
+
+
+def test_ends_become_starts_and_children_wait_for_shard_end() -> None:
+    listing = [ShardInfo("s0", closed=True), ShardInfo("s1", parent_shard_id="s0"), ShardInfo("s2")]
+    b0 = next_offset(BatchOffset("r", -1, TRIM_HORIZON), {}, listing)
+    b1 = next_offset(b0, {"s0": after("7"), "s2": after("3")}, listing)
+    assert dict(b1.shards) == {"s0": "AFTER:7", "s2": "AFTER:3"}
+    b2 = next_offset(b1, {"s0": SHARD_END}, listing)  # s2 read nothing: stays
+    assert dict(b2.shards) == {"s1": TRIM_HORIZON, "s2": "AFTER:3"}
+    assert b2.done == ("s0",)
+    trimmed = [s for s in listing if s.shard_id != "s0"]
+    assert next_offset(b2, {}, trimmed).done == ()
+
+
+@given(lineages(), st.data())
+def test_a_child_is_never_read_before_all_its_parents_reached_shard_end(
+    listing: list[ShardInfo], data: st.DataObject
+) -> None:
+    """Drive batches with random ends: no offset ever holds a shard whose parent is unfinished."""
+    offset = BatchOffset("r", -1, TRIM_HORIZON)
+    finished: set[str] = set()
+    by_id = {s.shard_id: s for s in listing}
+    for _ in range(12):
+        ends = {}
+        for shard in offset.shards:
+            if by_id[shard].closed and data.draw(st.booleans()):
+                ends[shard] = SHARD_END
+            elif data.draw(st.booleans()):
+                ends[shard] = after(str(data.draw(st.integers(1, 10**6))))
+        finished |= {s for s, e in ends.items() if e == SHARD_END}
+        offset = next_offset(offset, ends, listing)
+        for shard in offset.shards:
+            assert shard not in finished
+            assert all(p in finished for p in by_id[shard].parents), (shard, by_id[shard].parents, finished)
+
+
+def test_start_positions() -> None:
+    assert to_start_position("AFTER:42").sequence_number == "42"
+    assert to_start_position(TRIM_HORIZON).kind == "TRIM_HORIZON"
+    assert to_start_position("AT_TIMESTAMP:1700000000000").timestamp is not None
+    with pytest.raises(ValueError, match="not a start position"):
+        to_start_position(SHARD_END)
