@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["CheckpointRow", "capture", "commit", "delete_rows", "load_rows", "read_row", "release"]
 
 _NAMES = {
+    "#lag": "MillisBehindLatest",
     "#seq": "SequenceNumber",
     "#owner": "OwnerID",
     "#oname": "OwnerName",
@@ -43,6 +44,7 @@ class CheckpointRow:
     last_update: int = 0
     finished: bool = False
     parent_shard_ids: tuple[str, ...] = ()
+    millis_behind_latest: int | None = None  # as last committed by the owner
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> CheckpointRow:
@@ -54,6 +56,7 @@ class CheckpointRow:
             last_update=int(item.get("LastUpdate", {}).get("N", "0")),
             finished="Finished" in item,
             parent_shard_ids=tuple(v["S"] for v in item.get("ParentShardIds", {}).get("L", [])),
+            millis_behind_latest=int(item["MillisBehindLatest"]["N"]) if "MillisBehindLatest" in item else None,
         )
 
 
@@ -137,13 +140,24 @@ def _owned_update(
     return _conditional_update(db, table, shard_id, update, "#owner = :me", values) is not None
 
 
-def commit(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str, sequence_number: str | None) -> bool:
-    """Refresh our lease and store ``sequence_number`` if given. False: we no longer own it."""
+def commit(
+    db: DynamoDBClient,
+    table: str,
+    shard_id: str,
+    *,
+    owner_id: str,
+    sequence_number: str | None,
+    millis_behind_latest: int | None = None,
+) -> bool:
+    """Refresh our lease and store ``sequence_number`` (and the lag) if given. False: not ours."""
     update = "SET #lu = :now"
     values: dict[str, Any] = {}
     if sequence_number is not None:
         update += ", #seq = :seq"
         values[":seq"] = {"S": sequence_number}
+    if millis_behind_latest is not None:
+        update += ", #lag = :lag"
+        values[":lag"] = {"N": str(millis_behind_latest)}
     return _owned_update(db, table, shard_id, owner_id, update, values)
 
 

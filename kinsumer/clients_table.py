@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -16,7 +16,7 @@ from .tables import now_ms
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["ClientRow", "deregister", "heartbeat", "live_clients", "reap_clients"]
+__all__ = ["ClientRow", "all_clients", "deregister", "heartbeat", "live_clients", "reap_clients"]
 
 _HOST = socket.gethostname()
 
@@ -25,7 +25,9 @@ _HOST = socket.gethostname()
 class ClientRow:
     id: str
     name: str
-    last_update: int
+    last_update: int  # epoch ms of the last heartbeat
+    host: str = ""
+    pid: int = 0
 
 
 def heartbeat(db: DynamoDBClient, table: str, client_id: str, name: str) -> None:
@@ -47,25 +49,32 @@ def deregister(db: DynamoDBClient, table: str, client_id: str) -> None:
     db.delete_item(TableName=table, Key={"ID": {"S": client_id}})
 
 
-def _scan(db: DynamoDBClient, table: str, condition: str, cutoff_ms: int) -> list[ClientRow]:
+def _scan(db: DynamoDBClient, table: str, condition: str | None = None, cutoff_ms: int = 0) -> list[ClientRow]:
     rows: list[ClientRow] = []
-    paginator = db.get_paginator("scan")
-    for page in paginator.paginate(
-        TableName=table,
-        ConsistentRead=True,
-        FilterExpression=condition,
-        ExpressionAttributeNames={"#lu": "LastUpdate"},
-        ExpressionAttributeValues={":cutoff": {"N": str(cutoff_ms)}},
-    ):
+    params: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
+    if condition is not None:
+        params.update(
+            FilterExpression=condition,
+            ExpressionAttributeNames={"#lu": "LastUpdate"},
+            ExpressionAttributeValues={":cutoff": {"N": str(cutoff_ms)}},
+        )
+    for page in db.get_paginator("scan").paginate(**params):
         for item in page.get("Items", []):
             rows.append(
                 ClientRow(
                     id=item["ID"]["S"],
                     name=item.get("Name", {}).get("S", ""),
                     last_update=int(item.get("LastUpdate", {}).get("N", "0")),
+                    host=item.get("Host", {}).get("S", ""),
+                    pid=int(item.get("Pid", {}).get("N", "0")),
                 )
             )
     return rows
+
+
+def all_clients(db: DynamoDBClient, table: str) -> list[ClientRow]:
+    """Every row, live or not, sorted by ID."""
+    return sorted(_scan(db, table), key=lambda r: r.id)
 
 
 def live_clients(db: DynamoDBClient, table: str, max_age: float) -> list[ClientRow]:

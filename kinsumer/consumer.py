@@ -22,6 +22,8 @@ from .errors import AlreadyStarted, CheckpointModeError, ConfigError, KinsumerEr
 from .record import Record
 from .record_queue import CLOSED, RecordQueue
 from .runtime import Runtime
+from .stats import GuardedStats
+from .status import ClientStatus, OwnedShard
 from .stream import ensure_stream_active
 from .tables import Tables, create_tables, delete_tables, ensure_tables_ready
 
@@ -99,6 +101,7 @@ class Kinsumer:
         self._kinesis: KinesisClient = kinesis
         self._dynamodb: DynamoDBClient = dynamodb
         self._queue = RecordQueue(config.buffer_size)
+        self._stats = GuardedStats(config.stats)
         self._state = _NEW
         self._lifecycle = threading.Lock()
         self._stopped = threading.Event()
@@ -208,6 +211,24 @@ class Kinsumer:
         # after an exception the record in hand was not processed: don't count it
         self._shutdown(clean=exc_type is None)
 
+    def status(self) -> ClientStatus:
+        """A snapshot of this client: leadership, place in the membership, shards and their lag."""
+        coordinator = self._coordinator
+        if coordinator is None:
+            return ClientStatus(self.client_id, self.client_name, self._state, False, 0, 0, ())
+        return ClientStatus(
+            client_id=self.client_id,
+            client_name=self.client_name,
+            state=self._state,
+            is_leader=coordinator.is_leader,
+            client_index=coordinator.client_index,
+            client_count=coordinator.client_count,
+            shards=tuple(
+                OwnedShard(c.shard_id, c.captured, c.checkpoint, c.millis_behind_latest)
+                for c in coordinator.consumers()
+            ),
+        )
+
     # ----------------------------------------------------------------- consuming
 
     def next(self, timeout: float | None = None) -> bytes | None:
@@ -272,7 +293,7 @@ class Kinsumer:
 
     def _take(self, timeout: float | None) -> tuple[Record, ShardProgress, int] | None:
         deadline = None if timeout is None else time.monotonic() + timeout
-        stats = self.config.stats
+        stats = self._stats
         while True:
             if self._state == _STOPPED:
                 return None

@@ -91,9 +91,10 @@ class Coordinator:
             return False
         return True
 
-    def owned_shards(self) -> list[str]:
+    def consumers(self) -> list[ShardConsumer]:
+        """The shard consumers of the shards this client is assigned, by shard ID."""
         with self._lock:
-            return sorted(self._consumers)
+            return [self._consumers[shard] for shard in sorted(self._consumers)]
 
     # ----------------------------------------------------------------- the loop
 

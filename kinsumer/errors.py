@@ -49,9 +49,10 @@ class TableNotFound(KinsumerError):
 
     def __init__(self, table_name: str) -> None:
         self.table_name = table_name
+        application = table_name.rsplit("_", 1)[0]
         super().__init__(
-            f"DynamoDB table {table_name!r} does not exist (or is not ACTIVE); "
-            "call Kinsumer.create_required_tables() once for this application first"
+            f"DynamoDB table {table_name!r} does not exist (or is not ACTIVE); create the application's "
+            f"tables once first: Kinsumer.create_required_tables() or `kinsumer create-tables {application}`"
         )
 
 

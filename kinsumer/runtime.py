@@ -14,6 +14,7 @@ from .config import Config
 from .errors import AWSError, KinsumerError, StreamNotFound, TableNotFound
 from .record_queue import RecordQueue
 from .retry import error_code, retry_call
+from .stats import GuardedStats, StatReceiver
 from .tables import Tables, ensure_tables_ready
 
 if TYPE_CHECKING:
@@ -46,8 +47,13 @@ class Runtime:
     on_fatal: Callable[[KinsumerError], None]
     #: Wakes the coordinator to refresh the shard cache now (a shard finished).
     request_refresh: Callable[[], None]
+    #: config.stats, guarded: a failing receiver never stops consumption
+    stats: StatReceiver = attrs.field(init=False)
     _fatal_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     fatal: KinsumerError | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.stats = GuardedStats(self.config.stats)
 
     @property
     def max_age(self) -> float:
@@ -55,7 +61,7 @@ class Runtime:
 
     def call(self, fn: Callable[[], T], operation: str, **kwargs: object) -> T:
         """``fn()`` with transient faults retried (see :func:`retry_call`)."""
-        return retry_call(fn, operation=operation, stats=self.config.stats, **kwargs)  # type: ignore[arg-type]
+        return retry_call(fn, operation=operation, stats=self.stats, **kwargs)  # type: ignore[arg-type]
 
     def fail(self, exc: BaseException, where: str) -> None:
         """Record a failure that retrying cannot fix and have the Kinsumer stop."""

@@ -53,6 +53,8 @@ class ShardConsumer:
         self._last_pushed: str | None = None
         self._last_fetch = -math.inf  # monotonic time of the last GetRecords attempt
         self._latest_at: dt.datetime | None = None  # when we took a LATEST iterator
+        self.millis_behind_latest: int | None = None  # from the last GetRecords
+        self.captured = False
 
     # ----------------------------------------------------------------- control (other threads)
 
@@ -71,6 +73,11 @@ class ShardConsumer:
     def join(self, timeout: float | None) -> None:
         self._thread.join(timeout)
 
+    @property
+    def checkpoint(self) -> str | None:
+        """The sequence number up to which this client processed the shard."""
+        return self._progress.checkpoint if self._progress is not None else self._committed
+
     # ----------------------------------------------------------------- the thread
 
     def _run(self) -> None:
@@ -82,25 +89,33 @@ class ShardConsumer:
             if self._stop.is_set():
                 progress.revoke()
             self._committed = row.sequence_number
+            self.captured = True
             self._next_commit = time.monotonic() + self._cfg.commit_frequency
-            self._cfg.stats.shard_gained(self.shard_id)
+            self._rt.stats.shard_gained(self.shard_id)
             log.info("captured %s at %s", self.shard_id, row.sequence_number or self._cfg.initial_position)
             try:
-                if self._read():
-                    return
-            except Stopped:
-                pass
-            except OwnershipLost:
-                raise
-            except Exception as exc:  # noqa: BLE001 - reported to the caller, then hand off
-                self._rt.fail(exc, f"the reader of {self.shard_id}")
-            self._hand_off()
+                self._own()
+            finally:
+                self._rt.stats.shard_lost(self.shard_id)  # once, whichever way the shard was given up
         except Stopped:
             pass  # asked to stop before the shard was ours
         except OwnershipLost:
             self._abandon()
         except Exception as exc:  # noqa: BLE001
             self._rt.fail(exc, f"the consumer of {self.shard_id}")
+
+    def _own(self) -> None:
+        """Read the captured shard until it ends or is handed off."""
+        try:
+            if self._read():
+                return
+        except Stopped:
+            pass
+        except OwnershipLost:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported to the caller, then hand off
+            self._rt.fail(exc, f"the reader of {self.shard_id}")
+        self._hand_off()
 
     def _call(self, fn: Callable[[], Any], operation: str, min_wait: float = 0.0) -> Any:
         return self._rt.call(fn, operation, sleep=self._sleep, should_stop=self._stop.is_set, min_wait=min_wait)
@@ -183,12 +198,13 @@ class ShardConsumer:
             except botocore.exceptions.ClientError as exc:
                 if error_code(exc) != "ExpiredIteratorException":
                     raise
-                cfg.stats.error_retried("GetRecords", "ExpiredIteratorException")
+                self._rt.stats.error_retried("GetRecords", "ExpiredIteratorException")
                 log.info("iterator of %s expired; resuming after %s", self.shard_id, self._last_pushed)
                 iterator = self._iterator()
                 continue
             records = response.get("Records", [])
-            cfg.stats.records_fetched(self.shard_id, len(records), response.get("MillisBehindLatest"))
+            self.millis_behind_latest = response.get("MillisBehindLatest")
+            self._rt.stats.records_fetched(self.shard_id, len(records), self.millis_behind_latest)
             if records:
                 self._push(records)
             iterator = response.get("NextShardIterator")
@@ -231,7 +247,6 @@ class ShardConsumer:
         if not self._release(final, finished=True):
             raise OwnershipLost(self.shard_id)
         log.info("%s finished at %s", self.shard_id, final)
-        self._cfg.stats.shard_lost(self.shard_id)
         self._rt.request_refresh()
         return True
 
@@ -261,11 +276,10 @@ class ShardConsumer:
         if not released:
             log.warning("%s was taken by another client during the handoff", self.shard_id)
         elif final is not None and final != self._committed:
-            self._cfg.stats.checkpoint_written(self.shard_id)
+            self._rt.stats.checkpoint_written(self.shard_id)
         elapsed = time.monotonic() - started
         log.info("released %s at %s after %.2f s (%d queued records dropped)", self.shard_id, final, elapsed, dropped)
-        self._cfg.stats.handoff(self.shard_id, elapsed, clean)
-        self._cfg.stats.shard_lost(self.shard_id)
+        self._rt.stats.handoff(self.shard_id, elapsed, clean)
 
     def _release(self, final: str | None, *, finished: bool, deadline: float | None = None) -> bool:
         """Store the final checkpoint (and Finished) and give the row up; False if not ours.
@@ -295,7 +309,6 @@ class ShardConsumer:
             self._progress.revoke()
             self._rt.queue.purge(self._progress)
             self._progress.release()
-        self._cfg.stats.shard_lost(self.shard_id)
 
     # ----------------------------------------------------------------- waiting and committing
 
@@ -345,7 +358,12 @@ class ShardConsumer:
         try:
             owned = rt.call(
                 lambda: checkpoints.commit(
-                    rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id, sequence_number=new
+                    rt.dynamodb,
+                    rt.tables.checkpoints,
+                    self.shard_id,
+                    owner_id=rt.client_id,
+                    sequence_number=new,
+                    millis_behind_latest=self.millis_behind_latest,
                 ),
                 "UpdateItem",
                 deadline=now + self._cfg.commit_frequency,
@@ -359,4 +377,4 @@ class ShardConsumer:
             raise OwnershipLost(self.shard_id)
         if new is not None:
             self._committed = new
-            self._cfg.stats.checkpoint_written(self.shard_id)
+            self._rt.stats.checkpoint_written(self.shard_id)

@@ -8,7 +8,9 @@ is the no-op default.
 
 from __future__ import annotations
 
-__all__ = ["StatReceiver"]
+import logging
+
+__all__ = ["GuardedStats", "StatReceiver"]
 
 
 class StatReceiver:
@@ -34,3 +36,43 @@ class StatReceiver:
 
     def error_retried(self, operation: str, error: str) -> None:
         """A transient error (throttling, 5xx, connection, expired iterator) was retried."""
+
+
+class GuardedStats(StatReceiver):
+    """Calls a user's receiver; an exception it raises is logged once per method, never raised.
+
+    A metrics bug must not stop consumption: kinsumer calls its receiver through this.
+    """
+
+    def __init__(self, receiver: StatReceiver) -> None:
+        self._receiver = receiver
+        self._failed: set[str] = set()
+
+    def _call(self, method: str, *args: object) -> None:
+        try:
+            getattr(self._receiver, method)(*args)
+        except Exception:
+            if method not in self._failed:  # once: a receiver failing per record would flood the log
+                self._failed.add(method)
+                logging.getLogger("kinsumer").exception("StatReceiver.%s raised; its calls go on", method)
+
+    def records_fetched(self, shard_id: str, count: int, millis_behind_latest: int | None) -> None:
+        self._call("records_fetched", shard_id, count, millis_behind_latest)
+
+    def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
+        self._call("record_delivered", shard_id, latency_seconds)
+
+    def checkpoint_written(self, shard_id: str) -> None:
+        self._call("checkpoint_written", shard_id)
+
+    def shard_gained(self, shard_id: str) -> None:
+        self._call("shard_gained", shard_id)
+
+    def shard_lost(self, shard_id: str) -> None:
+        self._call("shard_lost", shard_id)
+
+    def handoff(self, shard_id: str, seconds: float, clean: bool) -> None:
+        self._call("handoff", shard_id, seconds, clean)
+
+    def error_retried(self, operation: str, error: str) -> None:
+        self._call("error_retried", operation, error)

@@ -297,3 +297,25 @@ def test_record_payloads_are_never_logged(kinesis: Any, db: Any, stream: str, ca
         assert k.next(timeout=10) == secret
     assert caplog.records, "kinsumer logged nothing at all"
     assert not [r for r in caplog.records if secret.decode() in r.getMessage()]
+
+
+def test_a_failing_stat_receiver_never_stops_consumption(
+    kinesis: Any, db: Any, stream: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Broken(CountingStats):
+        def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
+            raise ZeroDivisionError("a bug in the user's metrics")
+
+        def records_fetched(self, shard_id: str, count: int, millis_behind_latest: int | None) -> None:
+            raise RuntimeError("another one, on the reader's thread")
+
+    stats = Broken()
+    put(kinesis, b"1", b"2", b"3")
+    with caplog.at_level(logging.ERROR, logger="kinsumer"), make(kinesis, db, attrs.evolve(FAST, stats=stats)) as k:
+        assert [k.next(timeout=10) for _ in range(3)] == [b"1", b"2", b"3"]
+    failures = [r for r in caplog.records if "StatReceiver" in r.getMessage()]
+    assert sorted(r.getMessage().split(".")[1].split(" ")[0] for r in failures) == [
+        "record_delivered",
+        "records_fetched",
+    ]
+    assert stats.calls["shard_gained"] == 1 and stats.calls["shard_lost"] == 1  # the others still arrive

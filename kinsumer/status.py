@@ -1,0 +1,129 @@
+"""Snapshots for operators: one client's view (``Kinsumer.status()``) and an application's
+state as the tables and ListShards show it (``read_status``, behind ``kinsumer status``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from . import checkpoints, clients_table, metadata
+from .frontier import consumable_frontier
+from .stream import list_shards
+from .tables import Tables, ensure_tables_ready, now_ms
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_kinesis import KinesisClient
+
+__all__ = ["ApplicationStatus", "ClientStatus", "OwnedShard", "read_status"]
+
+
+@attrs.frozen
+class OwnedShard:
+    shard_id: str
+    captured: bool  # False while waiting for the previous owner to let go
+    checkpoint: str | None
+    millis_behind_latest: int | None
+
+
+@attrs.frozen
+class ClientStatus:
+    """What one running Kinsumer knows of itself."""
+
+    client_id: str
+    client_name: str
+    state: str  # new, running or stopped
+    is_leader: bool
+    client_index: int
+    client_count: int
+    shards: tuple[OwnedShard, ...]
+
+
+@attrs.frozen
+class ClientInfo:
+    id: str
+    name: str
+    host: str
+    pid: int
+    heartbeat_age: float  # seconds since the last heartbeat
+    live: bool
+
+
+@attrs.frozen
+class ShardInfoRow:
+    shard_id: str
+    consumable: bool  # in the frontier: open or closed but not finished, parents done
+    closed: bool
+    owner_id: str | None
+    owner_name: str | None
+    checkpoint: str | None
+    finished: bool
+    millis_behind_latest: int | None
+    last_update_age: float | None  # seconds since the owner last committed
+
+
+@attrs.frozen
+class ApplicationStatus:
+    """An application's state on one stream, read from its tables and ListShards."""
+
+    stream: str
+    application: str
+    clients: tuple[ClientInfo, ...]
+    leader_id: str | None
+    leader_age: float | None
+    shard_cache: tuple[str, ...]
+    shard_cache_age: float | None
+    shards: tuple[ShardInfoRow, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+def _age(epoch_ms: int, now: int) -> float:
+    return round(max(0, now - epoch_ms) / 1000, 3)
+
+
+def read_status(
+    kinesis: KinesisClient, db: DynamoDBClient, stream: str, application: str, max_age: float
+) -> ApplicationStatus:
+    """Everything an operator wants on one screen. ``max_age``: when a client counts as dead."""
+    tables = Tables.for_application(application)
+    listing = list_shards(kinesis, stream)  # first: a missing stream is the first thing to report
+    ensure_tables_ready(db, tables)
+    rows = checkpoints.load_rows(db, tables.checkpoints)
+    leader = db.get_item(TableName=tables.metadata, Key={"Key": {"S": metadata.LEADER_KEY}}, ConsistentRead=True)
+    leader_item = leader.get("Item", {})
+    cache = metadata.read_shard_cache(db, tables.metadata)
+    now = now_ms()
+    clients = tuple(
+        ClientInfo(c.id, c.name, c.host, c.pid, _age(c.last_update, now), now - c.last_update < max_age * 1000)
+        for c in clients_table.all_clients(db, tables.clients)
+    )
+    frontier = set(consumable_frontier(listing, {s for s, r in rows.items() if r.finished}))
+    shards = []
+    for shard in sorted(listing, key=lambda s: s.shard_id):
+        row = rows.get(shard.shard_id) or checkpoints.CheckpointRow(shard.shard_id)
+        shards.append(
+            ShardInfoRow(
+                shard_id=shard.shard_id,
+                consumable=shard.shard_id in frontier,
+                closed=shard.closed,
+                owner_id=row.owner_id,
+                owner_name=row.owner_name,
+                checkpoint=row.sequence_number,
+                finished=row.finished,
+                millis_behind_latest=row.millis_behind_latest,
+                last_update_age=_age(row.last_update, now) if row.last_update else None,
+            )
+        )
+    return ApplicationStatus(
+        stream=stream,
+        application=application,
+        clients=clients,
+        leader_id=leader_item.get("ID", {}).get("S"),
+        leader_age=_age(int(leader_item["LastUpdate"]["N"]), now) if "LastUpdate" in leader_item else None,
+        shard_cache=cache.shard_ids if cache else (),
+        shard_cache_age=_age(cache.last_update, now) if cache else None,
+        shards=tuple(shards),
+    )
