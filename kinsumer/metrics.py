@@ -1,0 +1,377 @@
+"""Ready-made :class:`~kinsumer.StatReceiver` implementations: a periodic log line and Prometheus.
+
+::
+
+    from kinsumer.metrics import LoggingStatReceiver, PrometheusStatReceiver
+
+    Kinsumer(..., config=Config(stats=LoggingStatReceiver(interval=60)))
+
+    prom = PrometheusStatReceiver()  # needs: pip install 'kinsumer[prometheus]'
+    prom.serve(9108)  # http://127.0.0.1:9108/metrics
+    Kinsumer(..., config=Config(stats=prom))
+
+Both are thread-safe and cheap per call. Neither ever sees a record's payload.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .stats import StatReceiver
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client import CollectorRegistry
+
+__all__ = ["LoggingStatReceiver", "PrometheusStatReceiver"]
+
+_SHARDS_SHOWN = 20  # per-shard details in one summary line; the rest are counted, not listed
+
+
+class _Window:
+    """Counters over one span of time (an interval, or the receiver's whole life)."""
+
+    def __init__(self) -> None:
+        self.fetched: defaultdict[str, int] = defaultdict(int)
+        self.delivered: defaultdict[str, int] = defaultdict(int)
+        self.checkpoints = 0
+        self.gained = 0
+        self.lost = 0
+        self.handoffs_clean = 0
+        self.handoffs_timed_out = 0
+        self.retried: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self.latency_sum = 0.0
+        self.latency_max = 0.0
+
+    @property
+    def delivered_count(self) -> int:
+        return sum(self.delivered.values())
+
+    @property
+    def latency_avg(self) -> float:
+        count = self.delivered_count
+        return self.latency_sum / count if count else 0.0
+
+
+class LoggingStatReceiver(StatReceiver):
+    """Aggregates the consumer's statistics and logs one summary line per ``interval`` seconds.
+
+    There is no background thread: the line is written by whichever call first notices that
+    the interval has passed, and covers the events before that call. So nothing is logged
+    while the consumer makes no calls at all (it makes several per second while running).
+    The per-interval counters restart after each line; running totals are kept as well
+    (:meth:`totals`).
+
+    ``clock`` is the monotonic time source, replaceable for tests.
+    """
+
+    def __init__(
+        self,
+        interval: float = 60.0,
+        logger: logging.Logger | None = None,
+        level: int = logging.INFO,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if isinstance(interval, bool) or not isinstance(interval, int | float) or not math.isfinite(interval):
+            raise ValueError(f"interval must be a finite number of seconds, got {interval!r}")
+        if interval <= 0:
+            raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
+        self.interval = float(interval)
+        self.logger = logger if logger is not None else logging.getLogger("kinsumer.metrics")
+        self.level = level
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._window = _Window()
+        self._total = _Window()
+        self._lag: dict[str, int] = {}  # latest MillisBehindLatest of each shard owned
+        self._window_start = clock()
+
+    # ----------------------------------------------------------------- StatReceiver
+
+    def records_fetched(self, shard_id: str, count: int, millis_behind_latest: int | None) -> None:
+        now = self._clock()
+        with self._lock:
+            line = self._roll(now)
+            self._window.fetched[shard_id] += count
+            self._total.fetched[shard_id] += count
+            if millis_behind_latest is not None:
+                self._lag[shard_id] = millis_behind_latest
+        self._emit(line)
+
+    def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
+        now = self._clock()
+        with self._lock:
+            line = self._roll(now)
+            for w in (self._window, self._total):
+                w.delivered[shard_id] += 1
+                w.latency_sum += latency_seconds
+                w.latency_max = max(w.latency_max, latency_seconds)
+        self._emit(line)
+
+    def checkpoint_written(self, shard_id: str) -> None:
+        now = self._clock()
+        with self._lock:
+            line = self._roll(now)
+            self._window.checkpoints += 1
+            self._total.checkpoints += 1
+        self._emit(line)
+
+    def shard_gained(self, shard_id: str) -> None:
+        now = self._clock()
+        with self._lock:
+            line = self._roll(now)
+            self._window.gained += 1
+            self._total.gained += 1
+        self._emit(line)
+
+    def shard_lost(self, shard_id: str) -> None:
+        now = self._clock()
+        with self._lock:
+            line = self._roll(now)
+            self._window.lost += 1
+            self._total.lost += 1
+            self._lag.pop(shard_id, None)
+        self._emit(line)
+
+    def handoff(self, shard_id: str, seconds: float, clean: bool) -> None:
+        now = self._clock()
+        with self._lock:
+            line = self._roll(now)
+            for w in (self._window, self._total):
+                if clean:
+                    w.handoffs_clean += 1
+                else:
+                    w.handoffs_timed_out += 1
+        self._emit(line)
+
+    def error_retried(self, operation: str, error: str) -> None:
+        now = self._clock()
+        with self._lock:
+            line = self._roll(now)
+            self._window.retried[(operation, error)] += 1
+            self._total.retried[(operation, error)] += 1
+        self._emit(line)
+
+    # ----------------------------------------------------------------- reading
+
+    def summary(self) -> str:
+        """The line that would be logged now: the current interval so far, and the totals."""
+        with self._lock:
+            return self._format(self._clock() - self._window_start)
+
+    def totals(self) -> dict[str, Any]:
+        """Running totals since construction (copies; safe to keep and modify).
+
+        Keys: ``records_fetched`` and ``records_delivered`` ({shard: count}),
+        ``millis_behind_latest`` ({shard: ms}, shards currently owned), ``checkpoints_written``,
+        ``shards_gained``, ``shards_lost``, ``handoffs_clean``, ``handoffs_timed_out``,
+        ``errors_retried`` ({(operation, error): count}), ``delivery_latency_avg_seconds``,
+        ``delivery_latency_max_seconds``.
+        """
+        with self._lock:
+            t = self._total
+            return {
+                "records_fetched": dict(t.fetched),
+                "records_delivered": dict(t.delivered),
+                "millis_behind_latest": dict(self._lag),
+                "checkpoints_written": t.checkpoints,
+                "shards_gained": t.gained,
+                "shards_lost": t.lost,
+                "handoffs_clean": t.handoffs_clean,
+                "handoffs_timed_out": t.handoffs_timed_out,
+                "errors_retried": dict(t.retried),
+                "delivery_latency_avg_seconds": t.latency_avg,
+                "delivery_latency_max_seconds": t.latency_max,
+            }
+
+    # ----------------------------------------------------------------- the interval
+
+    def _roll(self, now: float) -> str | None:
+        """If the interval has passed: the line closing it (counters reset), else None.
+
+        Call with the lock held, before counting the event (it belongs to the next interval).
+        """
+        elapsed = now - self._window_start
+        if elapsed < self.interval:
+            return None
+        line = self._format(elapsed)
+        self._window = _Window()
+        self._window_start = now
+        return line
+
+    def _emit(self, line: str | None) -> None:
+        # outside the lock: a slow handler must not stall the other threads' counting
+        if line is not None:
+            self.logger.log(self.level, "%s", line)
+
+    def _format(self, elapsed: float) -> str:
+        """One logfmt-style line. Call with the lock held."""
+        w, t = self._window, self._total
+        parts = [
+            f"kinsumer stats interval_s={elapsed:.1f}",
+            f"fetched={sum(w.fetched.values())}",
+            f"delivered={w.delivered_count}",
+            f"fetched_total={sum(t.fetched.values())}",
+            f"delivered_total={t.delivered_count}",
+            f"checkpoints={w.checkpoints}",
+            f"shards_owned={t.gained - t.lost}",
+            f"shards_gained={w.gained}",
+            f"shards_lost={w.lost}",
+            f"handoffs_clean={w.handoffs_clean}",
+            f"handoffs_timed_out={w.handoffs_timed_out}",
+            f"latency_avg_s={w.latency_avg:.3f}",
+            f"latency_max_s={w.latency_max:.3f}",
+            f"max_lag_ms={max(self._lag.values(), default=0)}",
+            f"errors_retried={sum(w.retried.values())}",
+        ]
+        parts.extend(f"retried[{op}/{err}]={n}" for (op, err), n in sorted(w.retried.items()))
+        shards = sorted(set(w.fetched) | set(w.delivered) | set(self._lag))
+        for shard in shards[:_SHARDS_SHOWN]:
+            lag = self._lag.get(shard)
+            parts.append(
+                f"shard[{shard}]=fetched:{w.fetched.get(shard, 0)},delivered:{w.delivered.get(shard, 0)},"
+                f"lag_ms:{'-' if lag is None else lag}"
+            )
+        if len(shards) > _SHARDS_SHOWN:
+            parts.append(f"shards_not_shown={len(shards) - _SHARDS_SHOWN}")
+        return " ".join(parts)
+
+
+# latency = now - the record's arrival in Kinesis: from a millisecond to a minute behind
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# a handoff waits for acknowledgements up to handoff_timeout (10 s by default)
+_HANDOFF_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0)
+
+
+class PrometheusStatReceiver(StatReceiver):
+    """Exposes the consumer's statistics as Prometheus metrics (needs ``kinsumer[prometheus]``).
+
+    The metrics live in ``registry``, a new :class:`prometheus_client.CollectorRegistry`
+    unless given (so several receivers in one process never clash); see :attr:`registry`.
+    Serve them with :meth:`serve` (an HTTP endpoint on 127.0.0.1 by default), or pass the
+    registry to your own exposition. ``namespace`` replaces the ``kinsumer`` prefix of every
+    metric name ("" for no prefix).
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None, namespace: str = "kinsumer") -> None:
+        try:
+            import prometheus_client  # noqa: PLC0415 - an optional dependency
+        except ImportError as exc:
+            raise ImportError(
+                "PrometheusStatReceiver needs the prometheus_client package: pip install 'kinsumer[prometheus]'"
+            ) from exc
+        from prometheus_client import Counter, Gauge, Histogram  # noqa: PLC0415
+
+        self.registry: CollectorRegistry = registry if registry is not None else prometheus_client.CollectorRegistry()
+        self.namespace = namespace
+        ns, reg = namespace, self.registry
+        self._fetched = Counter(
+            "records_fetched", "Records returned by GetRecords", ["shard"], namespace=ns, registry=reg
+        )
+        self._delivered = Counter(
+            "records_delivered", "Records handed over by next*()", ["shard"], namespace=ns, registry=reg
+        )
+        self._latency = Histogram(
+            "delivery_latency_seconds",
+            "Time from a record's arrival in Kinesis to its delivery by next*()",
+            namespace=ns,
+            registry=reg,
+            buckets=_LATENCY_BUCKETS,
+        )
+        self._behind = Gauge(
+            "millis_behind_latest",
+            "MillisBehindLatest of the last GetRecords on each shard this client owns",
+            ["shard"],
+            namespace=ns,
+            registry=reg,
+        )
+        self._checkpoints = Counter(
+            "checkpoints", "Checkpoints written to DynamoDB", ["shard"], namespace=ns, registry=reg
+        )
+        self._owned = Gauge("shards_owned", "Shards this client currently owns", namespace=ns, registry=reg)
+        self._handoffs = Counter(
+            "handoffs", "Shard handoffs by outcome (clean or timed_out)", ["outcome"], namespace=ns, registry=reg
+        )
+        self._handoff_seconds = Histogram(
+            "handoff_seconds",
+            "Duration of shard handoffs",
+            namespace=ns,
+            registry=reg,
+            buckets=_HANDOFF_BUCKETS,
+        )
+        self._retried = Counter(
+            "errors_retried",
+            "Transient errors retried, by AWS operation and error code",
+            ["operation", "error"],
+            namespace=ns,
+            registry=reg,
+        )
+        self._start_http_server = prometheus_client.start_http_server
+        self._server_lock = threading.Lock()
+        self._server: WSGIServer | None = None
+        self._server_thread: threading.Thread | None = None
+
+    # ----------------------------------------------------------------- StatReceiver
+
+    def records_fetched(self, shard_id: str, count: int, millis_behind_latest: int | None) -> None:
+        self._fetched.labels(shard_id).inc(count)
+        if millis_behind_latest is not None:
+            self._behind.labels(shard_id).set(millis_behind_latest)
+
+    def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
+        self._delivered.labels(shard_id).inc()
+        self._latency.observe(latency_seconds)
+
+    def checkpoint_written(self, shard_id: str) -> None:
+        self._checkpoints.labels(shard_id).inc()
+
+    def shard_gained(self, shard_id: str) -> None:
+        self._owned.inc()
+
+    def shard_lost(self, shard_id: str) -> None:
+        self._owned.dec()
+        # no stale lag for a shard read elsewhere now; older prometheus_client versions raise
+        # KeyError for a series never set (the shard was lost before its first fetch)
+        with contextlib.suppress(KeyError):
+            self._behind.remove(shard_id)
+
+    def handoff(self, shard_id: str, seconds: float, clean: bool) -> None:
+        self._handoffs.labels("clean" if clean else "timed_out").inc()
+        self._handoff_seconds.observe(seconds)
+
+    def error_retried(self, operation: str, error: str) -> None:
+        self._retried.labels(operation, error).inc()
+
+    # ----------------------------------------------------------------- exposition
+
+    def serve(self, port: int = 0, addr: str = "127.0.0.1") -> int:
+        """Serve this registry at ``http://addr:port/metrics`` from a daemon thread; the port bound.
+
+        ``port=0`` picks a free port. Binds to the loopback interface unless ``addr`` says
+        otherwise (``"0.0.0.0"`` for every interface). Stop it with :meth:`close`.
+        """
+        with self._server_lock:
+            if self._server is not None:
+                raise RuntimeError(f"already serving on port {self._server.server_port}; call close() first")
+            self._server, self._server_thread = self._start_http_server(port, addr=addr, registry=self.registry)
+            return self._server.server_port
+
+    def close(self) -> None:
+        """Stop the HTTP server started by :meth:`serve` and free its port. Idempotent."""
+        with self._server_lock:
+            server, thread = self._server, self._server_thread
+            self._server = self._server_thread = None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(5)
