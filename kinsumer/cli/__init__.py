@@ -1,0 +1,248 @@
+"""The ``kinsumer`` command: tables, status, tail, produce and the demo.
+
+    kinsumer create-tables APP            kinsumer status STREAM APP [--json]
+    kinsumer delete-tables APP --yes      kinsumer tail STREAM [--from latest] [--app APP]
+    kinsumer produce STREAM --count N     kinsumer demo
+
+AWS options (``--region``, ``--profile``, ``--endpoint-url``...) default to the standard
+environment. Errors print one line and exit 1; Ctrl-C stops cleanly with exit 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+from .. import __version__, demo
+from ..config import Config, validate_names
+from ..consumer import Kinsumer
+from ..producer import produce
+from ..status import read_status
+from ..stream import StartPosition, ensure_stream_active
+from ..tables import Tables, create_tables, delete_tables
+from .aws import add_aws_options, clients, describe_error
+from .status_view import render
+from .tail import StreamTail, format_record
+
+__all__ = ["main"]
+
+EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo"]:  # the demo has options of its own (and --help), and no AWS ones
+        return int(demo.main(argv[1:]))
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        print("kinsumer: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `kinsumer tail ... | head`
+        return 0
+    except Exception as exc:
+        message = describe_error(exc)
+        if message is None:
+            raise
+        print(f"kinsumer: error: {message}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kinsumer", description="Consume Kinesis streams with cooperating clients coordinated in DynamoDB."
+    )
+    parser.add_argument("--version", action="version", version=f"kinsumer {__version__}")
+    add_aws_options(parser, suppress=False)
+    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        add_aws_options(sub, suppress=True)
+        return sub
+
+    sub = command("create-tables", "create an application's three DynamoDB tables (idempotent)")
+    sub.add_argument("app", help="application name (the tables' prefix)")
+    sub.add_argument("--billing-mode", choices=["PAY_PER_REQUEST", "PROVISIONED"], default="PAY_PER_REQUEST")
+    sub.add_argument("--read-capacity", type=int, default=10, help="with PROVISIONED (default 10)")
+    sub.add_argument("--write-capacity", type=int, default=10, help="with PROVISIONED (default 10)")
+    sub.set_defaults(run=_create_tables)
+
+    sub = command("delete-tables", "delete an application's tables, and with them every checkpoint")
+    sub.add_argument("app", help="application name")
+    sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    sub.set_defaults(run=_delete_tables)
+
+    sub = command("status", "an application's clients, leader, shard cache, and shards with owner and lag")
+    sub.add_argument("stream", help="stream name")
+    sub.add_argument("app", help="application name")
+    sub.add_argument("--json", action="store_true", help="print JSON for machines")
+    sub.add_argument(
+        "--max-age", type=float, default=Config().effective_client_record_max_age,
+        help="seconds of silence after which a client counts as dead (default: the Config default)",
+    )  # fmt: skip
+    sub.set_defaults(run=_status)
+
+    sub = command("tail", "print records as they arrive; no table is touched unless --app is given")
+    sub.add_argument("stream", help="stream name")
+    sub.add_argument("--from", dest="start", choices=["trim-horizon", "latest", "at-timestamp"], default="latest")
+    sub.add_argument("--timestamp", help="ISO 8601 time, with --from at-timestamp")
+    sub.add_argument("--json", action="store_true", help="one JSON object per record")
+    sub.add_argument("--app", help="read as a client of this application (shares shards, checkpoints)")
+    sub.add_argument("--count", type=int, help="stop after this many records")
+    sub.add_argument("--idle-timeout", type=float, help="stop after this many seconds without a record")
+    sub.set_defaults(run=_tail)
+
+    sub = command("produce", "write test records: JSON {id, key, ts} with unique ids")
+    sub.add_argument("stream", help="stream name")
+    sub.add_argument("--count", type=int, default=1000, help="records to write; 0: until Ctrl-C (default 1000)")
+    sub.add_argument("--rate", type=float, help="records per second at most (default: as fast as possible)")
+    sub.add_argument("--partition-keys", type=int, default=100, help="distinct partition keys (default 100)")
+    sub.add_argument("--size", type=int, default=100, help="bytes per record, at least (default 100)")
+    sub.add_argument("--first-id", type=int, default=0, help="id of the first record (default 0)")
+    sub.set_defaults(run=_produce)
+
+    # listed for --help; main() hands `demo ...` to the demo itself
+    commands.add_parser("demo", help="what `make demo` runs: a local server, a stream, clients, a tally")
+    return parser
+
+
+def _positive(name: str, value: float | None, minimum: float = 1) -> None:
+    if value is not None and value < minimum:
+        raise _usage(f"{name} must be >= {minimum:g}, got {value:g}")
+
+
+def _usage(message: str) -> SystemExit:
+    """Print a usage error; the caller raises what this returns (exit code 2, as argparse does)."""
+    print(f"kinsumer: error: {message}", file=sys.stderr)
+    return SystemExit(EXIT_USAGE)
+
+
+def _create_tables(args: argparse.Namespace) -> int:
+    validate_names("stream", args.app, "cli")
+    _, dynamodb = clients(args)
+    tables = Tables.for_application(args.app)
+    create_tables(
+        dynamodb,
+        tables,
+        billing_mode=args.billing_mode,
+        read_capacity=args.read_capacity,
+        write_capacity=args.write_capacity,
+    )
+    print(f"tables of {args.app} are ACTIVE: {tables.clients}, {tables.checkpoints}, {tables.metadata}")
+    return 0
+
+
+def _delete_tables(args: argparse.Namespace) -> int:
+    validate_names("stream", args.app, "cli")
+    tables = Tables.for_application(args.app)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise _usage(f"deleting the tables of {args.app} loses every checkpoint: pass --yes to confirm")
+        answer = input(f"delete {tables.clients}, {tables.checkpoints} and {tables.metadata}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing deleted")
+            return 0
+    _, dynamodb = clients(args)
+    delete_tables(dynamodb, tables)
+    print(f"tables of {args.app} are deleted")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    validate_names(args.stream, args.app, "cli")
+    kinesis, dynamodb = clients(args)
+    status = read_status(kinesis, dynamodb, args.stream, args.app, max_age=args.max_age)
+    print(json.dumps(status.to_json(), indent=2) if args.json else render(status))
+    return 0
+
+
+def _start_position(args: argparse.Namespace) -> StartPosition:
+    if args.start == "at-timestamp":
+        if not args.timestamp:
+            raise _usage("--from at-timestamp needs --timestamp (ISO 8601)")
+        try:
+            when = dt.datetime.fromisoformat(args.timestamp)
+        except ValueError:
+            raise _usage(f"--timestamp must be ISO 8601, e.g. 2026-11-22T10:00:00Z; got {args.timestamp!r}") from None
+        return StartPosition.at_timestamp(when if when.tzinfo else when.replace(tzinfo=dt.UTC))
+    if args.timestamp:
+        raise _usage("--timestamp goes with --from at-timestamp")
+    return StartPosition.trim_horizon() if args.start == "trim-horizon" else StartPosition.latest()
+
+
+def _tail(args: argparse.Namespace) -> int:
+    validate_names(args.stream, args.app or "tail", "cli")
+    _positive("--count", args.count)
+    _positive("--idle-timeout", args.idle_timeout, 0)
+    position = _start_position(args)
+    kinesis, dynamodb = clients(args)
+    ensure_stream_active(kinesis, args.stream)
+    printed = 0
+    if args.app:
+        return _tail_as_client(args, position, kinesis, dynamodb)
+    tail = StreamTail(kinesis, args.stream, position)
+    try:
+        for record in tail.records(idle_timeout=args.idle_timeout):
+            print(format_record(record, args.stream, args.json), flush=True)
+            printed += 1
+            if args.count and printed >= args.count:
+                break
+    finally:
+        tail.stop()
+    return 0
+
+
+def _tail_as_client(args: argparse.Namespace, position: StartPosition, kinesis: object, dynamodb: object) -> int:
+    initial = {"TRIM_HORIZON": "TRIM_HORIZON", "LATEST": "LATEST", "AT_TIMESTAMP": "AT_TIMESTAMP"}[position.kind]
+    config = Config(initial_position=initial, initial_timestamp=position.timestamp)  # type: ignore[arg-type]
+    consumer = Kinsumer(args.stream, args.app, "kinsumer-tail", config, kinesis=kinesis, dynamodb=dynamodb)  # type: ignore[arg-type]
+    printed = 0
+    with consumer:
+        while True:
+            try:
+                record = consumer.next_record(timeout=args.idle_timeout)
+            except TimeoutError:
+                return 0
+            if record is None:
+                return 0
+            print(format_record(record, args.stream, args.json), flush=True)
+            printed += 1
+            if args.count and printed >= args.count:
+                return 0
+
+
+def _produce(args: argparse.Namespace) -> int:
+    validate_names(args.stream, "produce", "cli")
+    _positive("--count", args.count, 0)
+    _positive("--rate", args.rate, 0.001)
+    _positive("--partition-keys", args.partition_keys)
+    _positive("--size", args.size)
+    kinesis, _ = clients(args)
+    ensure_stream_active(kinesis, args.stream)
+    stop = threading.Event()
+    started = time.monotonic()
+    written = 0
+
+    def progress(ids: range) -> None:
+        nonlocal written
+        written += len(ids)
+
+    try:
+        produce(
+            kinesis, args.stream, count=args.count or None, rate=args.rate, keys=args.partition_keys,
+            size=args.size, first_id=args.first_id, stop=stop, on_batch=progress,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        stop.set()
+        print(f"kinsumer: interrupted after {written} records", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    seconds = time.monotonic() - started
+    print(f"wrote {written} records to {args.stream} in {seconds:.1f} s ({written / max(seconds, 1e-9):.0f} records/s)")
+    return 0

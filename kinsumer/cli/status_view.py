@@ -1,0 +1,66 @@
+"""``kinsumer status``: an application's clients, leader, shard cache and shards, as a table."""
+
+from __future__ import annotations
+
+from ..status import ApplicationStatus, ShardInfoRow
+
+__all__ = ["render"]
+
+
+def _short(sequence_number: str | None) -> str:
+    if sequence_number is None:
+        return "-"
+    return sequence_number if len(sequence_number) <= 14 else "…" + sequence_number[-12:]
+
+
+def _state(shard: ShardInfoRow) -> str:
+    if shard.finished:
+        return "finished"
+    if not shard.consumable:
+        return "waiting for parents"
+    if shard.owner_id is None:
+        return "unowned"
+    return "reading (closed)" if shard.closed else "reading"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return lines
+
+
+def render(status: ApplicationStatus) -> str:
+    live = [c for c in status.clients if c.live]
+    names = {c.id: c.name for c in status.clients}
+    out = [f"stream {status.stream}, application {status.application}", ""]
+    out.append(f"clients: {len(live)} live, {len(status.clients) - len(live)} silent")
+    out += _table(
+        ["ID", "NAME", "HOST", "PID", "HEARTBEAT", ""],
+        [
+            [c.id, c.name, c.host, str(c.pid or "-"), f"{c.heartbeat_age:.1f} s ago", "" if c.live else "(dead)"]
+            for c in status.clients
+        ],
+    )
+    leader = "none"
+    if status.leader_id:
+        leader = f"{status.leader_id} ({names.get(status.leader_id, '?')}), lease renewed {status.leader_age:.1f} s ago"
+    out += ["", f"leader: {leader}"]
+    cache_age = "never written" if status.shard_cache_age is None else f"updated {status.shard_cache_age:.1f} s ago"
+    out.append(f"shard cache: {len(status.shard_cache)} consumable shards, {cache_age}")
+    out += ["", "shards:"]
+    out += _table(
+        ["SHARD", "STATE", "OWNER", "CHECKPOINT", "LAG", "ROW UPDATED"],
+        [
+            [
+                s.shard_id,
+                _state(s),
+                s.owner_name or "-",
+                _short(s.checkpoint),
+                "-" if s.millis_behind_latest is None else f"{s.millis_behind_latest} ms",
+                "-" if s.last_update_age is None else f"{s.last_update_age:.1f} s ago",
+            ]
+            for s in status.shards
+        ],
+    )
+    return "\n".join(out)

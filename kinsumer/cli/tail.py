@@ -1,0 +1,132 @@
+"""``kinsumer tail``: records as they arrive, without tables (or as a member of an application).
+
+Without tables each shard is read by its own thread from the chosen position; a child shard
+starts once its parents were read to their end, so per-key order holds across resharding.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import functools
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..frontier import consumable_frontier
+from ..record import Record
+from ..retry import retry_call
+from ..stats import StatReceiver
+from ..stream import StartPosition, get_shard_iterator, list_shards
+
+if TYPE_CHECKING:
+    from mypy_boto3_kinesis import KinesisClient
+
+__all__ = ["StreamTail", "format_record"]
+
+_THROTTLE = 0.25  # seconds between two GetRecords on a shard
+_RELIST = 10.0  # seconds between two ListShards, to notice new shards
+_ENDED = "ended"
+T = TypeVar("T")
+
+
+class StreamTail:
+    """Reads every consumable shard of a stream into one bounded queue."""
+
+    def __init__(self, kinesis: KinesisClient, stream: str, start: StartPosition, buffer: int = 1000) -> None:
+        self._kinesis, self._stream, self._start = kinesis, stream, start
+        self._queue: queue.Queue[Record | tuple[str, str]] = queue.Queue(buffer)
+        self._stop = threading.Event()
+        self._finished: set[str] = set()
+        self._started: set[str] = set()
+        self._threads: list[threading.Thread] = []
+
+    def records(self, idle_timeout: float | None = None) -> Iterator[Record]:
+        """Records in arrival order per shard, until stopped or ``idle_timeout`` s without one."""
+        self._start_readers()
+        next_list, last_record = time.monotonic() + _RELIST, time.monotonic()
+        while not self._stop.is_set():
+            try:
+                item = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                item = None
+            now = time.monotonic()
+            if isinstance(item, Record):
+                last_record = now
+                yield item
+            elif item is not None:  # a shard ended: its children may start
+                self._finished.add(item[1])
+                next_list = now
+            if now >= next_list:
+                self._start_readers()
+                next_list = now + _RELIST
+            if idle_timeout is not None and now - last_record >= idle_timeout:
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(2)
+
+    def _start_readers(self) -> None:
+        listing = retry_call(
+            lambda: list_shards(self._kinesis, self._stream), operation="ListShards", stats=StatReceiver()
+        )
+        # the shards of the first listing start at the chosen position; later ones (children) at their start
+        position = StartPosition.trim_horizon() if self._started else self._start
+        for shard in consumable_frontier(listing, self._finished):
+            if shard not in self._started:
+                self._started.add(shard)
+                thread = threading.Thread(target=self._read, args=(shard, position), daemon=True, name=f"tail-{shard}")
+                self._threads.append(thread)
+                thread.start()
+
+    def _call(self, fn: Callable[[], T], operation: str) -> T:
+        return retry_call(fn, operation=operation, stats=StatReceiver(), should_stop=self._stop.is_set)
+
+    def _read(self, shard: str, position: StartPosition) -> None:
+        kinesis = self._kinesis
+        iterator: str | None = self._call(
+            lambda: get_shard_iterator(kinesis, self._stream, shard, position), "GetShardIterator"
+        )
+        while iterator is not None and not self._stop.is_set():
+            response = self._call(
+                functools.partial(kinesis.get_records, ShardIterator=iterator, Limit=1000), "GetRecords"
+            )
+            retrieved = dt.datetime.now(dt.UTC)
+            for raw in response.get("Records", []):
+                self._put(Record.from_api(dict(raw), shard, retrieved))
+            iterator = response.get("NextShardIterator")
+            self._stop.wait(_THROTTLE)
+        if iterator is None:
+            self._put((_ENDED, shard))
+
+    def _put(self, item: Record | tuple[str, str]) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+
+def format_record(record: Record, stream: str, as_json: bool) -> str:
+    """One line: ``shard sequence key data`` or a JSON object."""
+    try:
+        text, binary = record.data.decode(), False
+    except UnicodeDecodeError:
+        text, binary = base64.b64encode(record.data).decode(), True
+    if as_json:
+        body: dict[str, Any] = {
+            "stream": stream,
+            "shard_id": record.shard_id,
+            "sequence_number": record.sequence_number,
+            "partition_key": record.partition_key,
+            "approximate_arrival_timestamp": record.approximate_arrival_timestamp.isoformat(),
+            "data_base64" if binary else "data": text,
+        }
+        return json.dumps(body)
+    return f"{record.shard_id} {record.sequence_number} {record.partition_key} {'base64:' if binary else ''}{text}"

@@ -1,0 +1,196 @@
+"""The ``kinsumer`` command, run as a subprocess against a moto server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kinsumer import Config, Kinsumer
+from kinsumer.local_server import LocalServer
+from tests.conftest import unique
+from tests.helpers import wait_until
+
+pytestmark = pytest.mark.server
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def run(
+    server: LocalServer, *args: str, timeout: float = 60, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kinsumer", *args, "--endpoint-url", server.endpoint],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=stdin if stdin is not None else "",
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def tables(server: LocalServer, app: str) -> set[str]:
+    return {t for t in server.client("dynamodb").list_tables()["TableNames"] if t.startswith(app + "_")}
+
+
+def test_create_and_delete_tables(moto_server: LocalServer) -> None:
+    app = unique("app")
+    made = run(moto_server, "create-tables", app)
+    assert made.returncode == 0, made.stderr
+    assert f"tables of {app} are ACTIVE" in made.stdout
+    assert tables(moto_server, app) == {f"{app}_clients", f"{app}_checkpoints", f"{app}_metadata"}
+    assert run(moto_server, "create-tables", app).returncode == 0  # idempotent
+    refused = run(moto_server, "delete-tables", app)  # no --yes and no terminal
+    assert refused.returncode == 2 and "pass --yes" in refused.stderr
+    assert len(tables(moto_server, app)) == 3
+    gone = run(moto_server, "delete-tables", app, "--yes")
+    assert gone.returncode == 0 and "deleted" in gone.stdout
+    assert tables(moto_server, app) == set()
+
+
+def test_produce_then_tail_without_tables(moto_server: LocalServer, new_stream: Callable[[int], str]) -> None:
+    stream = new_stream(2)
+    before = set(moto_server.client("dynamodb").list_tables()["TableNames"])
+    wrote = run(moto_server, "produce", stream, "--count", "250", "--partition-keys", "10", "--size", "80")
+    assert wrote.returncode == 0, wrote.stderr
+    assert wrote.stdout.startswith(f"wrote 250 records to {stream}")
+    tailed = run(moto_server, "tail", stream, "--from", "trim-horizon", "--json", "--count", "250")
+    assert tailed.returncode == 0, tailed.stderr
+    records = [json.loads(line) for line in tailed.stdout.splitlines()]
+    ids = sorted(json.loads(r["data"])["id"] for r in records)
+    assert ids == list(range(250))
+    assert {r["stream"] for r in records} == {stream}
+    assert all(len(r["data"]) >= 80 for r in records)
+    assert set(moto_server.client("dynamodb").list_tables()["TableNames"]) == before  # no table touched
+    plain = run(moto_server, "tail", stream, "--from", "trim-horizon", "--count", "1")
+    shard, sequence, key, data = plain.stdout.split(" ", 3)
+    assert shard.startswith("shardId-") and sequence.isdigit() and key.startswith("key-") and data.startswith("{")
+
+
+def test_tail_as_a_client_of_an_application_checkpoints(
+    moto_server: LocalServer, new_stream: Callable[[int], str]
+) -> None:
+    stream, app = new_stream(1), unique("app")
+    assert run(moto_server, "create-tables", app).returncode == 0
+    assert run(moto_server, "produce", stream, "--count", "20").returncode == 0
+    first = run(moto_server, "tail", stream, "--from", "trim-horizon", "--app", app, "--count", "5")
+    second = run(moto_server, "tail", stream, "--from", "trim-horizon", "--app", app, "--count", "5")
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    data = [line.split(" ", 3)[3] for line in (first.stdout + second.stdout).splitlines()]
+    assert [json.loads(d)["id"] for d in data] == list(range(10))  # the second run resumed after the first
+
+
+def test_status_shows_clients_leader_shards_and_lag(moto_server: LocalServer, new_stream: Callable[[int], str]) -> None:
+    stream, app = new_stream(2), unique("app")
+    assert run(moto_server, "create-tables", app).returncode == 0
+    assert run(moto_server, "produce", stream, "--count", "100").returncode == 0
+    config = Config(shard_check_frequency=0.5, commit_frequency=0.25, leader_action_frequency=1)
+    consumer = Kinsumer(
+        stream,
+        app,
+        "status-worker",
+        config,
+        kinesis=moto_server.client("kinesis"),
+        dynamodb=moto_server.client("dynamodb"),
+    )
+    consumer.run()
+    reader = threading.Thread(target=lambda: [None for _ in iter(consumer.next, None)], daemon=True)
+    reader.start()
+    try:
+
+        def status() -> dict[str, Any]:
+            answer = run(moto_server, "status", stream, app, "--json")
+            assert answer.returncode == 0, answer.stderr
+            return dict(json.loads(answer.stdout))
+
+        wait_until(
+            lambda: all(s["millis_behind_latest"] is not None for s in status()["shards"]), 30, "lag in every row"
+        )
+        snapshot = status()
+        text = run(moto_server, "status", stream, app).stdout
+    finally:
+        consumer.stop()
+        reader.join(10)
+    assert [c["name"] for c in snapshot["clients"] if c["live"]] == ["status-worker"]
+    assert snapshot["leader_id"] == consumer.client_id
+    assert sorted(snapshot["shard_cache"]) == ["shardId-000000000000", "shardId-000000000001"]
+    assert {s["owner_name"] for s in snapshot["shards"]} == {"status-worker"}
+    assert all(s["consumable"] and not s["finished"] for s in snapshot["shards"])
+    for expected in ("clients: 1 live", "status-worker", f"leader: {consumer.client_id}", "reading", " ms"):
+        assert expected in text
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("status", "no-such-stream", "anyapp"), 1, "stream 'no-such-stream' does not exist"),
+        (("tail", "no-such-stream", "--count", "1"), 1, "stream 'no-such-stream' does not exist"),
+        (("produce", "no-such-stream", "--count", "1"), 1, "stream 'no-such-stream' does not exist"),
+        (("produce", "s", "--count", "-1"), 2, "--count must be >= 0"),
+        (("produce", "s", "--count", "many"), 2, "invalid int value"),
+        (("tail", "s", "--from", "yesterday"), 2, "invalid choice"),
+        (("tail", "s", "--from", "at-timestamp"), 2, "--from at-timestamp needs --timestamp"),
+        (("create-tables", "bad/app"), 1, "application_name"),
+        (("frobnicate",), 2, "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_a_non_zero_exit(
+    moto_server: LocalServer, args: tuple[str, ...], code: int, message: str
+) -> None:
+    answer = run(moto_server, *args)
+    assert answer.returncode == code, answer
+    assert message in answer.stderr
+    assert "Traceback" not in answer.stderr
+    assert answer.stderr.strip().splitlines()[-1].startswith(("kinsumer: error:", "usage:", "kinsumer "))
+
+
+def test_missing_tables_name_the_fix(moto_server: LocalServer, new_stream: Callable[[int], str]) -> None:
+    stream = new_stream(1)
+    answer = run(moto_server, "status", stream, "nosuchapp")
+    assert answer.returncode == 1
+    assert "kinsumer create-tables nosuchapp" in answer.stderr
+    assert len(answer.stderr.strip().splitlines()) == 1
+
+
+def test_help_everywhere(moto_server: LocalServer) -> None:
+    for command in ("", "create-tables", "delete-tables", "status", "tail", "produce", "demo"):
+        answer = run(moto_server, *([command] if command else []), "--help")
+        assert answer.returncode == 0, (command, answer.stderr)
+        assert "usage:" in answer.stdout.lower()
+
+
+def test_ctrl_c_stops_a_tail_cleanly_and_leaves_the_application(
+    moto_server: LocalServer, new_stream: Callable[[int], str]
+) -> None:
+    stream, app = new_stream(1), unique("app")
+    assert run(moto_server, "create-tables", app).returncode == 0
+    assert run(moto_server, "produce", stream, "--count", "3").returncode == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kinsumer", "tail", stream, "--from", "trim-horizon", "--app", app,
+         "--endpoint-url", moto_server.endpoint],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        for _ in range(3):
+            assert proc.stdout.readline().startswith("shardId-")
+        clients_table = f"{app}_clients"
+        assert moto_server.client("dynamodb").scan(TableName=clients_table)["Items"]  # a member now
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130
+        assert proc.stderr is not None and "interrupted" in proc.stderr.read()
+        assert moto_server.client("dynamodb").scan(TableName=clients_table)["Items"] == []  # left cleanly
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,50 @@
+"""kinsumer.producer: rejected entries are written again; a stop ends it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from kinsumer.producer import produce
+
+
+class ThrottlingKinesis:
+    """PutRecords that rejects every other entry of a call's first attempt, and records what it kept."""
+
+    def __init__(self) -> None:
+        self.kept: list[int] = []
+        self.calls = 0
+
+    def put_records(self, StreamName: str, Records: list[dict[str, Any]]) -> dict[str, Any]:
+        self.calls += 1
+        answers = []
+        for i, entry in enumerate(Records):
+            if self.calls % 2 == 1 and i % 2 == 1:
+                answers.append({"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow down"})
+            else:
+                self.kept.append(json.loads(entry["Data"])["id"])
+                answers.append({"SequenceNumber": str(len(self.kept)), "ShardId": "shardId-000000000000"})
+        return {"FailedRecordCount": sum("ErrorCode" in a for a in answers), "Records": answers}
+
+
+def test_every_record_is_written_once_although_some_are_rejected() -> None:
+    kinesis = ThrottlingKinesis()
+    batches: list[range] = []
+    written = produce(kinesis, "s", count=1234, keys=7, size=50, on_batch=batches.append)  # type: ignore[arg-type]
+    assert written == 1234
+    assert sorted(kinesis.kept) == list(range(1234))
+    assert [len(b) for b in batches] == [500, 500, 234]
+
+
+def test_a_stop_ends_an_endless_produce() -> None:
+    kinesis = ThrottlingKinesis()
+    stop = threading.Event()
+
+    def stop_after_three(ids: range) -> None:
+        if ids.stop >= 1500:
+            stop.set()
+
+    written = produce(kinesis, "s", count=None, stop=stop, on_batch=stop_after_three)  # type: ignore[arg-type]
+    assert written == 1500
+    assert sorted(kinesis.kept) == list(range(1500))
