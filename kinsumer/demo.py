@@ -1,63 +1,70 @@
 """A self-contained demo: several kinsumer processes share one stream on a local moto server.
 
-``python -m kinsumer.demo`` (what ``make demo`` runs) needs no AWS account and no network:
+``python -m kinsumer.demo`` (what ``make demo`` runs) needs no AWS account and no network.
+Its phases:
 
-1. it starts ``moto.server`` on a free port of 127.0.0.1 (and always stops it again);
-2. creates a Kinesis stream and the application's DynamoDB tables there;
-3. produces records with unique ids from a background thread;
-4. consumes them with several clients, each a separate OS process;
-5. prints one progress line per second, then a tally: every produced id must be
-   delivered exactly once. The exit code is 0 only then.
+1. start ``moto.server`` on a free port of 127.0.0.1 (and always stop it again);
+2. create a Kinesis stream and the application's DynamoDB tables there;
+3. start the clients, each a separate OS process (see :mod:`kinsumer.demo_worker`), and the
+   process of the client that joins later (it waits); wait until the clients share the shards;
+4. produce uniquely numbered records at ``--rate`` from a thread (``kinsumer.producer.produce``)
+   while the clients consume them; print a progress block a second: per client its shards
+   (``3?``: assigned, not captured yet), its records/s over the last second, and the leader;
+5. rebalance while the producer writes (unless ``--no-rebalance``, or with a single client):
+   once ``--leave-at`` of the records are delivered, client-0 stops cleanly: ``Kinsumer.stop()``
+   counts its last record as processed and hands its shards off. As soon as it is gone the new
+   client joins (at once: its process is up since phase 3), and the clients share the shards again;
+6. when every produced record was delivered and the rebalance settled, stop every client
+   cleanly and print a tally, with a line per client (the one that left and the one that
+   joined too): every produced id must be delivered exactly once. The exit code is 0 only then.
 
-Options: ``--records``, ``--shards``, ``--clients``, ``--timeout`` (see ``--help``).
+Options: ``--records``, ``--shards``, ``--clients``, ``--rate``, ``--leave-at``,
+``--no-rebalance``, ``--timeout`` (see ``--help``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import multiprocessing
-import queue
 import signal
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING
 
 from . import local_server
-from .config import Config
-from .consumer import Kinsumer
-from .record import Record
+from .demo_worker import (
+    APPLICATION,
+    STREAM,
+    Report,
+    Tally,
+    Worker,
+    demo_config,
+    drain,
+    kinesis_client,
+    new_kinsumer,
+    start_workers,
+    stop_workers,
+)
+from .producer import produce
 from .stats import StatReceiver
+from .stream import list_shards
 
 if TYPE_CHECKING:
-    from multiprocessing.context import SpawnContext, SpawnProcess
     from multiprocessing.queues import Queue
-    from multiprocessing.synchronize import Event
 
-    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_kinesis import KinesisClient
-    from mypy_boto3_kinesis.type_defs import PutRecordsRequestEntryTypeDef
 
 __all__ = ["main"]
 
-STREAM = "kinsumer-demo"
-APPLICATION = "kinsumer-demo"
-REGION = "us-east-1"
-BATCH = 500  # records per PutRecords call (the Kinesis maximum)
-PARTITION_KEYS = 97
-
-JOIN_TIMEOUT = 5.0  # seconds to wait for a terminated worker or the producer
+JOIN_TIMEOUT = 5.0  # seconds to wait for the producer
 STREAM_ACTIVE_TIMEOUT = 30.0
-POLL = 0.1  # seconds between two checks of a polling loop with a deadline
-WORKER_STOP_TIMEOUT = 30.0  # Kinsumer.stop() is bounded by handoff_timeout + 10 s
-REPORT_EVERY = 0.2  # seconds between two reports of a worker
-REPORT_IDS = 500  # ... or as soon as it has this many new ids
-PUT_ATTEMPTS = 10
+POLL = 0.1  # seconds between two checks of the parent's loop
+SHARE_TIMEOUT = 30.0  # seconds to wait for the clients to share the shards before producing anyway
+SETTLE_TIMEOUT = 10.0  # seconds to wait for a leave to end, or for the clients to share the shards after a join
 
 EXIT_INTERRUPTED = 130
 
@@ -74,400 +81,217 @@ class Settings:
     records: int
     shards: int
     clients: int
+    rate: float  # records/s; 0: as fast as possible
+    leave_at: float  # share of the records delivered when client-0 leaves
+    rebalance: bool
     timeout: float
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def parse_args(argv: Sequence[str] | None) -> Settings:
     parser = argparse.ArgumentParser(
         prog="python -m kinsumer.demo",
         description="Produce records into a Kinesis stream on a local moto server and consume them with "
-        "several kinsumer processes; check that every record is delivered exactly once.",
+        "several kinsumer processes, one of which leaves while another joins; check that every record is "
+        "delivered exactly once.",
     )
-    parser.add_argument("--records", type=_positive_int, default=20_000, help="records to produce (default 20000)")
-    parser.add_argument("--shards", type=_positive_int, default=4, help="shards of the stream (default 4)")
-    parser.add_argument("--clients", type=_positive_int, default=3, help="consumer processes (default 3)")
-    parser.add_argument(
-        "--timeout", type=_positive_float, default=120.0, help="give up after this many seconds (default 120)"
+    add = parser.add_argument
+    add("--records", type=int, default=20_000, metavar="N", help="records to produce (default 20000)")
+    add("--shards", type=int, default=4, metavar="N", help="shards of the stream (default 4)")
+    add("--clients", type=int, default=3, metavar="N", help="consumer processes at the start (default 3)")
+    add("--rate", type=float, default=5000, metavar="R", help="records/s to produce; 0: unpaced (default 5000)")
+    add(
+        "--leave-at",
+        type=float,
+        default=0.35,
+        metavar="F",
+        help="client-0 leaves once this share is delivered (default 0.35)",
     )
-    args = parser.parse_args(argv)
-    return Settings(records=args.records, shards=args.shards, clients=args.clients, timeout=args.timeout)
+    add("--no-rebalance", dest="rebalance", action="store_false", help="no client leaves, none joins")
+    add("--timeout", type=float, default=120.0, metavar="S", help="give up after S seconds (default 120)")
+    a = parser.parse_args(argv)
+    rules = [
+        ("--records", a.records >= 1, ">= 1"),
+        ("--shards", a.shards >= 1, ">= 1"),
+        ("--clients", a.clients >= 1, ">= 1"),
+        ("--rate", a.rate >= 0, ">= 0"),
+        ("--leave-at", 0 < a.leave_at < 1, "between 0 and 1"),
+        ("--timeout", a.timeout > 0, "> 0"),
+    ]
+    if broken := [f"{option} must be {rule}" for option, ok, rule in rules if not ok]:
+        parser.error("; ".join(broken))
+    return Settings(a.records, a.shards, a.clients, a.rate, a.leave_at, a.rebalance, a.timeout)
 
 
-def demo_config(stats: StatReceiver) -> Config:
-    """Short periods, so that joins, rebalances and stops happen within seconds."""
-    return Config(
-        shard_check_frequency=1.0,
-        commit_frequency=0.5,
-        leader_action_frequency=5.0,
-        handoff_timeout=5.0,
-        stats=stats,
-    )
+# ----------------------------------------------------------------------------- setup
 
 
-# ----------------------------------------------------------------------------- AWS clients and setup
-
-
-_CLIENT_OPTIONS: dict[str, Any] = {"max_pool_connections": 32, "retries": {"mode": "standard", "max_attempts": 5}}
-
-
-def kinesis_client(endpoint: str) -> KinesisClient:
-    return cast("KinesisClient", local_server.client(endpoint, "kinesis", **_CLIENT_OPTIONS))
-
-
-def dynamodb_client(endpoint: str) -> DynamoDBClient:
-    return cast("DynamoDBClient", local_server.client(endpoint, "dynamodb", **_CLIENT_OPTIONS))
-
-
-def new_kinsumer(endpoint: str, client_name: str, config: Config) -> Kinsumer:
-    return Kinsumer(
-        STREAM, APPLICATION, client_name, config, kinesis=kinesis_client(endpoint), dynamodb=dynamodb_client(endpoint)
-    )
-
-
-def create_stream(kinesis: KinesisClient, shards: int) -> None:
+def create_stream(kinesis: KinesisClient, shards: int) -> list[str]:
+    """Create the stream, wait until it is ACTIVE; its shard ids."""
     kinesis.create_stream(StreamName=STREAM, ShardCount=shards)
     deadline = time.monotonic() + STREAM_ACTIVE_TIMEOUT
     while kinesis.describe_stream_summary(StreamName=STREAM)["StreamDescriptionSummary"]["StreamStatus"] != "ACTIVE":
         if time.monotonic() > deadline:
             raise DemoError(f"stream {STREAM} is not ACTIVE after {STREAM_ACTIVE_TIMEOUT:g} s")
         time.sleep(POLL)
+    return sorted(shard.shard_id for shard in list_shards(kinesis, STREAM))
 
 
-def set_up(endpoint: str, shards: int) -> None:
-    create_stream(kinesis_client(endpoint), shards)
+def set_up(endpoint: str, shards: int) -> list[str]:
+    shard_ids = create_stream(kinesis_client(endpoint), shards)
     new_kinsumer(endpoint, "demo-setup", demo_config(StatReceiver())).create_required_tables()
     print(f"stream {STREAM!r} ({shards} shards) and the tables of application {APPLICATION!r} are ready", flush=True)
-
-
-# ----------------------------------------------------------------------------- the producer
-
-
-def encode(record_id: int) -> PutRecordsRequestEntryTypeDef:
-    data = json.dumps({"id": record_id, "ts": time.time()}).encode()
-    return {"Data": data, "PartitionKey": str(record_id % PARTITION_KEYS)}
+    return shard_ids
 
 
 class Producer(threading.Thread):
-    """Puts ``total`` records with the ids 0..total-1, retrying every failed entry."""
+    """Writes the ids 0..total-1 with :func:`kinsumer.producer.produce` (in order, every batch complete)."""
 
-    def __init__(self, kinesis: KinesisClient, total: int) -> None:
+    def __init__(self, kinesis: KinesisClient, total: int, rate: float) -> None:
         super().__init__(name="demo-producer", daemon=True)
-        self._kinesis = kinesis
-        self._total = total
-        self._lock = threading.Lock()
-        self._ids: list[int] = []
+        self._kinesis, self._total, self._rate = kinesis, total, rate
+        self.produced = 0  # the ids 0..produced-1 are in the stream
         self.stopping = threading.Event()
         self.error: str | None = None
 
-    @property
-    def produced(self) -> int:
-        with self._lock:
-            return len(self._ids)
-
-    def produced_ids(self) -> set[int]:
-        with self._lock:
-            return set(self._ids)
-
     def run(self) -> None:
         try:
-            for start in range(0, self._total, BATCH):
-                if self.stopping.is_set():
-                    return
-                self._put(list(range(start, min(start + BATCH, self._total))))
+            rate = self._rate or None
+            produce(self._kinesis, STREAM, count=self._total, rate=rate, stop=self.stopping, on_batch=self._add)
         except Exception as exc:  # noqa: BLE001 - reported in the tally
             self.error = f"{type(exc).__name__}: {exc}"
 
-    def _put(self, ids: list[int]) -> None:
-        pending = {record_id: encode(record_id) for record_id in ids}
-        for attempt in range(PUT_ATTEMPTS):
-            response = self._kinesis.put_records(StreamName=STREAM, Records=list(pending.values()))
-            results = zip(list(pending), response["Records"], strict=True)
-            accepted = [record_id for record_id, result in results if "ErrorCode" not in result]
-            with self._lock:
-                self._ids.extend(accepted)
-            for record_id in accepted:
-                del pending[record_id]
-            if not pending or self.stopping.wait(min(0.05 * 2**attempt, 2.0)):  # back off before a retry
-                return
-        raise RuntimeError(f"{len(pending)} records still failed after {PUT_ATTEMPTS} PutRecords attempts")
+    def _add(self, ids: range) -> None:
+        self.produced = ids.stop
 
-
-# ----------------------------------------------------------------------------- the workers
-
-
-class Report(TypedDict):
-    """What a worker sends the parent (built-in types only, so it pickles anywhere)."""
-
-    client: str
-    ids: list[int]
-    first_at: float | None  # time.time() of the first and last delivery in ``ids``
-    last_at: float | None
-    shards: list[str]
-    handoffs: int
-    unclean_handoffs: int
-    done: bool
-    error: str | None
-
-
-class ShardWatch(StatReceiver):
-    """The public way to see which shards a client reads: the shard_gained / shard_lost hooks."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._shards: set[str] = set()
-        self.handoffs = 0
-        self.unclean_handoffs = 0
-
-    def shard_gained(self, shard_id: str) -> None:
-        with self._lock:
-            self._shards.add(shard_id)
-
-    def shard_lost(self, shard_id: str) -> None:
-        with self._lock:
-            self._shards.discard(shard_id)
-
-    def handoff(self, shard_id: str, seconds: float, clean: bool) -> None:
-        with self._lock:
-            self.handoffs += 1
-            self.unclean_handoffs += not clean
-
-    def shards(self) -> list[str]:
-        with self._lock:
-            return sorted(self._shards)
-
-
-class Reporter:
-    """Batches a worker's delivered ids and sends them with its state to the parent."""
-
-    def __init__(self, client: str, reports: Queue[Report], watch: ShardWatch) -> None:
-        self._client = client
-        self._reports = reports
-        self._watch = watch
-        self._ids: list[int] = []
-        self._first_at: float | None = None
-        self._last_at: float | None = None
-        self._due = time.monotonic() + REPORT_EVERY
-
-    def delivered(self, record: Record) -> None:
-        now = time.time()
-        self._ids.append(int(json.loads(record.data)["id"]))
-        self._first_at = self._first_at or now
-        self._last_at = now
-        if len(self._ids) >= REPORT_IDS:
-            self.send()
-
-    def send_if_due(self) -> None:
-        if time.monotonic() >= self._due:
-            self.send()
-
-    def send(self, *, done: bool = False, error: str | None = None) -> None:
-        watch = self._watch
-        report = Report(
-            client=self._client,
-            ids=self._ids,
-            first_at=self._first_at,
-            last_at=self._last_at,
-            shards=[] if done else watch.shards(),
-            handoffs=watch.handoffs,
-            unclean_handoffs=watch.unclean_handoffs,
-            done=done,
-            error=error,
-        )
-        self._reports.put(report)
-        self._ids, self._first_at, self._last_at = [], None, None
-        self._due = time.monotonic() + REPORT_EVERY
-
-
-def consume(kinsumer: Kinsumer, stop: Event, reporter: Reporter) -> None:
-    """Take records until the parent says stop (or the consumer stops by itself)."""
-    while not stop.is_set():
-        try:
-            record = kinsumer.next_record(timeout=REPORT_EVERY)
-        except TimeoutError:
-            reporter.send_if_due()
-            continue
-        if record is None:
-            return
-        reporter.delivered(record)
-        reporter.send_if_due()
-
-
-def worker_main(index: int, endpoint: str, reports: Queue[Report], stop: Event) -> None:
-    """One consumer process: read until ``stop`` is set, stop cleanly, send a final report."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited already; the parent handles Ctrl-C and sets ``stop``
-    client = f"client-{index}"
-    logging.basicConfig(format=f"%(asctime)s {client} %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kinsumer").setLevel(logging.WARNING)
-    watch = ShardWatch()
-    reporter = Reporter(client, reports, watch)
-    error: str | None = None
-    kinsumer = new_kinsumer(endpoint, client, demo_config(watch))
-    try:
-        kinsumer.run()
-        consume(kinsumer, stop, reporter)
-    except Exception as exc:  # noqa: BLE001 - sent to the parent, which reports it
-        error = f"{type(exc).__name__}: {exc}"
-    finally:
-        kinsumer.stop()  # the last record taken counts as processed
-        reporter.send(done=True, error=error)
-
-
-def start_workers(
-    context: SpawnContext, count: int, endpoint: str, reports: Queue[Report], stop: Event
-) -> list[SpawnProcess]:
-    workers = [
-        context.Process(target=worker_main, args=(i, endpoint, reports, stop), name=f"client-{i}", daemon=True)
-        for i in range(count)
-    ]
-    # started with SIGINT ignored, they inherit that: a Ctrl-C during their imports is ours to handle
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        for worker in workers:
-            worker.start()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    return workers
-
-
-# ----------------------------------------------------------------------------- the tally
-
-
-@dataclass
-class ClientState:
-    delivered: int = 0
-    shards: list[str] = field(default_factory=list)
-    handoffs: int = 0
-    unclean_handoffs: int = 0
-    done: bool = False
-    error: str | None = None
-
-
-@dataclass
-class Tally:
-    """Everything the workers reported, merged."""
-
-    clients: dict[str, ClientState]
-    first_client: dict[int, str] = field(default_factory=dict)  # id -> the client that delivered it first
-    deliveries: int = 0
-    duplicates: list[tuple[int, str, str]] = field(default_factory=list)  # (id, first client, again by)
-    first_at: float | None = None
-    last_at: float | None = None
-
-    @classmethod
-    def for_clients(cls, count: int) -> Tally:
-        return cls(clients={f"client-{i}": ClientState() for i in range(count)})
-
-    def add(self, report: Report) -> None:
-        state = self.clients[report["client"]]
-        for record_id in report["ids"]:
-            first = self.first_client.get(record_id)
-            if first is None:
-                self.first_client[record_id] = report["client"]
-            else:
-                self.duplicates.append((record_id, first, report["client"]))
-        self.deliveries += len(report["ids"])
-        state.delivered += len(report["ids"])
-        state.shards, state.done, state.error = report["shards"], report["done"], report["error"]
-        state.handoffs, state.unclean_handoffs = report["handoffs"], report["unclean_handoffs"]
-        if report["first_at"] is not None and report["last_at"] is not None:
-            self.first_at = min(self.first_at or report["first_at"], report["first_at"])
-            self.last_at = max(self.last_at or report["last_at"], report["last_at"])
-
-    def all_done(self) -> bool:
-        return all(state.done for state in self.clients.values())
-
-    def delivery_span(self, fallback_seconds: float) -> tuple[float, str]:
-        """Seconds from the first delivery to the last (else the consume wall time), and which it is."""
-        if self.first_at is not None and self.last_at is not None and self.last_at > self.first_at:
-            return self.last_at - self.first_at, "from first to last delivery"
-        return fallback_seconds, "of consuming"
-
-
-def drain(reports: Queue[Report], tally: Tally, until: float) -> None:
-    """Merge reports as they come until the monotonic time ``until``; at least what is queued."""
-    while True:
-        try:
-            tally.add(reports.get(timeout=max(0.0, until - time.monotonic())))
-        except queue.Empty:
-            return
+    def done(self) -> bool:
+        return self.ident is not None and not self.is_alive()
 
 
 # ----------------------------------------------------------------------------- the parent's loop
 
 
-def short_shard(shard_id: str) -> str:
-    return shard_id.rsplit("-", 1)[-1].lstrip("0") or "0"
+class Run:
+    """The phases after the setup: share, produce, leave, join, settle; a progress block a second."""
 
+    def __init__(
+        self, settings: Settings, shard_ids: list[str], workers: dict[str, Worker], producer: Producer
+    ) -> None:
+        self.settings, self.shard_ids, self.workers, self.producer = settings, shard_ids, workers, producer
+        self.tally = Tally.for_clients(list(workers))
+        names = list(workers)
+        self.clients = set(names[: settings.clients])  # the clients expected to share the shards
+        rebalance = len(names) > settings.clients
+        self.leaver: str | None = names[0] if rebalance else None
+        self.joiner: str | None = names[-1] if rebalance else None
+        self.started = self._line_at = time.monotonic()
+        self.phase_at = self.started  # when the current phase began
+        self.left_at: float | None = None
+        self.joined_at: float | None = None
+        self.settled = not rebalance
+        self.produced_all = False
+        self._handoffs_before_leave = 0
+        self._counts = dict.fromkeys(names, 0)  # deliveries at the last progress block
 
-def progress_line(elapsed: float, producer: Producer, tally: Tally, rate: float) -> str:
-    head = f"[{elapsed:5.1f}s] produced {producer.produced:6d}  delivered {tally.deliveries:6d}"
-    parts = [f"{head}  rate {rate:5.0f} rec/s"]
-    for name, state in tally.clients.items():
-        shards = ",".join(short_shard(s) for s in state.shards) or "-"
-        parts.append(f"{name} {state.delivered:6d} [{shards}]")
-    return "  | ".join(parts)
+    def loop(self, reports: Queue[Report]) -> float:
+        """Run until every record is delivered and the rebalance settled, or time is up; the seconds."""
+        deadline = self.started + self.settings.timeout
+        while True:
+            drain(reports, self.tally, min(time.monotonic() + POLL, deadline))
+            self.advance()
+            now = time.monotonic()
+            ended = self.everything_delivered() and (self.settled or self.producer.error is not None)
+            if ended or now >= deadline or self.nobody_reads():
+                return now - self.started
+            if now >= self._line_at + 1.0:
+                self.print_progress(now)
 
+    def advance(self) -> None:
+        """Enter the next phase once it is due: produce, leave, join, settled."""
+        shared = self.tally.shared_by(self.clients, self.shard_ids)
+        late = time.monotonic() - self.phase_at > SETTLE_TIMEOUT
+        if self.producer.done() and not self.produced_all:
+            self.produced_all = True
+            self.event(f"the producer is done: {self.producer.produced} records written")
+        if self.producer.ident is None:
+            if shared or time.monotonic() - self.started > SHARE_TIMEOUT:
+                self.start_producing(shared)
+        elif self.leaver is None or self.joiner is None or self.settled:
+            return
+        elif self.left_at is None:
+            if len(self.tally.first_client) >= self.settings.leave_at * self.settings.records:
+                self.leave(self.leaver)
+        elif self.joined_at is None:
+            if self.tally.clients[self.leaver].done or late:
+                self.join(self.leaver, self.joiner)
+        elif shared or late:
+            self.settled = True
+            self.event(f"rebalance {'done' if shared else 'not settled, going on'}: {self.owners()}")
 
-def everything_delivered(producer: Producer, tally: Tally) -> bool:
-    if producer.is_alive() or len(tally.first_client) < producer.produced:
-        return False
-    return producer.produced_ids() <= tally.first_client.keys()
+    def event(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.started:5.1f}s] >> {text}", flush=True)
 
+    def start_producing(self, shared: bool) -> None:
+        rate = f"{self.settings.rate:g}/s" if self.settings.rate else "full speed"
+        how = "share" if shared else f"still do not share (after {SHARE_TIMEOUT:g} s)"
+        self.event(
+            f"the clients {how} the shards ({self.owners()}); producing {self.settings.records} records at {rate}"
+        )
+        self.producer.start()
+        self.phase_at = time.monotonic()
 
-def watch_progress(settings: Settings, producer: Producer, reports: Queue[Report], tally: Tally) -> float:
-    """Print a line a second until everything produced was delivered or time is up; return the seconds."""
-    started = time.monotonic()
-    deadline = started + settings.timeout
-    last_line, last_count = started, 0
-    while True:
-        drain(reports, tally, min(last_line + 1.0, deadline))
-        now = time.monotonic()
-        if everything_delivered(producer, tally) or now >= deadline or tally.all_done():
-            return now - started
-        if now >= last_line + 1.0:
-            rate = (tally.deliveries - last_count) / (now - last_line)
-            print(progress_line(now - started, producer, tally, rate), flush=True)
-            last_line, last_count = now, tally.deliveries
+    def leave(self, leaver: str) -> None:
+        """Tell the worker to stop: Kinsumer.stop() counts its last record as processed and hands its shards off."""
+        self._handoffs_before_leave = self.tally.clients[leaver].handoffs
+        self.left_at = self.phase_at = time.monotonic()
+        self.workers[leaver].stop.set()
+        self.clients.discard(leaver)
+        self.event(f"{leaver} leaves (clean stop)")
 
+    def join(self, leaver: str, joiner: str) -> None:
+        state = self.tally.clients[leaver]
+        handed_off = state.handoffs - self._handoffs_before_leave
+        self.event(f"{leaver} has left (handoffs {handed_off}, {state.unclean_handoffs} timed out); {self.owners()}")
+        self.joined_at = self.phase_at = time.monotonic()
+        self.workers[joiner].join.set()
+        self.clients.add(joiner)
+        self.event(f"{joiner} joins")
 
-def stop_workers(workers: list[SpawnProcess], reports: Queue[Report], stop: Event, tally: Tally) -> None:
-    """Ask every worker to stop, collect their final reports, and make sure none is left running."""
-    stop.set()
-    deadline = time.monotonic() + WORKER_STOP_TIMEOUT
-    while not tally.all_done() and time.monotonic() < deadline and any(w.is_alive() for w in workers):
-        drain(reports, tally, min(time.monotonic() + 0.5, deadline))
-    for worker in workers:
-        worker.join(max(0.0, deadline - time.monotonic()))
-        if worker.is_alive():
-            print(f"{worker.name} did not stop within {WORKER_STOP_TIMEOUT:g} s; terminating it", flush=True)
-            worker.terminate()
-            worker.join(JOIN_TIMEOUT)
-            if worker.is_alive():
-                worker.kill()
-                worker.join()
-    drain(reports, tally, time.monotonic() + POLL)
+    def owners(self) -> str:
+        running = [(n, s) for n, s in self.tally.clients.items() if s.state == "running" and not s.done]
+        return ", ".join(f"{name} owns {state.shard_list()}" for name, state in running)
+
+    def everything_delivered(self) -> bool:
+        produced, delivered = self.producer.produced, self.tally.first_client
+        if not self.producer.done() or len(delivered) < produced:
+            return False
+        return all(i in delivered for i in range(produced))
+
+    def nobody_reads(self) -> bool:
+        """Every client that joined has stopped (failed, or left with nobody to take over)."""
+        joined = [w for w in self.workers.values() if w.join.is_set() and w.name in self.clients]
+        return all(self.tally.clients[w.name].done or not w.process.is_alive() for w in joined)
+
+    def print_progress(self, now: float) -> None:
+        seconds, self._line_at = now - self._line_at, now
+        rate = (self.tally.deliveries - sum(self._counts.values())) / seconds
+        lines = [
+            f"[{now - self.started:5.1f}s] produced {self.producer.produced:6d}/{self.settings.records}  "
+            f"delivered {len(self.tally.first_client):6d}  {rate:5.0f} rec/s"
+        ]
+        for name, state in self.tally.clients.items():
+            rate = (state.delivered - self._counts[name]) / seconds
+            lines.append(state.line(name, rate, self.workers[name].join.is_set()))
+            self._counts[name] = state.delivered
+        print("\n".join(lines), flush=True)
 
 
 # ----------------------------------------------------------------------------- the verdict
 
 
-def print_tally(producer: Producer, tally: Tally, wall_seconds: float, timed_out: bool) -> list[str]:
+def print_tally(run: Run, wall_seconds: float, timed_out: bool) -> list[str]:
     """Print the final tally; return the reasons for failure (empty: success)."""
-    produced = producer.produced_ids()
+    tally = run.tally
+    produced = set(range(run.producer.produced))
     lost = produced - tally.first_client.keys()
     unknown = tally.first_client.keys() - produced
     print("---- tally ----")
@@ -479,15 +303,21 @@ def print_tally(producer: Producer, tally: Tally, wall_seconds: float, timed_out
     rate = tally.deliveries / span if span > 0 else 0.0
     print(f"records/s   {rate:.0f}  ({tally.deliveries} deliveries in {span:.2f} s {what})")
     for name, state in tally.clients.items():
-        unclean = f", {state.unclean_handoffs} timed out" if state.unclean_handoffs else ""
-        print(f"{name:<11} {state.delivered}  (handoffs {state.handoffs}{unclean})")
-    return failure_reasons(producer, tally, lost, unknown, wall_seconds if timed_out else None)
+        handoffs = f"handoffs {state.handoffs:2d} ({state.unclean_handoffs} timed out)"
+        print(f"{name:<11} delivered {state.delivered:6d}  {handoffs}{rebalance_note(run, name)}")
+    return failure_reasons(run, lost, unknown, wall_seconds if timed_out else None)
 
 
-def failure_reasons(
-    producer: Producer, tally: Tally, lost: set[int], unknown: set[int], timed_out_after: float | None
-) -> list[str]:
-    reasons = []
+def rebalance_note(run: Run, name: str) -> str:
+    if name == run.leaver and run.left_at is not None:
+        return f"  left at {run.left_at - run.started:.1f} s"
+    if name == run.joiner:
+        return f"  joined at {run.joined_at - run.started:.1f} s" if run.joined_at is not None else "  never joined"
+    return ""
+
+
+def failure_reasons(run: Run, lost: set[int], unknown: set[int], timed_out_after: float | None) -> list[str]:
+    tally, reasons = run.tally, []
     if timed_out_after is not None:
         reasons.append(f"timed out after {timed_out_after:.0f} s (--timeout) before every record was delivered")
     if lost:
@@ -497,8 +327,8 @@ def failure_reasons(
         reasons.append(f"{len(tally.duplicates)} deliveries were duplicates, e.g. ids {examples}")
     if unknown:
         reasons.append(f"{len(unknown)} delivered ids were never produced, e.g. {sorted(unknown)[:10]}")
-    if producer.error:
-        reasons.append(f"the producer failed: {producer.error}")
+    if run.producer.error:
+        reasons.append(f"the producer failed: {run.producer.error}")
     reasons.extend(f"{name} failed: {state.error}" for name, state in tally.clients.items() if state.error)
     reasons.extend(f"{name} sent no final report" for name, state in tally.clients.items() if not state.done)
     return reasons
@@ -507,24 +337,37 @@ def failure_reasons(
 # ----------------------------------------------------------------------------- main
 
 
+def client_names(settings: Settings) -> list[str]:
+    """client-0..client-N-1, and client-N if it joins during the rebalance (which needs 2 clients)."""
+    names = [f"client-{i}" for i in range(settings.clients)]
+    if not settings.rebalance:
+        print("no rebalance (--no-rebalance)")
+    elif settings.clients < 2:
+        print("no rebalance: it needs at least 2 clients (--clients 1)")
+    else:
+        names.append(f"client-{settings.clients}")
+        share = f"{settings.leave_at:.0%}"
+        print(f"rebalance: client-0 leaves once {share} of the records are delivered, then {names[-1]} joins")
+    return names
+
+
 def run_demo(settings: Settings, endpoint: str) -> int:
-    set_up(endpoint, settings.shards)
+    shard_ids = set_up(endpoint, settings.shards)
     context = multiprocessing.get_context("spawn")
     reports: Queue[Report] = context.Queue()
-    stop = context.Event()
-    tally = Tally.for_clients(settings.clients)
-    producer = Producer(kinesis_client(endpoint), settings.records)
-    print(f"producing {settings.records} records; consuming with {settings.clients} processes", flush=True)
-    workers = start_workers(context, settings.clients, endpoint, reports, stop)
+    names = client_names(settings)
+    print(f"starting {settings.clients} clients; per client: leader, shards (3? = not captured yet), records/s")
+    producer = Producer(kinesis_client(endpoint), settings.records, settings.rate)
+    run = Run(settings, shard_ids, start_workers(context, names, settings.clients, endpoint, reports), producer)
     try:
-        producer.start()
-        seconds = watch_progress(settings, producer, reports, tally)
+        seconds = run.loop(reports)
     finally:
         producer.stopping.set()
-        stop_workers(workers, reports, stop, tally)
-        producer.join(JOIN_TIMEOUT)
-    timed_out = seconds >= settings.timeout and not everything_delivered(producer, tally)
-    reasons = print_tally(producer, tally, seconds, timed_out)
+        stop_workers(list(run.workers.values()), reports, run.tally)
+        if producer.ident is not None:
+            producer.join(JOIN_TIMEOUT)
+    timed_out = seconds >= settings.timeout and not run.everything_delivered()
+    reasons = print_tally(run, seconds, timed_out)
     for reason in reasons:
         print(f"FAILED: {reason}")
     print("OK: every record was delivered exactly once" if not reasons else "FAILED", flush=True)
