@@ -140,6 +140,13 @@ def _owned_update(
     return _conditional_update(db, table, shard_id, update, "#owner = :me", values) is not None
 
 
+def _set_checkpoint(sequence_number: str | None) -> tuple[str, dict[str, Any]]:
+    """The start of an owner's update: LastUpdate, and the checkpoint if there is one."""
+    if sequence_number is None:
+        return "SET #lu = :now", {}
+    return "SET #lu = :now, #seq = :seq", {":seq": {"S": sequence_number}}
+
+
 def commit(
     db: DynamoDBClient,
     table: str,
@@ -150,11 +157,7 @@ def commit(
     millis_behind_latest: int | None = None,
 ) -> bool:
     """Refresh our lease and store ``sequence_number`` (and the lag) if given. False: not ours."""
-    update = "SET #lu = :now"
-    values: dict[str, Any] = {}
-    if sequence_number is not None:
-        update += ", #seq = :seq"
-        values[":seq"] = {"S": sequence_number}
+    update, values = _set_checkpoint(sequence_number)
     if millis_behind_latest is not None:
         update += ", #lag = :lag"
         values[":lag"] = {"N": str(millis_behind_latest)}
@@ -171,11 +174,7 @@ def release(
     finished: bool = False,
 ) -> bool:
     """Give the shard up, storing the final checkpoint (and Finished). False: not ours any more."""
-    update = "SET #lu = :now"
-    values: dict[str, Any] = {}
-    if sequence_number is not None:
-        update += ", #seq = :seq"
-        values[":seq"] = {"S": sequence_number}
+    update, values = _set_checkpoint(sequence_number)
     if finished:
         update += ", #fin = :now"
     update += " REMOVE #owner, #oname"

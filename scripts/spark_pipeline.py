@@ -29,7 +29,6 @@ import time
 from typing import Any
 
 import pyspark.sql.functions as F
-from pyspark.sql import SparkSession
 
 import kinsumer.spark
 from kinsumer import local_server
@@ -65,25 +64,7 @@ def put_all(kinesis: Any, stream: str, entries: list[dict[str, Any]]) -> None:
         entries = [e for e, r in zip(entries, answer["Records"], strict=True) if "ErrorCode" in r]
 
 
-def spark_session() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kinsumer-spark-pipeline")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
 def build_queries(spark: Any, endpoint: str, stream: str, out: pathlib.Path) -> list[Any]:
-    kinsumer.spark.register(spark)
     raw = (
         spark.readStream.format("kinsumer")
         .option("streamName", stream)
@@ -205,7 +186,7 @@ def main() -> int:
         kinesis.create_stream(StreamName="clicks", ShardCount=args.shards)
         kinesis.get_waiter("stream_exists").wait(StreamName="clicks", WaiterConfig={"Delay": 0.2})
         print(f"moto server at {server.endpoint}; stream 'clicks' with {args.shards} shards", flush=True)
-        spark = spark_session()
+        spark = kinsumer.spark.local_session("kinsumer-spark-pipeline", conf={"spark.sql.session.timeZone": "UTC"})
         try:
             queries = build_queries(spark, server.endpoint, "clicks", out)
             produced = threading.Event()

@@ -6,6 +6,7 @@ import os
 import pathlib
 import subprocess
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -38,26 +39,57 @@ def moto_server() -> Iterator[LocalServer]:
 KINESALITE_DIR = pathlib.Path(__file__).parent / "kinesalite"
 
 
-def start_kinesalite() -> LocalServer:
+def start_kinesalite(log_path: pathlib.Path) -> LocalServer:
     """kinesalite (Kinesis with real shard splits and merges) in a node process on 127.0.0.1."""
     if not (KINESALITE_DIR / "node_modules" / "kinesalite").is_dir():
         raise RuntimeError(f"kinesalite is not installed: run 'make test' (npm install in {KINESALITE_DIR})")
-    process = subprocess.Popen(
-        ["node", str(KINESALITE_DIR / "server.js"), "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
+    with log_path.open("a") as log:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            ["node", str(KINESALITE_DIR / "server.js"), "0"], stdout=subprocess.PIPE, stderr=log, text=True
+        )
     assert process.stdout is not None
     line = process.stdout.readline()  # "ready PORT"
     server = LocalServer(process, f"http://127.0.0.1:{line.split()[-1] if line.startswith('ready ') else 0}")
     if not line.startswith("ready "):
         server.stop()
-        raise RuntimeError(f"kinesalite did not start: {line!r}")
+        raise RuntimeError(f"kinesalite did not start: {line!r}; its log: {log_path.read_text()[-2000:]}")
     return server
 
 
+class KinesaliteHolder:
+    """One kinesalite for the session, replaced (and reported) if it ever dies."""
+
+    def __init__(self, log_path: pathlib.Path) -> None:
+        self.log_path = log_path
+        self.server = start_kinesalite(log_path)
+
+    def log_tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    def alive(self) -> LocalServer:
+        code = self.server.process.poll()
+        if code is not None:
+            warnings.warn(f"kinesalite had exited with {code}; restarted. Its log:\n{self.log_tail()}", stacklevel=2)
+            self.server = start_kinesalite(self.log_path)
+        return self.server
+
+
 @pytest.fixture(scope="session")
-def kinesalite() -> Iterator[LocalServer]:
-    with start_kinesalite() as server:
-        yield server
+def kinesalite_holder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KinesaliteHolder]:
+    holder = KinesaliteHolder(tmp_path_factory.mktemp("kinesalite") / "kinesalite.log")
+    try:
+        yield holder
+    finally:
+        holder.server.stop()
+
+
+@pytest.fixture
+def kinesalite(kinesalite_holder: KinesaliteHolder) -> Iterator[LocalServer]:
+    server = kinesalite_holder.alive()
+    yield server
+    code = server.process.poll()
+    if code is not None:  # it died during this test: say so, with what it logged
+        pytest.fail(f"kinesalite exited with {code} during the test; its log:\n{kinesalite_holder.log_tail()}")
 
 
 def unique(prefix: str) -> str:

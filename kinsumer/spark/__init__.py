@@ -10,6 +10,9 @@ Needs the ``spark`` extra: ``pip install 'kinsumer[spark]'`` (pyspark and pyarro
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
+from collections.abc import Mapping
 from typing import Any
 
 # Python data sources need pyarrow too: fail here with the fix, not later in a Spark worker
@@ -17,11 +20,38 @@ _missing = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is 
 if _missing:  # pragma: no cover - depends on the environment
     raise ImportError(f"kinsumer.spark needs {' and '.join(_missing)}: pip install 'kinsumer[spark]'")
 
-from .source import SCHEMA, KinsumerDataSource, SourceOptions  # noqa: E402 - after the check above
+from pyspark.sql import SparkSession  # noqa: E402 - after the check above
 
-__all__ = ["SCHEMA", "KinsumerDataSource", "SourceOptions", "register"]
+from .source import SCHEMA, KinsumerDataSource, SourceOptions  # noqa: E402
+
+__all__ = ["SCHEMA", "KinsumerDataSource", "SourceOptions", "local_session", "register"]
 
 
 def register(spark: Any) -> None:
     """Make ``format("kinsumer")`` available in this SparkSession."""
     spark.dataSource.register(KinsumerDataSource)
+
+
+def local_session(app_name: str = "kinsumer", cores: int = 2, conf: Mapping[str, str] | None = None) -> Any:
+    """A local SparkSession for trying things out and for tests, with the kinsumer format registered.
+
+    It binds to 127.0.0.1, has no UI, and runs its Python workers with this interpreter
+    (PYSPARK_PYTHON), which is what the workers need to import kinsumer.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app_name)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(cores))
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    return session

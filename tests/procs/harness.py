@@ -80,13 +80,14 @@ class ClientProcess:
 
     def start(self) -> ClientProcess:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.procs.client", "--spec", json.dumps(self.spec)],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=open(self._path(".stderr"), "ab"),  # noqa: SIM115 - owned by the child
-        )
+        with self._path(".stderr").open("ab") as stderr:  # the child keeps its own copy
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "tests.procs.client", "--spec", json.dumps(self.spec)],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
         return self
 
     def _path(self, suffix: str) -> pathlib.Path:

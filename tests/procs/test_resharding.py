@@ -12,40 +12,9 @@ from kinsumer import local_server
 from kinsumer.local_server import LocalServer
 from tests.helpers import Producer, wait_until
 from tests.procs.harness import ClientProcess, Deployment, ProcessAudit
+from tests.reshard import merge_adjacent, shards, split_first
 
 pytestmark = pytest.mark.server
-
-
-def shards(kinesis: Any, stream: str) -> dict[str, dict[str, Any]]:
-    return {s["ShardId"]: s for s in kinesis.list_shards(StreamName=stream)["Shards"]}
-
-
-def open_in_hash_order(kinesis: Any, stream: str) -> list[dict[str, Any]]:
-    open_ = [s for s in shards(kinesis, stream).values() if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
-    return sorted(open_, key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
-
-
-def wait_active(kinesis: Any, stream: str) -> None:
-    def active() -> bool:
-        summary = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
-        return summary["StreamStatus"] == "ACTIVE"
-
-    wait_until(active, 30, "the stream to be ACTIVE")
-
-
-def split_first(kinesis: Any, stream: str) -> str:
-    shard = open_in_hash_order(kinesis, stream)[0]
-    low, high = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
-    kinesis.split_shard(StreamName=stream, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((low + high) // 2))
-    wait_active(kinesis, stream)
-    return str(shard["ShardId"])
-
-
-def merge_adjacent(kinesis: Any, stream: str, at: int) -> tuple[str, str]:
-    left, right = open_in_hash_order(kinesis, stream)[at : at + 2]
-    kinesis.merge_shards(StreamName=stream, ShardToMerge=left["ShardId"], AdjacentShardToMerge=right["ShardId"])
-    wait_active(kinesis, stream)
-    return str(left["ShardId"]), str(right["ShardId"])
 
 
 def finished_at(deployment: Deployment) -> dict[str, float]:

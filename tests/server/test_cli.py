@@ -194,3 +194,4 @@ def test_ctrl_c_stops_a_tail_cleanly_and_leaves_the_application(
     finally:
         if proc.poll() is None:
             proc.kill()
+        proc.communicate(timeout=10)  # closes the pipes

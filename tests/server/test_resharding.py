@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict
-from typing import Any
 
 import pytest
 
@@ -13,34 +12,17 @@ from kinsumer import Kinsumer
 from kinsumer.local_server import LocalServer
 from tests.conftest import unique
 from tests.helpers import Audit, Producer, wait_until
+from tests.reshard import merge_adjacent, new_stream, split_first
 from tests.server.conftest import SERVER_CONFIG
 
 pytestmark = pytest.mark.server
-
-
-def open_shards(kinesis: Any, stream: str) -> list[dict[str, Any]]:
-    shards = kinesis.list_shards(StreamName=stream)["Shards"]
-    open_ = [s for s in shards if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
-    return sorted(open_, key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
-
-
-def wait_active(kinesis: Any, stream: str) -> None:
-    wait_until(
-        lambda: (
-            kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE"
-        ),
-        30,
-        "the stream to be ACTIVE",
-    )
 
 
 def test_split_then_merge_keeps_per_key_order_and_reads_children_after_parents(
     kinesalite: LocalServer, moto_server: LocalServer
 ) -> None:
     kinesis = kinesalite.client("kinesis")
-    stream, app = unique("stream"), unique("app")
-    kinesis.create_stream(StreamName=stream, ShardCount=2)
-    wait_active(kinesis, stream)
+    stream, app = new_stream(kinesis, 2), unique("app")
     producer = Producer(kinesis, stream, total=None, keys=24)
     audit = Audit()
     keys_seen: dict[int, tuple[str, int]] = {}
@@ -74,14 +56,9 @@ def test_split_then_merge_keeps_per_key_order_and_reads_children_after_parents(
 
     producer.write_batch(480)
     wait_until(lambda: audit.count() >= len(producer.produced) // 2, 60, "reading before the split")
-    first = open_shards(kinesis, stream)[0]
-    middle = (int(first["HashKeyRange"]["StartingHashKey"]) + int(first["HashKeyRange"]["EndingHashKey"])) // 2
-    kinesis.split_shard(StreamName=stream, ShardToSplit=first["ShardId"], NewStartingHashKey=str(middle))
-    wait_active(kinesis, stream)
+    split_first(kinesis, stream)
     producer.write_batch(480)
-    left, right = open_shards(kinesis, stream)[1:3]  # the right child of the split and the other original
-    kinesis.merge_shards(StreamName=stream, ShardToMerge=left["ShardId"], AdjacentShardToMerge=right["ShardId"])
-    wait_active(kinesis, stream)
+    merge_adjacent(kinesis, stream, 1)  # the right child of the split and the other original
     producer.write_batch(480)
 
     wait_until(lambda: audit.count() >= len(producer.produced), 90, "every record delivered")

@@ -25,8 +25,6 @@ def call_log(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def spark(call_log: pathlib.Path) -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
     import kinsumer.spark
 
     saved = dict(os.environ)
@@ -41,18 +39,7 @@ def spark(call_log: pathlib.Path) -> Iterator[Any]:
         AWS_DEFAULT_REGION=REGION,
         SPARK_LOCAL_IP="127.0.0.1",
     )
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kinsumer-tests")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    kinsumer.spark.register(session)
+    session = kinsumer.spark.local_session("kinsumer-tests", conf={"spark.sql.streaming.stopTimeout": "30s"})
     try:
         yield session
     finally:

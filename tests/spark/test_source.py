@@ -14,6 +14,7 @@ import pytest
 from kinsumer.local_server import LocalServer
 from tests.conftest import unique
 from tests.helpers import Producer, produce_per_shard, wait_until
+from tests.reshard import merge_adjacent, new_stream, split_first
 
 pytestmark = pytest.mark.server
 
@@ -187,12 +188,8 @@ def test_a_batch_that_failed_in_the_sink_is_replayed_with_identical_rows(
 def test_split_and_merge_between_batches_keep_per_key_order(
     spark: Any, kinesalite: LocalServer, moto_server: LocalServer, tmp_path: pathlib.Path
 ) -> None:
-    from tests.procs.test_resharding import merge_adjacent, split_first, wait_active
-
     kinesis = kinesalite.client("kinesis")
-    stream, app = unique("stream"), unique("app")
-    kinesis.create_stream(StreamName=stream, ShardCount=2)
-    wait_active(kinesis, stream)
+    stream, app = new_stream(kinesis, 2), unique("app")
     producer = Producer(kinesis, stream, total=None, keys=12)
     sink = BatchLog()
     query = start_query(spark, kinesalite, moto_server, stream, app, tmp_path / "ckpt", sink, limit=1000)

@@ -1,0 +1,49 @@
+"""Splitting and merging shards on kinesalite, for the resharding tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import unique
+from tests.helpers import wait_until
+
+
+def shards(kinesis: Any, stream: str) -> dict[str, dict[str, Any]]:
+    return {s["ShardId"]: s for s in kinesis.list_shards(StreamName=stream)["Shards"]}
+
+
+def open_in_hash_order(kinesis: Any, stream: str) -> list[dict[str, Any]]:
+    open_ = [s for s in shards(kinesis, stream).values() if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
+    return sorted(open_, key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
+
+
+def wait_active(kinesis: Any, stream: str) -> None:
+    def active() -> bool:
+        summary = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+        return bool(summary["StreamStatus"] == "ACTIVE")
+
+    wait_until(active, 30, "the stream to be ACTIVE")
+
+
+def new_stream(kinesis: Any, shard_count: int) -> str:
+    stream = unique("stream")
+    kinesis.create_stream(StreamName=stream, ShardCount=shard_count)
+    wait_active(kinesis, stream)
+    return stream
+
+
+def split_first(kinesis: Any, stream: str) -> str:
+    """Split the open shard with the lowest hash keys in two; returns the parent's ID."""
+    shard = open_in_hash_order(kinesis, stream)[0]
+    low, high = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
+    kinesis.split_shard(StreamName=stream, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((low + high) // 2))
+    wait_active(kinesis, stream)
+    return str(shard["ShardId"])
+
+
+def merge_adjacent(kinesis: Any, stream: str, at: int) -> tuple[str, str]:
+    """Merge the open shards at positions ``at`` and ``at + 1`` (hash order); returns the parents."""
+    left, right = open_in_hash_order(kinesis, stream)[at : at + 2]
+    kinesis.merge_shards(StreamName=stream, ShardToMerge=left["ShardId"], AdjacentShardToMerge=right["ShardId"])
+    wait_active(kinesis, stream)
+    return str(left["ShardId"]), str(right["ShardId"])
