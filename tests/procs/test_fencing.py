@@ -88,6 +88,7 @@ def test_a_paused_client_is_fenced_off_and_rejoins_cleanly(
     audit = ProcessAudit([paused, other])
     assert not audit.lost(produced)
     assert not audit.shard_order_violations()
+    print(f"fencing: {len(produced)} records, 0 lost, {len(audit.duplicates())} duplicated")
     # duplicates only of what the paused client had received before it was fenced off
     for rid, ds in audit.duplicates().items():
         assert ds[0].client == "client-a" and ds[0].at < resumed_at, (rid, ds)
