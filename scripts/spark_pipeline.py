@@ -152,6 +152,14 @@ def sum_counts(spark: Any, path: pathlib.Path) -> int:
     return int(rows[0][0] or 0)
 
 
+def stop_between_batches(query: Any, timeout: float = 30.0) -> None:
+    """Stop when no micro-batch runs (stopping one mid-write aborts it, noisily)."""
+    deadline = time.monotonic() + timeout
+    while query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
+
+
 def summary(spark: Any, out: pathlib.Path, events: int) -> bool:
     stored = read_table(spark, out / "events", EVENTS_SCHEMA).where("event_id >= 0")
     distinct = stored.select("event_id").distinct().count()
@@ -193,7 +201,7 @@ def main() -> int:
             threading.Thread(target=produce, args=(kinesis, "clicks", args.events, produced), daemon=True).start()
             watch(spark, queries, out, args.events, produced, args.timeout)
             for query in queries:
-                query.stop()
+                stop_between_batches(query)
             return 0 if summary(spark, out, args.events) else 1
         finally:
             spark.stop()

@@ -35,7 +35,7 @@ def register(spark: Any) -> None:
 def local_session(app_name: str = "kinsumer", cores: int = 2, conf: Mapping[str, str] | None = None) -> Any:
     """A local SparkSession for trying things out and for tests, with the kinsumer format registered.
 
-    It binds to 127.0.0.1, has no UI, and runs its Python workers with this interpreter
+    It binds to 127.0.0.1, has no UI (nor console progress bars), and runs its Python workers with this interpreter
     (PYSPARK_PYTHON), which is what the workers need to import kinsumer.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -47,6 +47,7 @@ def local_session(app_name: str = "kinsumer", cores: int = 2, conf: Mapping[str,
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(cores))
     )
     for key, value in (conf or {}).items():
