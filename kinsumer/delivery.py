@@ -44,10 +44,6 @@ class ShardProgress:
         with self._cond:
             return self._tracker.outstanding
 
-    @property
-    def revoked(self) -> bool:
-        return self._revoked
-
     def pushed(self, count: int) -> None:
         with self._cond:
             self._pushed += count

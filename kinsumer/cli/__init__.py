@@ -17,9 +17,10 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any, cast
 
 from .. import __version__, demo
-from ..config import Config, validate_names
+from ..config import Config, InitialPosition, validate_names
 from ..consumer import Kinsumer
 from ..producer import produce
 from ..status import read_status
@@ -199,10 +200,10 @@ def _tail(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tail_as_client(args: argparse.Namespace, position: StartPosition, kinesis: object, dynamodb: object) -> int:
-    initial = {"TRIM_HORIZON": "TRIM_HORIZON", "LATEST": "LATEST", "AT_TIMESTAMP": "AT_TIMESTAMP"}[position.kind]
-    config = Config(initial_position=initial, initial_timestamp=position.timestamp)  # type: ignore[arg-type]
-    consumer = Kinsumer(args.stream, args.app, "kinsumer-tail", config, kinesis=kinesis, dynamodb=dynamodb)  # type: ignore[arg-type]
+def _tail_as_client(args: argparse.Namespace, position: StartPosition, kinesis: Any, dynamodb: Any) -> int:
+    initial = cast("InitialPosition", position.kind)  # TRIM_HORIZON, LATEST or AT_TIMESTAMP here
+    config = Config(initial_position=initial, initial_timestamp=position.timestamp)
+    consumer = Kinsumer(args.stream, args.app, "kinsumer-tail", config, kinesis=kinesis, dynamodb=dynamodb)
     printed = 0
     with consumer:
         while True:
