@@ -205,18 +205,26 @@ def _tail_as_client(args: argparse.Namespace, position: StartPosition, kinesis: 
     config = Config(initial_position=initial, initial_timestamp=position.timestamp)
     consumer = Kinsumer(args.stream, args.app, "kinsumer-tail", config, kinesis=kinesis, dynamodb=dynamodb)
     printed = 0
+    unprinted = False  # a record was taken but not yet printed
     with consumer:
-        while True:
-            try:
-                record = consumer.next_record(timeout=args.idle_timeout)
-            except TimeoutError:
-                return 0
-            if record is None:
-                return 0
-            print(format_record(record, args.stream, args.json), flush=True)
-            printed += 1
-            if args.count and printed >= args.count:
-                return 0
+        try:
+            while True:
+                try:
+                    record = consumer.next_record(timeout=args.idle_timeout)
+                except TimeoutError:
+                    return 0
+                if record is None:
+                    return 0
+                unprinted = True
+                print(format_record(record, args.stream, args.json), flush=True)
+                unprinted = False
+                printed += 1
+                if args.count and printed >= args.count:
+                    return 0
+        except KeyboardInterrupt:
+            if not unprinted:
+                consumer.stop()  # every record taken was printed: count them all as processed
+            raise
 
 
 def _produce(args: argparse.Namespace) -> int:

@@ -179,7 +179,7 @@ def test_ctrl_c_stops_a_tail_cleanly_and_leaves_the_application(
         [sys.executable, "-m", "kinsumer", "tail", stream, "--from", "trim-horizon", "--app", app,
          "--endpoint-url", moto_server.endpoint],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"},
     )  # fmt: skip
     try:
         assert proc.stdout is not None
@@ -188,10 +188,16 @@ def test_ctrl_c_stops_a_tail_cleanly_and_leaves_the_application(
         clients_table = f"{app}_clients"
         assert moto_server.client("dynamodb").scan(TableName=clients_table)["Items"]  # a member now
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(30) == 130
-        assert proc.stderr is not None and "interrupted" in proc.stderr.read()
+        try:
+            _, stderr = proc.communicate(timeout=30)  # drains both pipes while waiting
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+            _, stderr = proc.communicate(timeout=10)
+            pytest.fail(f"tail did not exit within 30 s of SIGINT; its stderr:\n{stderr[-6000:]}")
+        assert proc.returncode == 130, stderr
+        assert "interrupted" in stderr
         assert moto_server.client("dynamodb").scan(TableName=clients_table)["Items"] == []  # left cleanly
     finally:
         if proc.poll() is None:
             proc.kill()
-        proc.communicate(timeout=10)  # closes the pipes
+            proc.communicate(timeout=10)  # closes the pipes
