@@ -5,13 +5,20 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 KINESALITE := tests/kinesalite/node_modules/.installed
 
-.PHONY: test demo spark-demo lint typecheck unit clean
+.PHONY: test demo spark-demo bench lint typecheck unit clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,demo,spark]'
 	touch $(STAMP)
+
+# the peers the benchmarks compare with, in an environment of their own
+PEERS := .venv-bench-peers
+$(PEERS)/.installed:
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet 'async-kinesis==3.0.1' || echo "async-kinesis could not be installed: its line will say so"
+	touch $@
 
 # kinesalite: Kinesis with real shard splits and merges, for the resharding tests
 $(KINESALITE): tests/kinesalite/package.json tests/kinesalite/package-lock.json
@@ -39,5 +46,9 @@ demo: $(STAMP)
 spark-demo: $(STAMP)
 	$(PY) scripts/spark_pipeline.py
 
+# benchmarks (about 15 minutes): prints a table and writes it to docs/benchmarks.md
+bench: $(STAMP) $(KINESALITE) $(PEERS)/.installed
+	$(PY) scripts/bench.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -8,6 +8,7 @@ made by :meth:`LocalServer.client` use fixed fake credentials, so nothing can re
 from __future__ import annotations
 
 import contextlib
+import pathlib
 import socket
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from typing import IO, Any
 import boto3
 import botocore.config
 
-__all__ = ["LocalServer", "client", "free_port", "moto_server"]
+__all__ = ["LocalServer", "client", "free_port", "kinesalite", "moto_server"]
 
 REGION = "us-east-1"
 _STOP_TIMEOUT = 5.0
@@ -112,3 +113,24 @@ def moto_server(timeout: float = 30.0, extra_args: Sequence[str] = ()) -> Iterat
                     )
                 time.sleep(0.1)
             yield server
+
+
+def kinesalite(directory: pathlib.Path, log_path: pathlib.Path) -> LocalServer:
+    """kinesalite (Kinesis with real shard splits and merges) in a node process on 127.0.0.1.
+
+    ``directory`` holds ``server.js`` (the wrapper that binds 127.0.0.1) and its npm install;
+    the server's stderr goes to ``log_path``.
+    """
+    if not (directory / "node_modules" / "kinesalite").is_dir():
+        raise RuntimeError(f"kinesalite is not installed: run 'make test' (npm install in {directory})")
+    with log_path.open("a") as log:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            ["node", str(directory / "server.js"), "0"], stdout=subprocess.PIPE, stderr=log, text=True
+        )
+    assert process.stdout is not None
+    line = process.stdout.readline()  # "ready PORT"
+    server = LocalServer(process, f"http://127.0.0.1:{line.split()[-1] if line.startswith('ready ') else 0}")
+    if not line.startswith("ready "):
+        server.stop()
+        raise RuntimeError(f"kinesalite did not start: {line!r}; its log: {log_path.read_text()[-2000:]}")
+    return server

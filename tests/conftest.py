@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import subprocess
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -40,20 +39,7 @@ KINESALITE_DIR = pathlib.Path(__file__).parent / "kinesalite"
 
 
 def start_kinesalite(log_path: pathlib.Path) -> LocalServer:
-    """kinesalite (Kinesis with real shard splits and merges) in a node process on 127.0.0.1."""
-    if not (KINESALITE_DIR / "node_modules" / "kinesalite").is_dir():
-        raise RuntimeError(f"kinesalite is not installed: run 'make test' (npm install in {KINESALITE_DIR})")
-    with log_path.open("a") as log:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen(
-            ["node", str(KINESALITE_DIR / "server.js"), "0"], stdout=subprocess.PIPE, stderr=log, text=True
-        )
-    assert process.stdout is not None
-    line = process.stdout.readline()  # "ready PORT"
-    server = LocalServer(process, f"http://127.0.0.1:{line.split()[-1] if line.startswith('ready ') else 0}")
-    if not line.startswith("ready "):
-        server.stop()
-        raise RuntimeError(f"kinesalite did not start: {line!r}; its log: {log_path.read_text()[-2000:]}")
-    return server
+    return local_server.kinesalite(KINESALITE_DIR, log_path)
 
 
 class KinesaliteHolder:

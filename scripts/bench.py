@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""kinsumer's benchmarks (``make bench``): prints one table and writes it to docs/benchmarks.md.
+
+Every server runs on 127.0.0.1 and is stopped at the end. Figures are medians over ``--runs``
+runs; each ratio compares contenders measured one after the other in the same run. See
+docs/benchmarks.md for what each line measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+
+sys.path[:0] = [str(pathlib.Path(__file__).resolve().parent), str(pathlib.Path(__file__).resolve().parents[1])]
+
+from benchlib import failover, overhead, rebalance, steady, throughput  # noqa: E402
+from benchlib.common import REPO, Measure, Row, median, rate_text  # noqa: E402
+
+from kinsumer import local_server  # noqa: E402
+
+SECTIONS = ("throughput", "overhead", "spark", "failover", "rebalance", "steady")
+SHARDS = 8
+RECORD_SIZE = 100
+KINESALITE_DIR = REPO / "tests" / "kinesalite"
+PEER_PYTHON = REPO / ".venv-bench-peers" / "bin" / "python"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="scripts/bench.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure; the median is reported (default 3)")
+    parser.add_argument(
+        "--records", type=int, default=100_000, help="records in the throughput stream (default 100000)"
+    )
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
+    parser.add_argument(
+        "--out", type=pathlib.Path, default=REPO / "docs" / "benchmarks.md", help="where to write the table"
+    )
+    parser.add_argument("--peer-python", default=str(PEER_PYTHON), help="the interpreter that has async-kinesis")
+    args = parser.parse_args(argv)
+    unknown = set(args.only.split(",")) - set(SECTIONS)
+    if unknown or args.runs < 1 or args.records < SHARDS:
+        parser.error(f"--only: unknown {sorted(unknown)}" if unknown else "--runs must be >= 1, --records >= 8")
+    return args
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def runs_of(count: int, what: str, measure: Callable[[], Measure | str]) -> list[Measure] | str:
+    """``count`` measurements, or the reason one could not be taken."""
+    results = []
+    for n in range(count):
+        result = measure()
+        if isinstance(result, str):
+            return result
+        say(f"  {what} run {n + 1}: {result.rate:,.0f} records/s ({result.records} in {result.seconds:.2f} s)")
+        results.append(result)
+    return results
+
+
+def throughput_rows(
+    server: local_server.LocalServer, name: str, args: argparse.Namespace, dynamodb: local_server.LocalServer
+) -> list[Row]:
+    say(f"{name}: filling an {SHARDS}-shard stream with {args.records} records of {RECORD_SIZE} bytes")
+    filled = throughput.fill(server, SHARDS, args.records, RECORD_SIZE, dynamodb)
+    spark = server is dynamodb  # the Spark source keeps its state in DynamoDB too: on moto only
+    rows: list[Row] = []
+    if "throughput" in args.only:
+        rates: dict[str, list[float]] = {"single": [], "threads": [], "kinsumer": [], "peer": []}
+        startups: list[float] = []
+        peer_problem = ""
+        for n in range(args.runs):  # the contenders in turn within each run
+            single, threads = throughput.bare_loop(filled), throughput.bare_threads(filled)
+            mine = throughput.kinsumer_next(filled)
+            peer = throughput.async_kinesis(filled, args.peer_python)
+            rates["single"].append(single.rate)
+            rates["threads"].append(threads.rate)
+            rates["kinsumer"].append(mine.rate)
+            startups.append(mine.startup or 0.0)
+            if isinstance(peer, str):
+                peer_problem = peer
+            else:
+                rates["peer"].append(peer.rate)
+            say(
+                f"  run {n + 1}: bare 1 thread {single.rate:,.0f}, bare thread/shard {threads.rate:,.0f}, "
+                f"kinsumer {mine.rate:,.0f} (first record after {mine.startup or 0:.2f} s), "
+                f"async-kinesis {peer if isinstance(peer, str) else f'{peer.rate:,.0f}'} records/s"
+            )
+        ratio_threads = median([k / t for k, t in zip(rates["kinsumer"], rates["threads"], strict=True)])
+        ratio_single = median([k / s for k, s in zip(rates["kinsumer"], rates["single"], strict=True)])
+        rows += [
+            Row("bare boto3 GetRecords loop, 1 thread (ceiling)", name, rate_text(median(rates["single"]))),
+            Row("bare boto3 GetRecords loop, thread per shard (ceiling)", name, rate_text(median(rates["threads"]))),
+            Row(
+                "kinsumer, 1 client, `next()`",
+                name,
+                rate_text(median(rates["kinsumer"])),
+                f"{ratio_threads:.2f}x thread per shard, {ratio_single:.2f}x 1 thread; "
+                f"first record after {median(startups):.2f} s",
+            ),
+        ]
+        if rates["peer"]:
+            ratio_peer = median([k / p for k, p in zip(rates["kinsumer"], rates["peer"], strict=True)])
+            rows.append(
+                Row(
+                    "async-kinesis, 1 consumer",
+                    name,
+                    rate_text(median(rates["peer"])),
+                    f"kinsumer is {ratio_peer:.2f}x this",
+                )
+            )
+        else:
+            rows.append(Row("async-kinesis, 1 consumer", name, "—", peer_problem))
+    if spark and "spark" in args.only:
+        rows += spark_rows(filled, args.runs)
+    return rows
+
+
+def spark_rows(filled: throughput.Filled, runs: int) -> list[Row]:
+    from benchlib.spark import spark_session, spark_source  # noqa: PLC0415 - pyspark only when needed
+
+    say("spark: local[2] session")
+    session = spark_session()
+    try:
+        measures = []
+        for n in range(runs):
+            measures.append(spark_source(session, filled))
+            say(f"  spark run {n + 1}: {measures[-1].total:,.0f} records/s ({measures[-1].steady:,.0f} steady)")
+    finally:
+        session.stop()
+    return [
+        Row(
+            "Spark source, local[2], 1000 records per shard per batch",
+            "moto",
+            rate_text(median([m.total for m in measures])),
+            f"{rate_text(median([m.steady for m in measures]))} after the first batch",
+        )
+    ]
+
+
+def overhead_rows(server: local_server.LocalServer, args: argparse.Namespace) -> list[Row]:
+    memory = overhead.MemoryKinesis("in-memory", SHARDS, args.records // SHARDS, RECORD_SIZE)
+    result = runs_of(args.runs, "in-memory kinsumer", lambda: overhead.kinsumer_in_memory(server, memory))
+    assert not isinstance(result, str)
+    per_record = median([m.seconds / m.records * 1e6 for m in result])
+    return [
+        Row(
+            "kinsumer, 1 client, `next()`, in-memory Kinesis (library overhead)",
+            "none (DynamoDB: moto)",
+            rate_text(median([m.rate for m in result])),
+            f"{per_record:.1f} µs per record",
+        )
+    ]
+
+
+def failover_rows(server: local_server.LocalServer, args: argparse.Namespace) -> list[Row]:
+    rows = []
+    for variant, bound in (("default", 15.0), ("tuned", 3.0)):
+        seconds = []
+        for n in range(args.runs):
+            seconds.append(failover.failover_seconds(server, variant))
+            say(f"  failover ({variant}) run {n + 1}: {seconds[-1]:.2f} s")
+        detail = "; ".join(f"{s:.2f}" for s in seconds) + f" s (target ≤ {bound:g} s)"
+        rows.append(Row(f"fail-over after SIGKILL, {variant} config", "moto", f"{median(seconds):.2f} s", detail))
+    return rows
+
+
+def rebalance_rows(args: argparse.Namespace) -> list[Row]:
+    tallies = []
+    for n in range(args.runs):
+        tallies.append(rebalance.clean_rebalance())
+        say(f"  clean leave + join run {n + 1}: {tallies[-1]}")
+    dups = [t.duplicates for t in tallies]
+    lost = [t.lost for t in tallies]
+    return [
+        Row(
+            "duplicates on a clean leave + join (auto mode, `make demo`)",
+            "moto",
+            f"{median(dups):.0f}",
+            f"per run {dups} duplicates, {lost} lost, of {tallies[0].produced} records",
+        )
+    ]
+
+
+def steady_rows(server: local_server.LocalServer) -> list[Row]:
+    say(f"steady state: 2 clients, 1 record / {steady.INTERVAL * 1000:.0f} ms, {steady.WINDOW:.0f} s window")
+    state = steady.steady_state(server)
+    latencies = state.latencies
+    if not latencies:
+        raise RuntimeError("steady state: no record was delivered in the window")
+
+    def percentile(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000
+
+    calls = ", ".join(f"{c:.0f}" for c in state.dynamodb_calls_per_minute)
+    return [
+        Row(
+            "end-to-end latency put → `next()`, p50 / p99",
+            "moto",
+            f"{percentile(0.5):.0f} / {percentile(0.99):.0f} ms",
+            f"{len(latencies)} records, {len(latencies) / steady.WINDOW:.0f}/s; "
+            "target p50 ≤ throttle_delay + 100 ms = 350 ms",
+        ),
+        Row("DynamoDB calls per minute per client, steady", "moto", calls, "2 clients, 8 shards, default config"),
+    ]
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
+    )
+
+
+def versions(peer_python: str) -> str:
+    found = [f"{name} {importlib.metadata.version(name)}" for name in ("boto3", "botocore", "moto")]
+    package = KINESALITE_DIR / "node_modules" / "kinesalite" / "package.json"
+    if package.exists():
+        found.append(f"kinesalite {json.loads(package.read_text())['version']} (node {_node_version()})")
+    if os.path.exists(peer_python):
+        code = "import importlib.metadata as m; print(m.version('async-kinesis'), m.version('aiobotocore'))"
+        done = subprocess.run([peer_python, "-c", code], capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            peer, aio = done.stdout.split()
+            found.append(f"async-kinesis {peer} (aiobotocore {aio})")
+    return ", ".join(found)
+
+
+def _node_version() -> str:
+    done = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False)
+    return done.stdout.strip() or "?"
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| benchmark | server | median | detail |", "|---|---|---|---|"]
+    lines += [f"| {r.benchmark} | {r.server} | {r.figure} | {r.detail} |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    # only local servers are used: fake credentials, never the developer's (Spark's workers inherit them)
+    os.environ.update(AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local", AWS_DEFAULT_REGION=local_server.REGION)
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        os.environ.pop(name, None)
+    rows: list[Row] = []
+    with local_server.moto_server() as server:
+        say(f"moto server at {server.endpoint}")
+        if {"throughput", "spark"} & set(args.only.split(",")):
+            rows += throughput_rows(server, "moto", args, dynamodb=server)
+        if "throughput" in args.only:
+            with tempfile.TemporaryDirectory() as logs:
+                kinesalite = local_server.kinesalite(KINESALITE_DIR, pathlib.Path(logs) / "kinesalite.log")
+                with kinesalite:
+                    say(f"kinesalite at {kinesalite.endpoint} (DynamoDB: moto)")
+                    rows += throughput_rows(kinesalite, "kinesalite", args, dynamodb=server)
+        if "overhead" in args.only:
+            rows += overhead_rows(server, args)
+        if "failover" in args.only:
+            rows += failover_rows(server, args)
+        if "steady" in args.only:
+            rows += steady_rows(server)
+    if "rebalance" in args.only:
+        rows += rebalance_rows(args)
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    header = (
+        f"Measured {when} by `make bench` (median of {args.runs} runs; {SHARDS} shards, "
+        f"{args.records} records of {RECORD_SIZE} bytes)\n\n"
+        f"- machine: {machine()}\n- software: {versions(args.peer_python)}\n"
+        f"- servers: moto's server and kinesalite, both on 127.0.0.1 of the same machine\n"
+    )
+    text = table(rows)
+    print(header + "\n" + text)
+    write(args.out, header, text)
+    say(f"written to {args.out}")
+    return 0
+
+
+def write(path: pathlib.Path, header: str, text: str) -> None:
+    """Replace the part of ``path`` between the result markers (the rest is prose)."""
+    begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+    block = f"{begin}\n{header}\n{text}\n{end}"
+    if path.exists() and begin in (current := path.read_text()) and end in current:
+        before, rest = current.split(begin, 1)
+        path.write_text(before + block + rest.split(end, 1)[1])
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# Benchmarks\n\n{block}\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

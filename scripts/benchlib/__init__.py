@@ -1,0 +1,1 @@
+"""The parts of ``scripts/bench.py``: one module per benchmark."""

@@ -1,0 +1,73 @@
+"""What every benchmark shares: a measurement, medians, and the result table's rows."""
+
+from __future__ import annotations
+
+import pathlib
+import statistics
+import time
+from collections.abc import Sequence
+
+import attrs
+
+from kinsumer import Kinsumer
+
+__all__ = ["HERE", "REPO", "Measure", "Row", "median", "rate_text", "read_through_next"]
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+@attrs.frozen
+class Measure:
+    """``records`` read in ``seconds``; ``startup``: seconds until the first record, if known."""
+
+    records: int
+    seconds: float
+    startup: float | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+
+@attrs.frozen
+class Row:
+    """One line of the result table."""
+
+    benchmark: str
+    server: str
+    figure: str
+    detail: str = ""
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def rate_text(rate: float) -> str:
+    return f"{rate / 1000:.1f}k rec/s"
+
+
+def read_through_next(k: Kinsumer, total: int) -> Measure:
+    """Create ``k``'s tables, run it, take ``total`` records through ``next()``, stop, drop the tables.
+
+    The clock runs from ``run()`` to the last record; ``startup`` is the time to the first one.
+    """
+    k.create_required_tables()
+    try:
+        started = time.perf_counter()
+        k.run()
+        sink = 0
+        first: float | None = None
+        for _ in range(total):
+            data = k.next(timeout=60)
+            if data is None:
+                raise RuntimeError(f"the consumer stopped after {_} of {total} records")
+            sink += len(data)
+            if first is None:
+                first = time.perf_counter()
+        ended = time.perf_counter()
+    finally:
+        k.stop()
+        k.delete_tables()
+    return Measure(total, ended - started, startup=(first or ended) - started)

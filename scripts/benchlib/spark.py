@@ -1,0 +1,77 @@
+"""The Spark source's records/s on local[2], against the stream of the throughput benchmark.
+
+Each run starts a new query (a new checkpoint, so it reads from TRIM_HORIZON) with a
+foreachBatch sink that counts rows, and stops once every record was counted. The first
+batch includes the start of Spark's Python workers; ``steady`` leaves it out.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any
+
+import attrs
+
+from kinsumer import local_server
+
+from .throughput import Filled
+
+__all__ = ["SparkMeasure", "spark_session", "spark_source"]
+
+PER_SHARD_PER_BATCH = 1000
+DEADLINE = 600.0
+
+
+@attrs.frozen
+class SparkMeasure:
+    total: float  # records/s from start() to the last record counted
+    steady: float  # records/s over the batches after the first
+
+
+def spark_session() -> Any:
+    from kinsumer.spark import local_session  # noqa: PLC0415 - pyspark only when needed
+
+    return local_session("kinsumer-bench")
+
+
+def spark_source(spark: Any, filled: Filled) -> SparkMeasure:
+    counted: list[int] = []
+    done = threading.Event()
+
+    def sink(df: Any, batch_id: int) -> None:
+        counted.append(df.count())
+        if sum(counted) >= filled.total:
+            done.set()
+
+    endpoint = filled.server.endpoint
+    frame = (
+        spark.readStream.format("kinsumer")
+        .option("streamName", filled.stream)
+        .option("endpointUrl", endpoint)
+        .option("dynamodbEndpointUrl", endpoint)
+        .option("region", local_server.REGION)
+        .option("applicationName", f"bench-{uuid.uuid4().hex[:8]}")
+        .option("maxRecordsPerShard", str(PER_SHARD_PER_BATCH))
+        .load()
+    )
+    with tempfile.TemporaryDirectory() as checkpoint:
+        started = time.perf_counter()
+        query = frame.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
+        try:
+            deadline = started + DEADLINE
+            while not done.wait(0.2):
+                if not query.isActive:
+                    raise RuntimeError(f"the Spark query failed: {query.exception()}")
+                if time.perf_counter() > deadline:
+                    raise RuntimeError(f"the Spark query counted {sum(counted)} of {filled.total} in {DEADLINE:g} s")
+            seconds = time.perf_counter() - started
+            progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        finally:
+            query.stop()
+    later = progress[1:] or progress
+    rows = sum(p["numInputRows"] for p in later)
+    busy = sum(p["durationMs"]["triggerExecution"] for p in later) / 1000
+    return SparkMeasure(filled.total / seconds, rows / busy if busy > 0 else 0.0)

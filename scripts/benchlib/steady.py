@@ -1,0 +1,101 @@
+"""Steady state at a low rate: end-to-end latency (put → ``next()``) and DynamoDB calls.
+
+Two clients (default config) share an 8-shard stream while a producer puts one record every
+20 ms carrying its send time. After a warm-up, each client's DynamoDB calls are counted with
+a botocore ``before-call`` hook for ``WINDOW`` seconds, and every delivery's latency noted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+import attrs
+
+from kinsumer import Kinsumer
+from kinsumer.local_server import LocalServer
+
+__all__ = ["SteadyState", "steady_state"]
+
+SHARDS = 8
+INTERVAL = 0.02  # seconds between two puts
+WARM_UP = 8.0
+WINDOW = 30.0
+
+
+@attrs.frozen
+class SteadyState:
+    latencies: tuple[float, ...]  # seconds, put → next(), of records put during the window
+    dynamodb_calls_per_minute: tuple[float, ...]  # per client
+
+
+class _CallCounter:
+    def __init__(self) -> None:
+        self.counting = False
+        self.calls = 0
+
+    def __call__(self, **kwargs: Any) -> None:
+        if self.counting:
+            self.calls += 1
+
+
+def steady_state(server: LocalServer) -> SteadyState:
+    kinesis = server.client("kinesis")
+    stream, app = f"steady-{uuid.uuid4().hex[:8]}", f"steady-{uuid.uuid4().hex[:8]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=SHARDS)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+    counters, clients = [], []
+    for n in range(2):
+        dynamodb = server.client("dynamodb")
+        counter = _CallCounter()
+        dynamodb.meta.events.register("before-call.dynamodb", counter)
+        counters.append(counter)
+        clients.append(Kinsumer(stream, app, f"steady-{n}", kinesis=server.client("kinesis"), dynamodb=dynamodb))
+    clients[0].create_required_tables()
+    latencies: list[float] = []
+    window = [0.0, 0.0]
+    lock = threading.Lock()
+
+    def consume(k: Kinsumer) -> None:
+        while (data := k.next()) is not None:
+            now = time.time()
+            sent = float(data)
+            if window[0] <= sent < window[1]:
+                with lock:
+                    latencies.append(now - sent)
+
+    stop = threading.Event()
+
+    def produce() -> None:
+        i = 0
+        while not stop.wait(INTERVAL):
+            kinesis.put_record(StreamName=stream, Data=b"%.6f" % time.time(), PartitionKey=f"k{i}")
+            i += 1
+
+    for k in clients:
+        k.run()
+    readers = [threading.Thread(target=consume, args=(k,)) for k in clients]
+    producer = threading.Thread(target=produce)
+    for thread in [*readers, producer]:
+        thread.start()
+    try:
+        time.sleep(WARM_UP)  # the clients share the shards and settle
+        window[:] = [time.time(), time.time() + WINDOW]
+        for counter in counters:
+            counter.counting = True
+        time.sleep(WINDOW)
+        for counter in counters:
+            counter.counting = False
+        time.sleep(2.0)  # the last records of the window arrive
+    finally:
+        stop.set()
+        producer.join()
+        for k in clients:
+            k.stop()
+        for thread in readers:
+            thread.join()
+        clients[0].delete_tables()
+        kinesis.delete_stream(StreamName=stream)
+    return SteadyState(tuple(sorted(latencies)), tuple(c.calls * 60 / WINDOW for c in counters))

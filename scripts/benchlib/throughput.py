@@ -1,0 +1,137 @@
+"""Records/s through ``next()`` against the ceiling (bare boto3 GetRecords loops) and a peer.
+
+Every contender reads the same pre-filled stream from TRIM_HORIZON to its last record, one
+after the other in the same run, doing the same per-record work (taking the payload). The
+clock starts before the contender's first call (``run()`` for kinsumer, the first
+GetShardIterator for the loops) and stops at the last record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from kinsumer import Config, Kinsumer
+from kinsumer.local_server import LocalServer
+
+from .common import HERE, Measure, read_through_next
+
+__all__ = ["Filled", "async_kinesis", "bare_loop", "bare_threads", "fill", "kinsumer_next"]
+
+PUT_BATCH = 500
+GET_LIMIT = 10_000
+
+
+class Filled:
+    """A stream holding ``total`` records, and how many each shard got."""
+
+    def __init__(self, server: LocalServer, stream: str, per_shard: dict[str, int], dynamodb: LocalServer) -> None:
+        self.server = server
+        self.dynamodb = dynamodb  # where kinsumer keeps its tables (kinesalite has no DynamoDB)
+        self.stream = stream
+        self.per_shard = per_shard
+        self.total = sum(per_shard.values())
+
+
+def fill(server: LocalServer, shards: int, records: int, size: int, dynamodb: LocalServer | None = None) -> Filled:
+    """Create a stream of ``shards`` shards and put ``records`` records of ``size`` bytes."""
+    kinesis = server.client("kinesis")
+    stream = f"bench-{uuid.uuid4().hex[:8]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=shards)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+    per_shard: Counter[str] = Counter()
+    pad = b"x" * max(0, size - 12)
+    for start in range(0, records, PUT_BATCH):
+        batch = [
+            {"Data": b"%012d" % i + pad, "PartitionKey": f"key-{i}"}
+            for i in range(start, min(records, start + PUT_BATCH))
+        ]
+        while batch:
+            response = kinesis.put_records(StreamName=stream, Records=batch)
+            per_shard.update(r["ShardId"] for r in response["Records"] if "ShardId" in r)
+            batch = [e for e, r in zip(batch, response["Records"], strict=True) if "ErrorCode" in r]
+    return Filled(server, stream, dict(per_shard), dynamodb or server)
+
+
+def _iterator(kinesis: Any, stream: str, shard_id: str) -> str:
+    response = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON")
+    return str(response["ShardIterator"])
+
+
+def bare_loop(filled: Filled) -> Measure:
+    """The ceiling, one thread: GetRecords round-robin over the shards."""
+    kinesis = filled.server.client("kinesis")
+    started = time.perf_counter()
+    iterators = {shard: _iterator(kinesis, filled.stream, shard) for shard in filled.per_shard}
+    left = dict(filled.per_shard)
+    sink = 0
+    while iterators:
+        for shard in list(iterators):
+            response = kinesis.get_records(ShardIterator=iterators[shard], Limit=GET_LIMIT)
+            for record in response["Records"]:
+                sink += len(record["Data"])
+            left[shard] -= len(response["Records"])
+            if left[shard] <= 0:
+                del iterators[shard]
+            else:
+                iterators[shard] = response["NextShardIterator"]
+    return Measure(filled.total, time.perf_counter() - started)
+
+
+def bare_threads(filled: Filled) -> Measure:
+    """The ceiling, a thread per shard (as kinsumer reads)."""
+    kinesis = filled.server.client("kinesis")
+    errors: list[BaseException] = []
+
+    def read(shard: str, expected: int) -> None:
+        try:
+            iterator = _iterator(kinesis, filled.stream, shard)
+            sink = 0
+            while expected > 0:
+                response = kinesis.get_records(ShardIterator=iterator, Limit=GET_LIMIT)
+                for record in response["Records"]:
+                    sink += len(record["Data"])
+                expected -= len(response["Records"])
+                iterator = response["NextShardIterator"]
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=read, args=item) for item in filled.per_shard.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return Measure(filled.total, time.perf_counter() - started)
+
+
+def kinsumer_next(filled: Filled, config: Config | None = None) -> Measure:
+    """One kinsumer client (a fresh application, so it starts at TRIM_HORIZON) through ``next()``."""
+    app = f"bench-{uuid.uuid4().hex[:8]}"
+    kinesis, dynamodb = filled.server.client("kinesis"), filled.dynamodb.client("dynamodb")
+    k = Kinsumer(filled.stream, app, "bench", config, kinesis=kinesis, dynamodb=dynamodb)
+    return read_through_next(k, filled.total)
+
+
+def async_kinesis(filled: Filled, python: str | None) -> Measure | str:
+    """async-kinesis in its own environment (``python``); a reason string if it can't run."""
+    if python is None or not os.path.exists(python):
+        return "not installed (make bench installs it in .venv-bench-peers)"
+    command = [python, str(HERE / "peer_async_kinesis.py"), filled.server.endpoint, filled.stream, str(filled.total)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        return f"failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return Measure(int(result["records"]), float(result["seconds"]))
+
+
+Contender = Callable[[Filled], "Measure | str"]
