@@ -15,6 +15,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
+from . import records_parser
 from .config import Config, validate_names
 from .coordinator import Coordinator
 from .delivery import Checkpoint, ShardProgress
@@ -98,6 +99,7 @@ class Kinsumer:
                 raise ConfigError(
                     "region", "must be set: export AWS_DEFAULT_REGION or pass clients or a session", None
                 ) from exc
+        records_parser.install(kinesis)  # GetRecords parsed in one pass: see records_parser
         self._kinesis: KinesisClient = kinesis
         self._dynamodb: DynamoDBClient = dynamodb
         self._queue = RecordQueue(config.buffer_size)

@@ -9,6 +9,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
+from .. import records_parser
 from ..errors import KinsumerError
 from ..retry import error_code
 
@@ -33,10 +34,9 @@ def clients(args: argparse.Namespace) -> tuple[Any, Any]:
     session = boto3.Session(profile_name=args.profile, region_name=args.region)
     kinesis_url = args.kinesis_endpoint_url or args.endpoint_url
     dynamodb_url = args.dynamodb_endpoint_url or args.endpoint_url
-    return (
-        session.client("kinesis", endpoint_url=kinesis_url, config=_CONFIG),
-        session.client("dynamodb", endpoint_url=dynamodb_url, config=_CONFIG),
-    )
+    kinesis = session.client("kinesis", endpoint_url=kinesis_url, config=_CONFIG)
+    records_parser.install(kinesis)
+    return kinesis, session.client("dynamodb", endpoint_url=dynamodb_url, config=_CONFIG)
 
 
 def describe_error(exc: BaseException) -> str | None:

@@ -19,6 +19,7 @@ import boto3
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from .. import records_parser
 from ..errors import ConfigError
 from ..stream import list_shards
 from ..tables import Tables, create_table
@@ -121,6 +122,7 @@ def _clients(options: SourceOptions) -> tuple[Any, Any]:
     """Kinesis and DynamoDB clients, made once per process (boto3 clients do not pickle)."""
     session = boto3.Session(region_name=options.region)
     kinesis = session.client("kinesis", endpoint_url=options.endpoint_url)
+    records_parser.install(kinesis)
     dynamodb = session.client("dynamodb", endpoint_url=options.dynamodb_endpoint_url)
     return kinesis, dynamodb
 

@@ -1,0 +1,126 @@
+"""The lean GetRecords parser gives what botocore's own parser gives, or stands aside."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import boto3
+import botocore.parsers
+import botocore.session
+from hypothesis import given
+from hypothesis import strategies as st
+from moto import mock_aws
+
+from kinsumer import records_parser
+
+_OUTPUT = botocore.session.get_session().get_service_model("kinesis").operation_model("GetRecords").output_shape
+
+
+def _botocore(response: dict[str, Any]) -> dict[str, Any]:
+    parsed: dict[str, Any] = botocore.parsers.create_parser("json").parse(response, _OUTPUT)
+    return parsed
+
+
+def _ours(response: dict[str, Any]) -> dict[str, Any]:
+    """What botocore returns with the hook installed: the hook, then botocore on what is left."""
+    response = dict(response)
+    customized: dict[str, Any] = {}
+    records_parser.parse_get_records(response_dict=response, customized_response_dict=customized)
+    parsed = _botocore(response)
+    parsed.update(customized)
+    return parsed
+
+
+def _response(body: dict[str, Any], status: int = 200) -> dict[str, Any]:
+    return {"status_code": status, "headers": {}, "body": json.dumps(body).encode()}
+
+
+def _without_metadata(parsed: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in parsed.items() if k != "ResponseMetadata"}
+
+
+records = st.lists(
+    st.fixed_dictionaries(
+        {
+            "SequenceNumber": st.integers(0, 10**56).map(str),
+            "ApproximateArrivalTimestamp": st.floats(0, 4e9, allow_nan=False).map(lambda f: round(f, 3)),
+            "Data": st.binary(max_size=300).map(lambda b: base64.b64encode(b).decode()),
+            "PartitionKey": st.text(min_size=1, max_size=256),
+        },
+        optional={"EncryptionType": st.sampled_from(["NONE", "KMS"])},
+    ),
+    max_size=20,
+)
+
+
+@given(records, st.integers(0, 10**9))
+def test_same_result_as_botocore(raw_records: list[dict[str, Any]], behind: int) -> None:
+    body = {
+        "Records": raw_records,
+        "NextShardIterator": "AAAA/iterator==",
+        "MillisBehindLatest": behind,
+        "ChildShards": [
+            {
+                "ShardId": "shardId-000000000002",
+                "ParentShards": ["shardId-000000000000"],
+                "HashKeyRange": {"StartingHashKey": "0", "EndingHashKey": "170141183460469231731687303715884105727"},
+            }
+        ],
+    }
+    response = _response(body)
+    assert _without_metadata(_ours(response)) == _without_metadata(_botocore(response))
+
+
+def test_error_responses_are_left_to_botocore() -> None:
+    body = {"__type": "ExpiredIteratorException", "message": "Iterator expired"}
+    response = _response(body, status=400)
+    customized: dict[str, Any] = {}
+    records_parser.parse_get_records(response_dict=response, customized_response_dict=customized)
+    assert customized == {}
+    assert response["body"] == json.dumps(body).encode()
+
+
+def test_an_unexpected_body_is_left_to_botocore() -> None:
+    iso_timestamp = {
+        "Records": [
+            {
+                "SequenceNumber": "1",
+                "ApproximateArrivalTimestamp": "2026-01-01T00:00:00Z",
+                "Data": "",
+                "PartitionKey": "k",
+            }
+        ],
+        "NextShardIterator": "it",
+    }
+    for body in (json.dumps(iso_timestamp).encode(), b"\xbf not json", b""):
+        response = {"status_code": 200, "headers": {}, "body": body}
+        customized: dict[str, Any] = {}
+        records_parser.parse_get_records(response_dict=response, customized_response_dict=customized)
+        assert customized == {}
+        assert response["body"] == body
+
+
+@mock_aws
+def test_a_client_with_the_parser_reads_what_a_plain_client_reads() -> None:
+    plain = boto3.client("kinesis", region_name="us-east-1")
+    lean = boto3.client("kinesis", region_name="us-east-1")
+    assert records_parser.install(lean)
+    plain.create_stream(StreamName="s", ShardCount=1)
+    payloads = [bytes([i]) * i for i in range(1, 40)]
+    plain.put_records(StreamName="s", Records=[{"Data": p, "PartitionKey": f"k{i}"} for i, p in enumerate(payloads)])
+    answers = []
+    for client in (plain, lean):
+        iterator = client.get_shard_iterator(
+            StreamName="s", ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
+        )
+        answers.append(client.get_records(ShardIterator=iterator["ShardIterator"], Limit=100))
+    assert [r["Data"] for r in answers[1]["Records"]] == payloads
+    assert answers[1]["Records"] == answers[0]["Records"]  # timestamps: the same instants
+    assert answers[1]["MillisBehindLatest"] == answers[0]["MillisBehindLatest"]
+    assert set(answers[1]) == set(answers[0])
+
+
+def test_install_ignores_objects_without_botocore_events() -> None:
+    assert records_parser.install(object()) is False
