@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -21,7 +22,7 @@ from .coordinator import Coordinator
 from .delivery import Checkpoint, ShardProgress
 from .errors import AlreadyStarted, CheckpointModeError, ConfigError, KinsumerError, NotStarted
 from .record import Record
-from .record_queue import CLOSED, RecordQueue
+from .record_queue import Closed, RecordQueue
 from .runtime import Runtime
 from .stats import GuardedStats
 from .status import ClientStatus, OwnedShard
@@ -103,6 +104,10 @@ class Kinsumer:
         self._kinesis: KinesisClient = kinesis
         self._dynamodb: DynamoDBClient = dynamodb
         self._queue = RecordQueue(config.buffer_size)
+        # records taken from the queue in one go by next*(): a few beyond buffer_size, at most 64
+        self._batch_size = max(1, min(64, config.buffer_size // 16))
+        self._batch: deque[tuple[Record, ShardProgress]] = deque()
+        self._take_lock = threading.Lock()
         self._stats = GuardedStats(config.stats)
         self._state = _NEW
         self._lifecycle = threading.Lock()
@@ -302,19 +307,42 @@ class Kinsumer:
             fatal = self._runtime.fatal if self._runtime is not None else None
             if fatal is not None:
                 raise fatal
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            item = self._queue.get(remaining)
-            if item is CLOSED:
-                continue  # stopped, or failed: the checks above decide
-            if item is None:
+            taken = self._take_one(deadline)
+            if taken is None:
                 raise TimeoutError(f"no record within {timeout:g} s")
-            record, progress = item  # type: ignore[misc]
-            token = progress.deliver(record.sequence_number)
+            if isinstance(taken, Closed):
+                continue  # stopped, or failed: the checks above decide
+            record, progress, token = taken
             if token is None:
                 continue  # its shard is being handed off: the new owner delivers it
-            arrival = record.approximate_arrival_timestamp
-            stats.record_delivered(record.shard_id, _age(arrival))
+            if stats.wants_deliveries:
+                stats.record_delivered(record.shard_id, _age(record.approximate_arrival_timestamp))
             return record, progress, token
+
+    def _take_one(self, deadline: float | None) -> tuple[Record, ShardProgress, int | None] | Closed | None:
+        """The next record, registered as delivered; None at the deadline; CLOSED once closed.
+
+        Records leave the queue in batches (one lock round per batch, not per record). Taking
+        one and registering its delivery happen under one lock, so that with several calling
+        threads each shard's records are registered in shard order.
+        """
+        lock = self._take_lock
+        if not lock.acquire(blocking=False):  # the usual case: one calling thread
+            wait = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+            if not lock.acquire(timeout=wait):
+                return None
+        try:
+            batch = self._batch
+            if not batch:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                taken = self._queue.get_many(self._batch_size, remaining)
+                if not isinstance(taken, list):
+                    return taken
+                batch.extend(taken)
+            record, progress = batch.popleft()
+            return record, progress, progress.deliver(record.sequence_number)
+        finally:
+            lock.release()
 
     def _acknowledge_held(self) -> None:
         while self._held:

@@ -22,11 +22,25 @@ __all__ = ["Checkpoint", "ShardProgress"]
 class ShardProgress:
     """What has been pushed, delivered and acknowledged under one capture of a shard."""
 
-    __slots__ = ("_cond", "_delivered", "_pushed", "_released", "_revoked", "_tracker", "shard_id")
+    __slots__ = (
+        "_cond",
+        "_delivered",
+        "_lock",
+        "_pushed",
+        "_released",
+        "_revoked",
+        "_tracker",
+        "_version",
+        "_waiting",
+        "shard_id",
+    )
 
     def __init__(self, shard_id: str, checkpoint: str | None) -> None:
         self.shard_id = shard_id
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()  # taken directly on the per-record paths
+        self._cond = threading.Condition(self._lock)
+        self._waiting = 0  # threads in wait()
+        self._version = 0  # bumped by every change wait() may be waiting for
         self._tracker = CheckpointTracker(checkpoint)
         self._pushed = 0  # records the reader put into the queue
         self._delivered = 0  # records next*() handed over
@@ -35,22 +49,22 @@ class ShardProgress:
 
     @property
     def checkpoint(self) -> str | None:
-        with self._cond:
+        with self._lock:
             return self._tracker.checkpoint
 
     @property
     def outstanding(self) -> int:
         """Delivered records not yet acknowledged."""
-        with self._cond:
+        with self._lock:
             return self._tracker.outstanding
 
     def pushed(self, count: int) -> None:
-        with self._cond:
+        with self._lock:
             self._pushed += count
 
     def deliver(self, sequence_number: str) -> int | None:
         """Register a delivery; None if the shard is being handed off (drop the record)."""
-        with self._cond:
+        with self._lock:
             if self._revoked:
                 return None
             self._delivered += 1
@@ -58,44 +72,59 @@ class ShardProgress:
 
     def ack(self, token: int) -> None:
         """Acknowledge a delivered record; a no-op once the shard is released."""
-        with self._cond:
+        with self._lock:
             if self._released:
                 return
             if self._tracker.ack(token) and self._tracker.outstanding == 0:
-                self._cond.notify_all()
+                self._changed()
 
     def revoke(self) -> None:
         """Stop deliveries: records still queued for this capture will be dropped."""
-        with self._cond:
+        with self._lock:
             self._revoked = True
+            self._changed()
+
+    def _changed(self) -> None:
+        """Something wait() may be waiting for happened (called with the lock held)."""
+        self._version += 1
+        if self._waiting:
             self._cond.notify_all()
 
     def release(self) -> str | None:
         """Stop acknowledgements; returns the final checkpoint."""
-        with self._cond:
+        with self._lock:
             self._released = True
             return self._tracker.checkpoint
 
     def all_acknowledged(self) -> bool:
         """Every delivered record is acknowledged."""
-        with self._cond:
+        with self._lock:
             return self._tracker.outstanding == 0
 
     def all_processed(self) -> bool:
         """Every pushed record was delivered and acknowledged."""
-        with self._cond:
+        with self._lock:
             return self._delivered == self._pushed and self._tracker.outstanding == 0
 
     def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Wait up to ``timeout`` s for ``predicate`` (one of the methods above) to hold."""
         deadline = time.monotonic() + timeout
-        while not predicate():
+        while True:
+            with self._lock:
+                version = self._version
+            if predicate():
+                return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
             with self._cond:
-                self._cond.wait(remaining)
-        return True
+                if self._version != version:
+                    continue  # it changed while the predicate was evaluated: evaluate again
+                self._waiting += 1
+                try:
+                    self._cond.wait(remaining)
+                finally:
+                    self._waiting -= 1
 
 
 @attrs.frozen

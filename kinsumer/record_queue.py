@@ -14,26 +14,33 @@ from collections.abc import Sequence
 from .delivery import ShardProgress
 from .record import Record
 
-__all__ = ["CLOSED", "Item", "RecordQueue"]
+__all__ = ["CLOSED", "Closed", "Item", "RecordQueue"]
 
 Item = tuple[Record, ShardProgress]
 
 
-class _Closed:
+class Closed:
     def __repr__(self) -> str:
         return "CLOSED"
 
 
-CLOSED = _Closed()
+CLOSED = Closed()
 
 
 class RecordQueue:
+    """FIFO of (record, progress) items holding at most ``capacity`` records.
+
+    The fast paths take the lock directly and wake the other side only when it waits.
+    """
+
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
         self._items: deque[Item] = deque()
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)
         self._not_full = threading.Condition(self._lock)
+        self._getters = 0  # threads waiting in get_many()
+        self._putters = 0  # threads waiting in put_many()
         self._closed = False
 
     def __len__(self) -> int:
@@ -48,46 +55,57 @@ class RecordQueue:
 
         Returns how many were appended (0 on timeout or once closed).
         """
-        with self._not_full:
+        with self._lock:
             if not self._closed and len(self._items) >= self._capacity:
-                self._not_full.wait(timeout)
+                self._putters += 1
+                try:
+                    self._not_full.wait(timeout)
+                finally:
+                    self._putters -= 1
             if self._closed:
                 return 0
             room = self._capacity - len(self._items)
             chunk = items[start : start + room]
             self._items.extend(chunk)
-            if chunk:
+            if chunk and self._getters:
                 self._not_empty.notify(len(chunk))
             return len(chunk)
 
-    def get(self, timeout: float | None) -> Item | _Closed | None:
-        """The oldest item; None after ``timeout`` s with nothing; CLOSED once closed."""
+    def get_many(self, limit: int, timeout: float | None) -> list[Item] | Closed | None:
+        """Up to ``limit`` of the oldest items; None after ``timeout`` s with nothing; CLOSED once closed."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._not_empty:
-            while not self._items and not self._closed:
-                if deadline is None:
-                    self._not_empty.wait()
-                    continue
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+        with self._lock:
+            items = self._items
+            while not items and not self._closed:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
                     return None
-                self._not_empty.wait(remaining)
+                self._getters += 1
+                try:
+                    self._not_empty.wait(remaining)
+                finally:
+                    self._getters -= 1
             if self._closed:
                 return CLOSED
-            if not self._items:
-                return None
-            item = self._items.popleft()
-            self._not_full.notify()
-            return item
+            taken = [items.popleft() for _ in range(min(limit, len(items)))]
+            if self._putters:
+                self._not_full.notify(self._putters)
+            return taken
+
+    def get(self, timeout: float | None) -> Item | Closed | None:
+        """The oldest item; None after ``timeout`` s with nothing; CLOSED once closed."""
+        taken = self.get_many(1, timeout)
+        return taken[0] if isinstance(taken, list) else taken
 
     def purge(self, progress: ShardProgress) -> int:
         """Drop the queued records of one capture of a shard (it is being handed off)."""
         with self._lock:
-            kept = deque(item for item in self._items if item[1] is not progress)
+            kept = [item for item in self._items if item[1] is not progress]
             dropped = len(self._items) - len(kept)
-            self._items = kept
+            self._items.clear()  # in place: the deque is the queue's identity
+            self._items.extend(kept)
             if dropped:
-                self._not_full.notify(dropped)
+                self._not_full.notify_all()
             return dropped
 
     def close(self) -> None:

@@ -47,6 +47,8 @@ class GuardedStats(StatReceiver):
     def __init__(self, receiver: StatReceiver) -> None:
         self._receiver = receiver
         self._failed: set[str] = set()
+        #: False when the receiver ignores deliveries: next*() then skips the per-record call
+        self.wants_deliveries = getattr(type(receiver), "record_delivered", None) is not StatReceiver.record_delivered
 
     def _call(self, method: str, *args: object) -> None:
         try:

@@ -213,6 +213,40 @@ def test_manual_checkpoints_advance_over_the_contiguous_prefix(kinesis: Any, db:
     assert row is not None and row.sequence_number == records[2].sequence_number  # 3 never acknowledged
 
 
+def test_threads_sharing_a_consumer_register_each_shards_records_in_shard_order(
+    kinesis: Any, db: Any, stream: str
+) -> None:
+    """The contiguous-prefix tracker relies on it: a record registered before an earlier one
+    could be checkpointed while the earlier one is still unprocessed."""
+    count = 600
+    for start in range(0, count, 300):
+        batch = [{"Data": b"%d" % i, "PartitionKey": "k"} for i in range(start, start + 300)]
+        kinesis.put_records(StreamName=stream, Records=batch)
+    taken: list[tuple[int, int]] = []  # (delivery token, sequence number)
+    lock = threading.Lock()
+    with make(kinesis, db, attrs.evolve(FAST, manual_checkpointing=True, buffer_size=50)) as k:
+
+        def consume() -> None:
+            while True:
+                try:
+                    record, checkpoint = k.next_record_with_checkpointer(timeout=2)
+                except TimeoutError:
+                    return
+                assert record is not None and checkpoint is not None
+                with lock:
+                    taken.append((checkpoint._token, int(record.sequence_number)))
+                checkpoint()
+
+        threads = [threading.Thread(target=consume) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert len(taken) == count
+    in_token_order = [seq for _, seq in sorted(taken)]
+    assert in_token_order == sorted(in_token_order)
+
+
 def test_stop_gives_up_waiting_for_manual_checkpoints_after_the_handoff_timeout(
     kinesis: Any, db: Any, stream: str
 ) -> None:

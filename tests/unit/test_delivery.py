@@ -1,5 +1,6 @@
 import datetime as dt
 import threading
+import time
 
 from kinsumer.delivery import Checkpoint, ShardProgress
 from kinsumer.record import Record
@@ -88,3 +89,64 @@ def test_close_wakes_a_blocked_reader_and_writer() -> None:
     writer.join(10)
     assert results == [0]
     assert q.get(None) is CLOSED
+
+
+def test_get_many_takes_a_batch_in_order() -> None:
+    q = RecordQueue(10)
+    progress = ShardProgress("s", None)
+    q.put_many([(record(i), progress) for i in range(5)], 0, timeout=0)
+    first = q.get_many(3, 0)
+    assert isinstance(first, list) and [r.sequence_number for r, _ in first] == ["0", "1", "2"]
+    rest = q.get_many(10, 0)
+    assert isinstance(rest, list) and [r.sequence_number for r, _ in rest] == ["3", "4"]
+    assert q.get_many(10, 0.01) is None
+
+
+def test_taking_records_wakes_a_writer_waiting_for_room() -> None:
+    q = RecordQueue(2)
+    progress = ShardProgress("s", None)
+    q.put_many([(record(1), progress), (record(2), progress)], 0, timeout=0)
+    added: list[int] = []
+    writer = threading.Thread(target=lambda: added.append(q.put_many([(record(3), progress)], 0, timeout=60)))
+    writer.start()
+    deadline = time.monotonic() + 10
+    while q._putters == 0 and time.monotonic() < deadline:  # the writer is waiting for room
+        time.sleep(0.01)
+    assert q.get_many(1, 0) is not None
+    writer.join(10)  # far less than its 60 s timeout: it was woken
+    assert not writer.is_alive() and added == [1]
+
+
+def test_wait_sees_an_ack_that_lands_while_its_predicate_runs() -> None:
+    progress = ShardProgress("s", None)
+    token = progress.deliver("1")
+    assert token is not None
+    calls = []
+
+    def predicate() -> bool:
+        result = progress.all_acknowledged()
+        if not calls:
+            progress.ack(token)  # after the predicate saw False, before wait() sleeps
+        calls.append(result)
+        return result
+
+    waiter = threading.Thread(target=lambda: calls.append(progress.wait(predicate, timeout=60)))
+    waiter.start()
+    waiter.join(10)  # far less than 60 s: the change was not missed
+    assert not waiter.is_alive() and calls[-1] is True
+
+
+def test_a_reader_waiting_through_a_purge_gets_what_is_put_after_it() -> None:
+    q = RecordQueue(4)
+    old, new = ShardProgress("a", None), ShardProgress("b", None)
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.append(q.get_many(10, 60)))
+    reader.start()
+    deadline = time.monotonic() + 10
+    while q._getters == 0 and time.monotonic() < deadline:  # the reader is waiting for records
+        time.sleep(0.01)
+    q.purge(old)
+    q.put_many([(record(1, "b"), new)], 0, timeout=0)
+    reader.join(10)  # far less than its 60 s timeout
+    assert not reader.is_alive()
+    assert isinstance(got[0], list) and [r.sequence_number for r, _ in got[0]] == ["1"]

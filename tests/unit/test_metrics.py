@@ -296,3 +296,20 @@ def test_prometheus_client_missing_gives_the_install_command(monkeypatch: pytest
     # ... only the Prometheus receiver needs it
     with pytest.raises(ImportError, match=r"pip install 'kinsumer\[prometheus\]'"):
         fresh.PrometheusStatReceiver()
+
+
+def test_per_record_delivery_stats_are_skipped_only_for_receivers_that_ignore_them() -> None:
+    from kinsumer.stats import GuardedStats
+
+    class Deliveries(StatReceiver):
+        def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
+            pass
+
+    class DuckTyped:
+        def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
+            pass
+
+    assert GuardedStats(StatReceiver()).wants_deliveries is False
+    assert GuardedStats(LoggingStatReceiver()).wants_deliveries is True
+    assert GuardedStats(Deliveries()).wants_deliveries is True
+    assert GuardedStats(DuckTyped()).wants_deliveries is True  # type: ignore[arg-type]
