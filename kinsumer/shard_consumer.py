@@ -123,9 +123,19 @@ class ShardConsumer:
     # ----------------------------------------------------------------- capture
 
     def _capture(self) -> CheckpointRow | None:
+        """Take the row; None if the shard is finished. Waits while another client owns it.
+
+        The conditional capture is tried first (usually the shard is free: one round trip);
+        the row is read to learn why a capture failed, and polled while a live client owns it.
+        """
         rt, table = self._rt, self._rt.tables.checkpoints
         poll = self._cfg.throttle_delay
+        attempt = True
         while not self._stop.is_set():
+            if attempt:
+                captured = self._try_capture()
+                if captured is not None:
+                    return captured
             row = self._call(lambda: checkpoints.read_row(rt.dynamodb, table, self.shard_id), "GetItem")
             if row is not None and row.finished:
                 log.debug("%s is already finished", self.shard_id)
@@ -135,23 +145,28 @@ class ShardConsumer:
                 stale_in = row.last_update / 1000 + rt.max_age - time.time()
                 if stale_in > 0:  # a live owner: wait for its release or its silence
                     self._sleep(min(stale_in, poll))
+                    attempt = False  # read again before trying: a failed capture is a write
                     continue
-            captured = self._call(
-                lambda: checkpoints.capture(
-                    rt.dynamodb,
-                    table,
-                    self.shard_id,
-                    owner_id=rt.client_id,
-                    owner_name=rt.client_name,
-                    max_age=rt.max_age,
-                    parents=self._parents,
-                ),
-                "UpdateItem",
-            )
-            if captured is not None:
-                return captured  # type: ignore[no-any-return]
-            self._sleep(poll)
+            if attempt:
+                self._sleep(poll)  # it looks free but the capture failed: it just changed hands
+            attempt = True
         return None
+
+    def _try_capture(self) -> CheckpointRow | None:
+        rt = self._rt
+        captured = self._call(
+            lambda: checkpoints.capture(
+                rt.dynamodb,
+                rt.tables.checkpoints,
+                self.shard_id,
+                owner_id=rt.client_id,
+                owner_name=rt.client_name,
+                max_age=rt.max_age,
+                parents=self._parents,
+            ),
+            "UpdateItem",
+        )
+        return captured  # type: ignore[no-any-return]
 
     # ----------------------------------------------------------------- reading
 
