@@ -131,21 +131,25 @@ def spark_rows(filled: throughput.Filled, runs: int) -> list[Row]:
 
     say("spark: local[2] session")
     session = spark_session()
+    rows = []
     try:
-        measures = []
-        for n in range(runs):
-            measures.append(spark_source(session, filled))
-            say(f"  spark run {n + 1}: {measures[-1].total:,.0f} records/s ({measures[-1].steady:,.0f} steady)")
+        for per_batch in (1_000, 10_000):
+            measures = []
+            for n in range(runs):
+                measures.append(spark_source(session, filled, per_batch))
+                total, steady_rate = measures[-1].total, measures[-1].steady
+                say(f"  spark ({per_batch}/shard/batch) run {n + 1}: {total:,.0f} rec/s ({steady_rate:,.0f} steady)")
+            rows.append(
+                Row(
+                    f"Spark source, local[2], maxRecordsPerShard={per_batch}",
+                    "moto",
+                    rate_text(median([m.total for m in measures])),
+                    f"{rate_text(median([m.steady for m in measures]))} after the first batch",
+                )
+            )
     finally:
         session.stop()
-    return [
-        Row(
-            "Spark source, local[2], 1000 records per shard per batch",
-            "moto",
-            rate_text(median([m.total for m in measures])),
-            f"{rate_text(median([m.steady for m in measures]))} after the first batch",
-        )
-    ]
+    return rows
 
 
 def overhead_rows(server: local_server.LocalServer, args: argparse.Namespace) -> list[Row]:

@@ -21,7 +21,6 @@ from .throughput import Filled
 
 __all__ = ["SparkMeasure", "spark_session", "spark_source"]
 
-PER_SHARD_PER_BATCH = 1000
 DEADLINE = 600.0
 
 
@@ -37,7 +36,7 @@ def spark_session() -> Any:
     return local_session("kinsumer-bench")
 
 
-def spark_source(spark: Any, filled: Filled) -> SparkMeasure:
+def spark_source(spark: Any, filled: Filled, per_shard_per_batch: int) -> SparkMeasure:
     counted: list[int] = []
     done = threading.Event()
 
@@ -54,7 +53,7 @@ def spark_source(spark: Any, filled: Filled) -> SparkMeasure:
         .option("dynamodbEndpointUrl", endpoint)
         .option("region", local_server.REGION)
         .option("applicationName", f"bench-{uuid.uuid4().hex[:8]}")
-        .option("maxRecordsPerShard", str(PER_SHARD_PER_BATCH))
+        .option("maxRecordsPerShard", str(per_shard_per_batch))
         .load()
     )
     with tempfile.TemporaryDirectory() as checkpoint:
