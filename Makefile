@@ -46,9 +46,10 @@ demo: $(STAMP)
 spark-demo: $(STAMP)
 	$(PY) scripts/spark_pipeline.py
 
-# benchmarks (about 15 minutes): prints a table and writes it to docs/benchmarks.md
+# benchmarks (about 10 minutes): prints a table and writes it to docs/benchmarks.md
+# (BENCH_ARGS="--runs 1 --only throughput" for a quicker look; see scripts/bench.py --help)
 bench: $(STAMP) $(KINESALITE) $(PEERS)/.installed
-	$(PY) scripts/bench.py
+	$(PY) scripts/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(PEERS) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Clone the committed state into a temporary directory and run the README's two commands there,
-# exactly as a newcomer (and CI) would. Usage: scripts/check_fresh_clone.sh [test|demo|both]
+# exactly as a newcomer (and CI) would. Usage: scripts/check_fresh_clone.sh [test|demo|both|bench]
+# (bench: a quick `make bench`, one run of the throughput lines, to check the target installs and runs)
 set -euo pipefail
 what="${1:-both}"
 top="$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
@@ -13,5 +14,8 @@ if [[ "$what" == "test" || "$what" == "both" ]]; then
 fi
 if [[ "$what" == "demo" || "$what" == "both" ]]; then
   time make demo
+fi
+if [[ "$what" == "bench" ]]; then
+  time make bench BENCH_ARGS="--runs 1 --records 8000 --only throughput,overhead"
 fi
 echo "fresh clone OK: $what"
