@@ -5,13 +5,15 @@ from __future__ import annotations
 import pathlib
 import statistics
 import time
+import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
 from kinsumer import Kinsumer
 
-__all__ = ["HERE", "REPO", "Measure", "Row", "median", "rate_text", "read_through_next"]
+__all__ = ["HERE", "REPO", "Measure", "Row", "median", "new_stream", "rate_text", "read_through_next"]
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -46,6 +48,14 @@ def median(values: Sequence[float]) -> float:
 
 def rate_text(rate: float) -> str:
     return f"{rate / 1000:.1f}k rec/s"
+
+
+def new_stream(kinesis: Any, prefix: str, shards: int) -> str:
+    """Create a uniquely named stream and wait until it is ACTIVE; its name."""
+    stream = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=shards)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+    return stream
 
 
 def read_through_next(k: Kinsumer, total: int) -> Measure:

@@ -16,11 +16,12 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from kinsumer import Kinsumer
 from kinsumer.local_server import LocalServer
 
-from .common import HERE, REPO
+from .common import HERE, REPO, new_stream
 
 __all__ = ["failover_seconds"]
 
@@ -51,9 +52,9 @@ def _produce(server: LocalServer, stream: str, stop: threading.Event) -> None:
         stop.wait(0.05)
 
 
-def _wait(condition: object, what: str) -> None:
+def _wait(condition: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + DEADLINE
-    while not condition():  # type: ignore[operator]
+    while not condition():
         if time.monotonic() > deadline:
             raise RuntimeError(f"failover benchmark: timed out waiting for {what}")
         time.sleep(0.05)
@@ -62,9 +63,7 @@ def _wait(condition: object, what: str) -> None:
 def failover_seconds(server: LocalServer, variant: str) -> float:
     """One fail-over with the ``default`` or ``tuned`` configuration."""
     kinesis = server.client("kinesis")
-    stream, app = f"failover-{uuid.uuid4().hex[:8]}", f"failover-{uuid.uuid4().hex[:8]}"
-    kinesis.create_stream(StreamName=stream, ShardCount=SHARDS)
-    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+    stream, app = new_stream(kinesis, "failover", SHARDS), f"failover-{uuid.uuid4().hex[:8]}"
     admin = Kinsumer(stream, app, "admin", kinesis=kinesis, dynamodb=server.client("dynamodb"))
     admin.create_required_tables()
     stop = threading.Event()
@@ -89,18 +88,12 @@ def failover_seconds(server: LocalServer, variant: str) -> float:
             for name, log in logs.items()
         }
         try:
-            _wait(
-                lambda: (
-                    _shards_since(logs["victim"], time.time() - RECENT)
-                    and _shards_since(logs["survivor"], time.time() - RECENT)
-                    and len(
-                        _shards_since(logs["victim"], time.time() - RECENT)
-                        | _shards_since(logs["survivor"], time.time() - RECENT)
-                    )
-                    == SHARDS
-                ),
-                "both clients to read their share of the shards",
-            )
+
+            def sharing() -> bool:
+                recent = [_shards_since(log, time.time() - RECENT) for log in logs.values()]
+                return all(recent) and len(set.union(*recent)) == SHARDS
+
+            _wait(sharing, "both clients to read their share of the shards")
             owned = _shards_since(logs["victim"], time.time() - RECENT)
             killed = time.time()
             procs["victim"].send_signal(signal.SIGKILL)

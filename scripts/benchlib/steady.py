@@ -17,6 +17,8 @@ import attrs
 from kinsumer import Kinsumer
 from kinsumer.local_server import LocalServer
 
+from .common import new_stream
+
 __all__ = ["SteadyState", "steady_state"]
 
 SHARDS = 8
@@ -43,9 +45,7 @@ class _CallCounter:
 
 def steady_state(server: LocalServer) -> SteadyState:
     kinesis = server.client("kinesis")
-    stream, app = f"steady-{uuid.uuid4().hex[:8]}", f"steady-{uuid.uuid4().hex[:8]}"
-    kinesis.create_stream(StreamName=stream, ShardCount=SHARDS)
-    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+    stream, app = new_stream(kinesis, "steady", SHARDS), f"steady-{uuid.uuid4().hex[:8]}"
     counters, clients = [], []
     for n in range(2):
         dynamodb = server.client("dynamodb")

@@ -15,13 +15,12 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 from kinsumer import Config, Kinsumer
 from kinsumer.local_server import LocalServer
 
-from .common import HERE, Measure, read_through_next
+from .common import HERE, Measure, new_stream, read_through_next
 
 __all__ = ["Filled", "async_kinesis", "bare_loop", "bare_threads", "fill", "kinsumer_next"]
 
@@ -43,9 +42,7 @@ class Filled:
 def fill(server: LocalServer, shards: int, records: int, size: int, dynamodb: LocalServer | None = None) -> Filled:
     """Create a stream of ``shards`` shards and put ``records`` records of ``size`` bytes."""
     kinesis = server.client("kinesis")
-    stream = f"bench-{uuid.uuid4().hex[:8]}"
-    kinesis.create_stream(StreamName=stream, ShardCount=shards)
-    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+    stream = new_stream(kinesis, "bench", shards)
     per_shard: Counter[str] = Counter()
     pad = b"x" * max(0, size - 12)
     for start in range(0, records, PUT_BATCH):
@@ -132,6 +129,3 @@ def async_kinesis(filled: Filled, python: str | None) -> Measure | str:
         return f"failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
     result = json.loads(done.stdout.strip().splitlines()[-1])
     return Measure(int(result["records"]), float(result["seconds"]))
-
-
-Contender = Callable[[Filled], "Measure | str"]
