@@ -26,7 +26,7 @@ $(KINESALITE): tests/kinesalite/package.json tests/kinesalite/package-lock.json
 	touch $(KINESALITE)
 
 test: $(STAMP) $(KINESALITE)
-	$(PY) -m ruff check kinsumer tests scripts
+	$(PY) -m ruff check kinsumer demo tests scripts
 	$(PY) -m mypy
 	$(PY) -m pytest
 
@@ -34,13 +34,13 @@ unit: $(STAMP)
 	$(PY) -m pytest tests/unit tests/aws
 
 lint: $(STAMP)
-	$(PY) -m ruff check kinsumer tests scripts
+	$(PY) -m ruff check kinsumer demo tests scripts
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
 demo: $(STAMP)
-	$(PY) -m kinsumer.demo
+	$(PY) -m demo
 
 # a Spark pipeline (local[2], needs Java 17+) on the kinsumer source and an embedded server
 spark-demo: $(STAMP)

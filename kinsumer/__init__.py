@@ -9,9 +9,13 @@ from .errors import (
     CheckpointModeError,
     ConfigError,
     KinsumerError,
+    MissingDependency,
+    NoRecordWithin,
     NotStarted,
+    ReplayError,
     StreamNotFound,
     TableNotFound,
+    TableTimeout,
 )
 from .record import Record
 from .stats import StatReceiver
@@ -25,11 +29,15 @@ __all__ = [
     "ConfigError",
     "Kinsumer",
     "KinsumerError",
+    "MissingDependency",
+    "NoRecordWithin",
     "NotStarted",
     "Record",
+    "ReplayError",
     "StatReceiver",
     "StreamNotFound",
     "TableNotFound",
+    "TableTimeout",
 ]
 
 __version__ = "0.1.0"

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import threading
-import time
 import uuid
-from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -16,18 +13,19 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from . import records_parser
+from .aws import records_parser
+from .aws.error_codes import to_kinsumer_error
+from .aws.kinesis import ensure_stream_active
+from .aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
 from .config import Config, validate_names
-from .coordinator import Coordinator
-from .delivery import Checkpoint, ShardProgress
+from .coordination.coordinator import Coordinator
+from .coordination.runtime import Runtime
+from .delivery.delivery import Delivery
+from .delivery.progress import Checkpoint
 from .errors import AlreadyStarted, CheckpointModeError, ConfigError, KinsumerError, NotStarted
 from .record import Record
-from .record_queue import Closed, RecordQueue
-from .runtime import Runtime
 from .stats import GuardedStats
 from .status import ClientStatus, OwnedShard
-from .stream import ensure_stream_active
-from .tables import Tables, create_tables, delete_tables, ensure_tables_ready
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -103,19 +101,12 @@ class Kinsumer:
         records_parser.install(kinesis)  # GetRecords parsed in one pass: see records_parser
         self._kinesis: KinesisClient = kinesis
         self._dynamodb: DynamoDBClient = dynamodb
-        self._queue = RecordQueue(config.buffer_size)
-        # records taken from the queue in one go by next*(): a few beyond buffer_size, at most 64
-        self._batch_size = max(1, min(64, config.buffer_size // 16))
-        self._batch: deque[tuple[Record, ShardProgress]] = deque()
-        self._take_lock = threading.Lock()
         self._stats = GuardedStats(config.stats)
+        self._delivery = Delivery(config.buffer_size, self._stats)
         self._state = _NEW
         self._lifecycle = threading.Lock()
         self._stopped = threading.Event()
         self._coordinator: Coordinator | None = None
-        self._runtime: Runtime | None = None
-        # auto mode: the record each consuming thread holds, acknowledged by its next call
-        self._held: dict[int, tuple[ShardProgress, int]] = {}
 
     def __repr__(self) -> str:
         return (
@@ -128,17 +119,20 @@ class Kinsumer:
     def create_required_tables(self) -> None:
         """Create the application's three DynamoDB tables if missing; wait until ACTIVE."""
         cfg = self.config
-        create_tables(
-            self._dynamodb,
-            self.tables,
-            billing_mode=cfg.billing_mode,
-            read_capacity=cfg.read_capacity,
-            write_capacity=cfg.write_capacity,
+        _admin(
+            "create_required_tables",
+            lambda: create_tables(
+                self._dynamodb,
+                self.tables,
+                billing_mode=cfg.billing_mode,
+                read_capacity=cfg.read_capacity,
+                write_capacity=cfg.write_capacity,
+            ),
         )
 
     def delete_tables(self) -> None:
         """Delete the application's tables (and with them every checkpoint); wait until gone."""
-        delete_tables(self._dynamodb, self.tables)
+        _admin("delete_tables", lambda: delete_tables(self._dynamodb, self.tables))
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -155,7 +149,7 @@ class Kinsumer:
         try:
             ensure_tables_ready(self._dynamodb, self.tables)
             ensure_stream_active(self._kinesis, self.stream_name)
-            self._runtime = Runtime(
+            runtime = Runtime(
                 kinesis=self._kinesis,
                 dynamodb=self._dynamodb,
                 stream_name=self.stream_name,
@@ -163,14 +157,17 @@ class Kinsumer:
                 config=self.config,
                 client_id=self.client_id,
                 client_name=self.client_name,
-                queue=self._queue,
+                delivery=self._delivery,
+                stats=self._stats,
                 on_fatal=self._on_fatal,
                 request_refresh=self._request_refresh,
             )
-            self._coordinator = Coordinator(self._runtime)
+            self._coordinator = Coordinator(runtime)
             self._coordinator.start()
-        except BaseException:
+        except BaseException as exc:
             self._shutdown(clean=False)
+            if isinstance(exc, Exception) and not isinstance(exc, KinsumerError):
+                raise to_kinsumer_error(exc, "run()") from exc
             raise
         log.info("kinsumer %s reading %s as client %s", self.application_name, self.stream_name, self.client_id)
 
@@ -187,9 +184,9 @@ class Kinsumer:
             first = self._state != _STOPPED
             self._state = _STOPPED
         if first:
-            self._queue.close()  # first, so no record is handed over after the acknowledgements below
+            self._delivery.close()  # first, so no record is handed over after the acknowledgements below
             if clean:
-                self._acknowledge_held()
+                self._delivery.acknowledge_held()
             if self._coordinator is not None:
                 self._coordinator.request_stop()
                 self._coordinator.join(self.config.handoff_timeout + _STOP_GRACE)
@@ -200,7 +197,7 @@ class Kinsumer:
 
     def _on_fatal(self, error: KinsumerError) -> None:
         # wake the callers (they raise the error) and stop the background work
-        self._queue.close()
+        self._delivery.close(error)
         if self._coordinator is not None:
             self._coordinator.request_stop()
 
@@ -231,8 +228,8 @@ class Kinsumer:
             client_index=coordinator.client_index,
             client_count=coordinator.client_count,
             shards=tuple(
-                OwnedShard(c.shard_id, c.captured, c.checkpoint, c.millis_behind_latest)
-                for c in coordinator.consumers()
+                OwnedShard(w.shard_id, w.captured, w.checkpoint, w.millis_behind_latest)
+                for w in coordinator.workers()
             ),
         )
 
@@ -281,74 +278,18 @@ class Kinsumer:
             raise NotStarted()
 
     def _next_auto(self, timeout: float | None) -> Record | None:
-        held = self._held.pop(threading.get_ident(), None)
-        if held is not None:
-            held[0].ack(held[1])
-        taken = self._take(timeout)
-        if taken is None:
-            return None
-        record, progress, token = taken
-        self._held[threading.get_ident()] = (progress, token)
-        return record
+        # the record this thread holds counts as processed once it asks for the next one
+        return self._delivery.next_auto(threading.get_ident(), timeout)
 
     def _next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
-        taken = self._take(timeout)
-        if taken is None:
-            return None, None
-        record, progress, token = taken
-        return record, Checkpoint(record.shard_id, record.sequence_number, progress, token)
-
-    def _take(self, timeout: float | None) -> tuple[Record, ShardProgress, int] | None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        stats = self._stats
-        while True:
-            if self._state == _STOPPED:
-                return None
-            fatal = self._runtime.fatal if self._runtime is not None else None
-            if fatal is not None:
-                raise fatal
-            taken = self._take_one(deadline)
-            if taken is None:
-                raise TimeoutError(f"no record within {timeout:g} s")
-            if isinstance(taken, Closed):
-                continue  # stopped, or failed: the checks above decide
-            record, progress, token = taken
-            if token is None:
-                continue  # its shard is being handed off: the new owner delivers it
-            if stats.wants_deliveries:
-                stats.record_delivered(record.shard_id, _age(record.approximate_arrival_timestamp))
-            return record, progress, token
-
-    def _take_one(self, deadline: float | None) -> tuple[Record, ShardProgress, int | None] | Closed | None:
-        """The next record, registered as delivered; None at the deadline; CLOSED once closed.
-
-        Records leave the queue in batches (one lock round per batch, not per record). Taking
-        one and registering its delivery happen under one lock, so that with several calling
-        threads each shard's records are registered in shard order.
-        """
-        lock = self._take_lock
-        if not lock.acquire(blocking=False):  # the usual case: one calling thread
-            wait = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-            if not lock.acquire(timeout=wait):
-                return None
-        try:
-            batch = self._batch
-            if not batch:
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                taken = self._queue.get_many(self._batch_size, remaining)
-                if not isinstance(taken, list):
-                    return taken
-                batch.extend(taken)
-            record, progress = batch.popleft()
-            return record, progress, progress.deliver(record.sequence_number)
-        finally:
-            lock.release()
-
-    def _acknowledge_held(self) -> None:
-        while self._held:
-            _thread, (progress, token) = self._held.popitem()
-            progress.ack(token)
+        return self._delivery.next_manual(timeout)
 
 
-def _age(timestamp: dt.datetime) -> float:
-    return max(0.0, time.time() - timestamp.timestamp())
+def _admin(operation: str, action: Callable[[], None]) -> None:
+    """Run an admin action, raising every failure as a KinsumerError."""
+    try:
+        action()
+    except KinsumerError:
+        raise
+    except Exception as exc:
+        raise to_kinsumer_error(exc, operation) from exc

@@ -1,6 +1,8 @@
 """The exceptions kinsumer raises.
 
-Every error the library raises on purpose is a :class:`KinsumerError`. Errors from the
+Everything kinsumer's API raises is a :class:`KinsumerError`; the subclasses that also stand
+for a standard exception derive from it too (``except TimeoutError`` catches
+:class:`NoRecordWithin`, ``except ValueError`` catches :class:`ConfigError`). Errors from the
 background threads that retrying cannot fix are stored and raised from the caller's next
 call to ``next*()``.
 """
@@ -13,9 +15,13 @@ __all__ = [
     "CheckpointModeError",
     "ConfigError",
     "KinsumerError",
+    "MissingDependency",
+    "NoRecordWithin",
     "NotStarted",
+    "ReplayError",
     "StreamNotFound",
     "TableNotFound",
+    "TableTimeout",
 ]
 
 
@@ -90,3 +96,33 @@ class AWSError(KinsumerError):
         self.operation = operation
         self.code = code
         super().__init__(f"{operation} failed: {code}: {message}")
+
+
+class NoRecordWithin(KinsumerError, TimeoutError):
+    """``next*(timeout=...)`` got no record within the timeout (the consumer is still running)."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        super().__init__(f"no record within {timeout:g} s")
+
+
+class TableTimeout(KinsumerError, TimeoutError):
+    """A DynamoDB table did not reach the wanted state in time (creating or deleting it)."""
+
+    def __init__(self, table_name: str, status: str | None, timeout: float) -> None:
+        self.table_name = table_name
+        super().__init__(
+            f"DynamoDB table {table_name!r} is still {status or 'missing'} after {timeout:g} s; "
+            "check it in the DynamoDB console (or `aws dynamodb describe-table`) and try again"
+        )
+
+
+class MissingDependency(KinsumerError, ImportError):
+    """An optional feature needs a package that is not installed."""
+
+    def __init__(self, feature: str, packages: str, extra: str) -> None:
+        super().__init__(f"{feature} needs {packages}: pip install 'kinsumer[{extra}]'")
+
+
+class ReplayError(KinsumerError):
+    """The Spark source cannot read a micro-batch again exactly as it was first read."""

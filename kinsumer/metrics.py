@@ -24,6 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .errors import ConfigError, KinsumerError, MissingDependency
 from .stats import StatReceiver
 
 if TYPE_CHECKING:
@@ -82,9 +83,9 @@ class LoggingStatReceiver(StatReceiver):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if isinstance(interval, bool) or not isinstance(interval, int | float) or not math.isfinite(interval):
-            raise ValueError(f"interval must be a finite number of seconds, got {interval!r}")
+            raise ConfigError("LoggingStatReceiver.interval", "must be a finite number of seconds", interval)
         if interval <= 0:
-            raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
+            raise ConfigError("LoggingStatReceiver.interval", "must be > 0 seconds", interval)
         self.interval = float(interval)
         self.logger = logger if logger is not None else logging.getLogger("kinsumer.metrics")
         self.level = level
@@ -266,9 +267,7 @@ class PrometheusStatReceiver(StatReceiver):
         try:
             import prometheus_client  # noqa: PLC0415 - an optional dependency
         except ImportError as exc:
-            raise ImportError(
-                "PrometheusStatReceiver needs the prometheus_client package: pip install 'kinsumer[prometheus]'"
-            ) from exc
+            raise MissingDependency("PrometheusStatReceiver", "the prometheus_client package", "prometheus") from exc
         from prometheus_client import Counter, Gauge, Histogram  # noqa: PLC0415
 
         self.registry: CollectorRegistry = registry if registry is not None else prometheus_client.CollectorRegistry()
@@ -361,7 +360,7 @@ class PrometheusStatReceiver(StatReceiver):
         """
         with self._server_lock:
             if self._server is not None:
-                raise RuntimeError(f"already serving on port {self._server.server_port}; call close() first")
+                raise KinsumerError(f"already serving on port {self._server.server_port}; call close() first")
             self._server, self._server_thread = self._start_http_server(port, addr=addr, registry=self.registry)
             return self._server.server_port
 

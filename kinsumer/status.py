@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from . import checkpoints, clients_table, metadata
-from .frontier import consumable_frontier
-from .stream import list_shards
-from .tables import Tables, ensure_tables_ready, now_ms
+from .aws.kinesis import list_shards
+from .aws.tables import Tables, ensure_tables_ready, now_ms
+from .coordination import checkpoints_table, clients_table, metadata_table
+from .reading.frontier import consumable_frontier
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -91,10 +91,10 @@ def read_status(
     tables = Tables.for_application(application)
     listing = list_shards(kinesis, stream)  # first: a missing stream is the first thing to report
     ensure_tables_ready(db, tables)
-    rows = checkpoints.load_rows(db, tables.checkpoints)
-    leader = db.get_item(TableName=tables.metadata, Key={"Key": {"S": metadata.LEADER_KEY}}, ConsistentRead=True)
+    rows = checkpoints_table.load_rows(db, tables.checkpoints)
+    leader = db.get_item(TableName=tables.metadata, Key={"Key": {"S": metadata_table.LEADER_KEY}}, ConsistentRead=True)
     leader_item = leader.get("Item", {})
-    cache = metadata.read_shard_cache(db, tables.metadata)
+    cache = metadata_table.read_shard_cache(db, tables.metadata)
     now = now_ms()
     clients = tuple(
         ClientInfo(c.id, c.name, c.host, c.pid, _age(c.last_update, now), now - c.last_update < max_age * 1000)
@@ -103,7 +103,7 @@ def read_status(
     frontier = set(consumable_frontier(listing, {s for s, r in rows.items() if r.finished}))
     shards = []
     for shard in sorted(listing, key=lambda s: s.shard_id):
-        row = rows.get(shard.shard_id) or checkpoints.CheckpointRow(shard.shard_id)
+        row = rows.get(shard.shard_id) or checkpoints_table.CheckpointRow(shard.shard_id)
         shards.append(
             ShardInfoRow(
                 shard_id=shard.shard_id,

@@ -25,7 +25,8 @@ sys.path[:0] = [str(pathlib.Path(__file__).resolve().parent), str(pathlib.Path(_
 from benchlib import failover, overhead, rebalance, steady, throughput  # noqa: E402
 from benchlib.common import REPO, Measure, Row, median, rate_text  # noqa: E402
 
-from kinsumer import local_server  # noqa: E402
+from demo import servers  # noqa: E402
+from tests.support.kinesalite import start_kinesalite  # noqa: E402
 
 SECTIONS = ("throughput", "overhead", "spark", "failover", "rebalance", "steady")
 SHARDS = 8
@@ -69,7 +70,7 @@ def runs_of(count: int, what: str, measure: Callable[[], Measure | str]) -> list
 
 
 def throughput_rows(
-    server: local_server.LocalServer, name: str, args: argparse.Namespace, dynamodb: local_server.LocalServer
+    server: servers.LocalServer, name: str, args: argparse.Namespace, dynamodb: servers.LocalServer
 ) -> list[Row]:
     say(f"{name}: filling an {SHARDS}-shard stream with {args.records} records of {RECORD_SIZE} bytes")
     filled = throughput.fill(server, SHARDS, args.records, RECORD_SIZE, dynamodb)
@@ -152,7 +153,7 @@ def spark_rows(filled: throughput.Filled, runs: int) -> list[Row]:
     return rows
 
 
-def overhead_rows(server: local_server.LocalServer, args: argparse.Namespace) -> list[Row]:
+def overhead_rows(server: servers.LocalServer, args: argparse.Namespace) -> list[Row]:
     memory = overhead.MemoryKinesis("in-memory", SHARDS, args.records // SHARDS, RECORD_SIZE)
     result = runs_of(args.runs, "in-memory kinsumer", lambda: overhead.kinsumer_in_memory(server, memory))
     assert not isinstance(result, str)
@@ -167,7 +168,7 @@ def overhead_rows(server: local_server.LocalServer, args: argparse.Namespace) ->
     ]
 
 
-def failover_rows(server: local_server.LocalServer, args: argparse.Namespace) -> list[Row]:
+def failover_rows(server: servers.LocalServer, args: argparse.Namespace) -> list[Row]:
     rows = []
     for variant, bound in (("default", 15.0), ("tuned", 3.0)):
         seconds = []
@@ -196,7 +197,7 @@ def rebalance_rows(args: argparse.Namespace) -> list[Row]:
     ]
 
 
-def steady_rows(server: local_server.LocalServer) -> list[Row]:
+def steady_rows(server: servers.LocalServer) -> list[Row]:
     say(f"steady state: 2 clients, 1 record / {steady.INTERVAL * 1000:.0f} ms, {steady.WINDOW:.0f} s window")
     state = steady.steady_state(server)
     latencies = state.latencies
@@ -261,17 +262,17 @@ def table(rows: list[Row]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     # only local servers are used: fake credentials, never the developer's (Spark's workers inherit them)
-    os.environ.update(AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local", AWS_DEFAULT_REGION=local_server.REGION)
+    os.environ.update(AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local", AWS_DEFAULT_REGION=servers.REGION)
     for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE"):
         os.environ.pop(name, None)
     rows: list[Row] = []
-    with local_server.moto_server() as server:
+    with servers.moto_server() as server:
         say(f"moto server at {server.endpoint}")
         if {"throughput", "spark"} & set(args.only.split(",")):
             rows += throughput_rows(server, "moto", args, dynamodb=server)
         if "throughput" in args.only:
             with tempfile.TemporaryDirectory() as logs:
-                kinesalite = local_server.kinesalite(KINESALITE_DIR, pathlib.Path(logs) / "kinesalite.log")
+                kinesalite = start_kinesalite(pathlib.Path(logs) / "kinesalite.log")
                 with kinesalite:
                     say(f"kinesalite at {kinesalite.endpoint} (DynamoDB: moto)")
                     rows += throughput_rows(kinesalite, "kinesalite", args, dynamodb=server)

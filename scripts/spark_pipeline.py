@@ -31,7 +31,7 @@ from typing import Any
 import pyspark.sql.functions as F
 
 import kinsumer.spark
-from kinsumer import local_server
+from demo import servers
 
 PAGES = ["home", "search", "product", "cart", "checkout", "help"]
 FLUSH_PAGE = "__flush__"
@@ -70,7 +70,7 @@ def build_queries(spark: Any, endpoint: str, stream: str, out: pathlib.Path) -> 
         .option("streamName", stream)
         .option("endpointUrl", endpoint)
         .option("dynamodbEndpointUrl", endpoint)
-        .option("region", local_server.REGION)
+        .option("region", servers.REGION)
         .option("maxRecordsPerShard", "2000")
         .load()
     )
@@ -188,8 +188,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
     args = parser.parse_args()
     out = args.out or pathlib.Path(tempfile.mkdtemp(prefix="kinsumer-spark-"))
-    os.environ.update(AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local", AWS_DEFAULT_REGION=local_server.REGION)
-    with local_server.moto_server() as server:
+    os.environ.update(AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local", AWS_DEFAULT_REGION=servers.REGION)
+    with servers.moto_server() as server:
         kinesis = server.client("kinesis")
         kinesis.create_stream(StreamName="clicks", ShardCount=args.shards)
         kinesis.get_waiter("stream_exists").wait(StreamName="clicks", WaiterConfig={"Delay": 0.2})

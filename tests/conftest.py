@@ -10,8 +10,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from kinsumer import local_server
-from kinsumer.local_server import LocalServer
+from demo import servers
+from demo.servers import LocalServer
+from tests.support.kinesalite import start_kinesalite
 
 REGION = "us-east-1"
 
@@ -31,15 +32,8 @@ def _fake_aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[LocalServer]:
-    with local_server.moto_server() as server:
+    with servers.moto_server() as server:
         yield server
-
-
-KINESALITE_DIR = pathlib.Path(__file__).parent / "kinesalite"
-
-
-def start_kinesalite(log_path: pathlib.Path) -> LocalServer:
-    return local_server.kinesalite(KINESALITE_DIR, log_path)
 
 
 class KinesaliteHolder:

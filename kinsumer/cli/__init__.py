@@ -19,14 +19,15 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
-from .. import __version__, demo
+from .. import __version__
+from ..aws.kinesis import ensure_stream_active
+from ..aws.tables import Tables, create_tables, delete_tables
 from ..config import Config, InitialPosition, validate_names
 from ..consumer import Kinsumer
-from ..producer import produce
+from ..reading.position import StartPosition
 from ..status import read_status
-from ..stream import StartPosition, ensure_stream_active
-from ..tables import Tables, create_tables, delete_tables
 from .aws import add_aws_options, clients, describe_error
+from .checkout import checkout_module
 from .status_view import render
 from .tail import StreamTail, format_record
 
@@ -37,10 +38,10 @@ EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["demo"]:  # the demo has options of its own (and --help), and no AWS ones
-        return int(demo.main(argv[1:]))
-    args = _parser().parse_args(argv)
     try:
+        if argv[:1] == ["demo"]:  # the demo has options of its own (and --help), and no AWS ones
+            return int(checkout_module("demo", "demo.app").main(argv[1:]))
+        args = _parser().parse_args(argv)
         return int(args.run(args))
     except KeyboardInterrupt:
         print("kinsumer: interrupted", file=sys.stderr)
@@ -100,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--idle-timeout", type=float, help="stop after this many seconds without a record")
     sub.set_defaults(run=_tail)
 
-    sub = command("produce", "write test records: JSON {id, key, ts} with unique ids")
+    sub = command("produce", "write test records: JSON {id, key, ts} with unique ids (from a checkout)")
     sub.add_argument("stream", help="stream name")
     sub.add_argument("--count", type=int, default=1000, help="records to write; 0: until Ctrl-C (default 1000)")
     sub.add_argument("--rate", type=float, help="records per second at most (default: as fast as possible)")
@@ -110,7 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.set_defaults(run=_produce)
 
     # listed for --help; main() hands `demo ...` to the demo itself
-    commands.add_parser("demo", help="what `make demo` runs: a local server, a stream, clients, a tally")
+    commands.add_parser(
+        "demo", help="what `make demo` runs: a local server, a stream, clients, a tally (from a checkout)"
+    )
     return parser
 
 
@@ -233,6 +236,7 @@ def _produce(args: argparse.Namespace) -> int:
     _positive("--rate", args.rate, 0.001)
     _positive("--partition-keys", args.partition_keys)
     _positive("--size", args.size)
+    produce = checkout_module("produce", "demo.producer").produce
     kinesis, _ = clients(args)
     ensure_stream_active(kinesis, args.stream)
     stop = threading.Event()

@@ -9,9 +9,9 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from .. import records_parser
+from ..aws import records_parser
+from ..aws.error_codes import error_code, error_message
 from ..errors import KinsumerError
-from ..retry import error_code
 
 __all__ = ["add_aws_options", "clients", "describe_error"]
 
@@ -52,8 +52,7 @@ def describe_error(exc: BaseException) -> str | None:
     if isinstance(exc, botocore.exceptions.EndpointConnectionError):
         return f"cannot reach {exc.kwargs.get('endpoint_url')}: check --endpoint-url and that the service is up"
     if isinstance(exc, botocore.exceptions.ClientError):
-        message = exc.response.get("Error", {}).get("Message", "")
-        return f"{exc.operation_name} failed: {error_code(exc)}: {message}"
+        return f"{exc.operation_name} failed: {error_code(exc)}: {error_message(exc)}"
     if isinstance(exc, botocore.exceptions.BotoCoreError):
         return str(exc)
     return None

@@ -7,30 +7,30 @@ starts once its parents were read to their end, so per-key order holds across re
 from __future__ import annotations
 
 import base64
-import datetime as dt
-import functools
 import json
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-from ..frontier import consumable_frontier
+from ..aws.kinesis import list_shards
+from ..aws.retry import Stopped, retry_call
+from ..reading.frontier import consumable_frontier
+from ..reading.polling import PollingReader
+from ..reading.position import StartPosition
+from ..reading.reader import ReaderSettings
 from ..record import Record
-from ..retry import retry_call
 from ..stats import StatReceiver
-from ..stream import StartPosition, get_shard_iterator, list_shards
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
 __all__ = ["StreamTail", "format_record"]
 
-_THROTTLE = 0.25  # seconds between two GetRecords on a shard
+_SETTINGS = ReaderSettings(max_records_per_call=1000)
 _RELIST = 10.0  # seconds between two ListShards, to notice new shards
 _ENDED = "ended"
-T = TypeVar("T")
 
 
 class StreamTail:
@@ -84,25 +84,20 @@ class StreamTail:
                 self._threads.append(thread)
                 thread.start()
 
-    def _call(self, fn: Callable[[], T], operation: str) -> T:
-        return retry_call(fn, operation=operation, stats=StatReceiver(), should_stop=self._stop.is_set)
-
     def _read(self, shard: str, position: StartPosition) -> None:
-        kinesis = self._kinesis
-        iterator: str | None = self._call(
-            lambda: get_shard_iterator(kinesis, self._stream, shard, position), "GetShardIterator"
-        )
-        while iterator is not None and not self._stop.is_set():
-            response = self._call(
-                functools.partial(kinesis.get_records, ShardIterator=iterator, Limit=1000), "GetRecords"
-            )
-            retrieved = dt.datetime.now(dt.UTC)
-            for raw in response.get("Records", []):
-                self._put(Record.from_api(dict(raw), shard, retrieved))
-            iterator = response.get("NextShardIterator")
-            self._stop.wait(_THROTTLE)
-        if iterator is None:
-            self._put((_ENDED, shard))
+        reader = PollingReader(self._kinesis, self._stream, shard, position, settings=_SETTINGS, stop=self._stop)
+        try:
+            while not self._stop.is_set():
+                page = reader.next_page()
+                for record in page.records:
+                    self._put(record)
+                if page.end_of_shard:
+                    self._put((_ENDED, shard))
+                    return
+        except Stopped:
+            return
+        finally:
+            reader.close()
 
     def _put(self, item: Record | tuple[str, str]) -> None:
         while not self._stop.is_set():

@@ -16,9 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 # Python data sources need pyarrow too: fail here with the fix, not later in a Spark worker
+from ..errors import MissingDependency
+
 _missing = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is None]
 if _missing:  # pragma: no cover - depends on the environment
-    raise ImportError(f"kinsumer.spark needs {' and '.join(_missing)}: pip install 'kinsumer[spark]'")
+    raise MissingDependency("kinsumer.spark", " and ".join(_missing), "spark")
 
 from pyspark.sql import SparkSession  # noqa: E402 - after the check above
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions
 
-from ..retry import error_code
-from ..tables import now_ms
+from ..aws.error_codes import is_condition_failure
+from ..aws.tables import now_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -42,7 +42,7 @@ class BatchEnds:
                 ExpressionAttributeNames={"#k": "Key"},
             )
         except botocore.exceptions.ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
+            if not is_condition_failure(exc):
                 raise
 
     def record(self, batch: int, shard: str, end: str, count: int) -> bool:
@@ -57,7 +57,7 @@ class BatchEnds:
                 ExpressionAttributeValues={":end": {"S": end}, ":count": {"N": str(count)}},
             )
         except botocore.exceptions.ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
+            if is_condition_failure(exc):
                 return False
             raise
         return True

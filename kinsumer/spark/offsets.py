@@ -17,8 +17,9 @@ from typing import Any
 
 import attrs
 
-from ..frontier import ShardInfo, consumable_frontier
-from ..stream import StartPosition
+from ..errors import ConfigError
+from ..reading.frontier import ShardInfo, consumable_frontier
+from ..reading.position import StartPosition
 
 __all__ = ["SHARD_END", "TRIM_HORIZON", "BatchOffset", "after", "at_timestamp", "next_offset", "to_start_position"]
 
@@ -43,7 +44,7 @@ def to_start_position(position: str) -> StartPosition:
         return StartPosition.at_timestamp(dt.datetime.fromtimestamp(int(value) / 1000, dt.UTC))
     if position == TRIM_HORIZON:
         return StartPosition.trim_horizon()
-    raise ValueError(f"not a start position: {position!r}")
+    raise ConfigError("start position", "must be TRIM_HORIZON, AT_TIMESTAMP:<ms> or AFTER:<sequence number>", position)
 
 
 @attrs.frozen

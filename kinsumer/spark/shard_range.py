@@ -9,15 +9,15 @@ replays exactly the recorded range. Replay: read from the start up to the record
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
-import botocore.exceptions
 
-from ..retry import error_code, retry_call
+from ..errors import ReplayError
+from ..reading.polling import PollingReader
+from ..reading.reader import MAX_RECORDS_PER_CALL
+from ..record import Record
 from ..stats import StatReceiver
-from ..stream import get_shard_iterator
 from .batch_ends import BatchEnds
 from .offsets import SHARD_END, after, to_start_position
 
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ShardRange", "read_shard_range"]
 
-_THROTTLE = 0.2  # seconds between two GetRecords on the shard (Kinesis allows 5 per second)
 _REPLAY_BUDGET = 300.0  # seconds a replay may take to find its recorded end
 
 
@@ -45,108 +44,66 @@ class ShardRange:
 
 def read_shard_range(
     kinesis: KinesisClient, ends: BatchEnds, part: ShardRange, stats: StatReceiver | None = None
-) -> list[dict[str, Any]]:
-    """The Kinesis records of ``part``: the recorded range, or a fresh one recorded now."""
+) -> list[Record]:
+    """The records of ``part``: the recorded range, or a fresh one recorded now."""
     stats = stats or StatReceiver()
     recorded = ends.ends(part.batch).get(part.shard)
     if recorded is None:
-        records, end = _read(kinesis, part, stats, stop_at=None)
+        records, end = _RangeReader(kinesis, part, stats).live()
         if ends.record(part.batch, part.shard, end, len(records)):
             return records
         recorded = ends.ends(part.batch).get(part.shard)  # another attempt recorded first: use its range
         if recorded is None:
-            raise RuntimeError(
+            raise ReplayError(
                 f"batch {part.batch} of {part.shard} has no item in {ends.table}: it was never planned "
                 "(or was deleted); the driver plans every batch before its tasks run"
             )
     if recorded == part.start:
         return []
-    records, _ = _read(kinesis, part, stats, stop_at=recorded)
-    return records
+    return _RangeReader(kinesis, part, stats).replay(recorded)
 
 
-def _read(
-    kinesis: KinesisClient, part: ShardRange, stats: StatReceiver, stop_at: str | None
-) -> tuple[list[dict[str, Any]], str]:
-    """Read from ``part.start``: up to ``stop_at`` if given, else live. Returns (records, end)."""
-    reader = _Reader(kinesis, part, stats)
-    if stop_at is None:
-        return reader.live()
-    return reader.replay(stop_at), stop_at
-
-
-class _Reader:
-    """GetRecords on one shard from a start position, throttled and retried."""
+class _RangeReader:
+    """One shard from a batch's start position, through the shared shard reader."""
 
     def __init__(self, kinesis: KinesisClient, part: ShardRange, stats: StatReceiver) -> None:
-        self._kinesis, self._part, self._stats = kinesis, part, stats
-        self._last_call = -_THROTTLE
-        self.records: list[dict[str, Any]] = []
-        self._iterator: str | None = self._fresh_iterator()
+        self._part = part
+        self._reader = PollingReader(kinesis, part.stream, part.shard, to_start_position(part.start), stats=stats)
+        self.records: list[Record] = []
 
-    def _call(self, fn: Callable[[], Any], operation: str) -> Any:
-        return retry_call(fn, operation=operation, stats=self._stats, min_wait=_THROTTLE)
-
-    def _fresh_iterator(self) -> str:
-        part = self._part
-        position = after(self.records[-1]["SequenceNumber"]) if self.records else part.start
-        return str(
-            self._call(
-                lambda: get_shard_iterator(self._kinesis, part.stream, part.shard, to_start_position(position)),
-                "GetShardIterator",
-            )
-        )
-
-    def _next_page(self, limit: int) -> tuple[list[dict[str, Any]], int | None]:
-        """One GetRecords; returns its records and MillisBehindLatest. Renews expired iterators."""
-        assert self._iterator is not None
-        time.sleep(max(0.0, self._last_call + _THROTTLE - time.monotonic()))
-        self._last_call = time.monotonic()
-        iterator = self._iterator
-        try:
-            response = self._call(lambda: self._kinesis.get_records(ShardIterator=iterator, Limit=limit), "GetRecords")
-        except botocore.exceptions.ClientError as exc:
-            if error_code(exc) != "ExpiredIteratorException":
-                raise
-            self._stats.error_retried("GetRecords", "ExpiredIteratorException")
-            self._iterator = self._fresh_iterator()
-            return [], None
-        page = list(response.get("Records", []))
-        behind = response.get("MillisBehindLatest")
-        self._stats.records_fetched(self._part.shard, len(page), behind)
-        self._iterator = response.get("NextShardIterator")
-        return page, behind
-
-    def live(self) -> tuple[list[dict[str, Any]], str]:
+    def live(self) -> tuple[list[Record], str]:
         """Up to the limit, the end of the shard, the tip of an open shard or the time budget."""
-        part = self._part
+        part, records = self._part, self.records
         deadline = time.monotonic() + part.time_budget
-        while self._iterator is not None:
-            want = min(10_000, part.limit - len(self.records)) if part.limit else 10_000
-            page, behind = self._next_page(want)
-            self.records.extend(page)
-            # an open shard is done at the tip; a closed one only at its end (no next iterator)
-            at_tip = not part.closed and (behind == 0 or (behind is None and not page))
-            if (part.limit and len(self.records) >= part.limit) or at_tip or time.monotonic() >= deadline:
-                break
-        if self._iterator is None:
-            return self.records, SHARD_END
-        return self.records, after(self.records[-1]["SequenceNumber"]) if self.records else part.start
+        while True:
+            want = min(MAX_RECORDS_PER_CALL, part.limit - len(records)) if part.limit else MAX_RECORDS_PER_CALL
+            page = self._reader.next_page(want)
+            records.extend(page.records)
+            if page.end_of_shard:
+                return records, SHARD_END
+            # an open shard is done at the tip; a closed one only at its end
+            behind = page.millis_behind_latest
+            at_tip = not part.closed and (behind == 0 or (behind is None and not page.records))
+            if (part.limit and len(records) >= part.limit) or at_tip or time.monotonic() >= deadline:
+                return records, after(records[-1].sequence_number) if records else part.start
 
-    def replay(self, stop_at: str) -> list[dict[str, Any]]:
+    def replay(self, stop_at: str) -> list[Record]:
         """Exactly the records up to the recorded end ``stop_at``."""
         stop_seq = None if stop_at == SHARD_END else stop_at.partition(":")[2]
         deadline = time.monotonic() + _REPLAY_BUDGET
-        while self._iterator is not None and time.monotonic() < deadline:
-            page, _ = self._next_page(10_000)
-            for i, record in enumerate(page):
-                if record["SequenceNumber"] == stop_seq:
-                    self.records.extend(page[: i + 1])
-                    return self.records
-            self.records.extend(page)
-        if stop_seq is None and self._iterator is None:
-            return self.records
-        raise RuntimeError(
+        records = self.records
+        while time.monotonic() < deadline:
+            page = self._reader.next_page()
+            for i, record in enumerate(page.records):
+                if record.sequence_number == stop_seq:
+                    records.extend(page.records[: i + 1])
+                    return records
+            records.extend(page.records)
+            if page.end_of_shard:
+                if stop_seq is None:
+                    return records
+                break
+        raise ReplayError(
             f"cannot replay batch {self._part.batch} of {self._part.shard}: its recorded end {stop_at} "
             "was not found (trimmed past retention?)"
         )

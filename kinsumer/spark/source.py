@@ -19,10 +19,11 @@ import boto3
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from .. import records_parser
+from ..aws import records_parser
+from ..aws.kinesis import list_shards
+from ..aws.tables import Tables, create_table
 from ..errors import ConfigError
-from ..stream import list_shards
-from ..tables import Tables, create_table
+from ..record import Record
 from .batch_ends import BatchEnds
 from .offsets import TRIM_HORIZON, BatchOffset, at_timestamp, next_offset
 from .shard_range import ShardRange, read_shard_range
@@ -255,15 +256,15 @@ class KinsumerStreamReader(DataSourceStreamReader):
             yield _arrow_batch(records, part)
 
 
-def _arrow_batch(records: list[dict[str, Any]], part: ShardRange) -> Any:
+def _arrow_batch(records: list[Record], part: ShardRange) -> Any:
     count = len(records)
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([r["Data"] for r in records], pa.binary()),
-            pa.array([r["PartitionKey"] for r in records], pa.string()),
-            pa.array([r["SequenceNumber"] for r in records], pa.string()),
+            pa.array([r.data for r in records], pa.binary()),
+            pa.array([r.partition_key for r in records], pa.string()),
+            pa.array([r.sequence_number for r in records], pa.string()),
             pa.array([part.shard] * count, pa.string()),
-            pa.array([r["ApproximateArrivalTimestamp"] for r in records], pa.timestamp("us", tz="UTC")),
+            pa.array([r.approximate_arrival_timestamp for r in records], pa.timestamp("us", tz="UTC")),
             pa.array([part.stream] * count, pa.string()),
         ],
         schema=_ARROW_SCHEMA,

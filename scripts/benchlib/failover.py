@@ -18,8 +18,8 @@ import time
 import uuid
 from collections.abc import Callable
 
+from demo.servers import LocalServer
 from kinsumer import Kinsumer
-from kinsumer.local_server import LocalServer
 
 from .common import HERE, REPO, new_stream
 

@@ -12,7 +12,8 @@ import threading
 import time
 from types import FrameType
 
-from kinsumer import Config, Kinsumer, local_server
+from demo import servers
+from kinsumer import Config, Kinsumer
 
 TUNED = Config(shard_check_frequency=1.0, client_record_max_age=2.0, commit_frequency=0.5, leader_action_frequency=5.0)
 
@@ -25,8 +26,8 @@ def main() -> None:
         app,
         name,
         config,
-        kinesis=local_server.client(endpoint, "kinesis"),
-        dynamodb=local_server.client(endpoint, "dynamodb"),
+        kinesis=servers.client(endpoint, "kinesis"),
+        dynamodb=servers.client(endpoint, "dynamodb"),
     )
 
     def terminate(signum: int, frame: FrameType | None) -> None:

@@ -12,8 +12,8 @@ import time
 import uuid
 from typing import Any
 
+from demo.servers import LocalServer
 from kinsumer import Config, Kinsumer
-from kinsumer.local_server import LocalServer
 
 from .common import Measure, read_through_next
 

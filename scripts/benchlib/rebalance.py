@@ -1,4 +1,4 @@
-"""Duplicates on a clean rebalance: ``python -m kinsumer.demo`` (auto mode, a client leaves
+"""Duplicates on a clean rebalance: ``python -m demo`` (auto mode, a client leaves
 cleanly while another joins, with records flowing), read from its tally."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class RebalanceTally:
 
 def clean_rebalance(records: int = 20_000) -> RebalanceTally:
     done = subprocess.run(
-        [sys.executable, "-m", "kinsumer.demo", "--records", str(records)],
+        [sys.executable, "-m", "demo", "--records", str(records)],
         capture_output=True, text=True, timeout=300, check=False, cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip

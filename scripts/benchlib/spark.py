@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from kinsumer import local_server
+from demo import servers
 
 from .throughput import Filled
 
@@ -51,7 +51,7 @@ def spark_source(spark: Any, filled: Filled, per_shard_per_batch: int) -> SparkM
         .option("streamName", filled.stream)
         .option("endpointUrl", endpoint)
         .option("dynamodbEndpointUrl", endpoint)
-        .option("region", local_server.REGION)
+        .option("region", servers.REGION)
         .option("applicationName", f"bench-{uuid.uuid4().hex[:8]}")
         .option("maxRecordsPerShard", str(per_shard_per_batch))
         .load()

@@ -14,8 +14,8 @@ from typing import Any
 
 import attrs
 
+from demo.servers import LocalServer
 from kinsumer import Kinsumer
-from kinsumer.local_server import LocalServer
 
 from .common import new_stream
 

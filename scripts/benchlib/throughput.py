@@ -17,8 +17,8 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from demo.servers import LocalServer
 from kinsumer import Config, Kinsumer
-from kinsumer.local_server import LocalServer
 
 from .common import HERE, Measure, new_stream, read_through_next
 

@@ -7,7 +7,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from kinsumer.tables import Tables, create_tables
+from kinsumer.aws.tables import Tables, create_tables
 
 
 @pytest.fixture

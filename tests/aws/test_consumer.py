@@ -24,7 +24,7 @@ from kinsumer import (
     StreamNotFound,
     TableNotFound,
 )
-from kinsumer import checkpoints as cp_table
+from kinsumer.coordination import checkpoints_table
 from tests.helpers import CountingStats, wait_until
 
 FAST = Config(
@@ -58,8 +58,8 @@ def put(kinesis: Any, *payloads: bytes) -> None:
         kinesis.put_record(StreamName="clicks", Data=p, PartitionKey="k")
 
 
-def stored_checkpoint(db: Any) -> cp_table.CheckpointRow | None:
-    return cp_table.read_row(db, "app_checkpoints", SHARD)
+def stored_checkpoint(db: Any) -> checkpoints_table.CheckpointRow | None:
+    return checkpoints_table.read_row(db, "app_checkpoints", SHARD)
 
 
 # ---------------------------------------------------------------- bad input

@@ -12,7 +12,7 @@ import attrs
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kinsumer import Config, Kinsumer
+from kinsumer import Config, Kinsumer, KinsumerError
 from kinsumer.metrics import LoggingStatReceiver, PrometheusStatReceiver
 from tests.helpers import wait_until
 
@@ -113,7 +113,7 @@ def test_serve_binds_to_the_loopback_interface_by_default(prometheus: Prometheus
     port = prometheus.serve()
     assert prometheus._server is not None
     assert prometheus._server.server_address[:2] == ("127.0.0.1", port)
-    with pytest.raises(RuntimeError, match="already serving"):
+    with pytest.raises(KinsumerError, match="already serving"):
         prometheus.serve()
     prometheus.close()
     again = prometheus.serve()  # a closed receiver can serve again

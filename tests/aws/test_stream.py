@@ -4,11 +4,11 @@ from typing import Any
 
 import pytest
 
-from kinsumer import checkpoints, metadata
+from kinsumer.aws.kinesis import ensure_stream_active, list_shards
+from kinsumer.aws.tables import Tables
+from kinsumer.coordination import checkpoints_table, metadata_table
+from kinsumer.coordination.leader import refresh_shard_cache
 from kinsumer.errors import StreamNotFound
-from kinsumer.leader import refresh_shard_cache
-from kinsumer.stream import StartPosition, ensure_stream_active, get_shard_iterator, list_shards
-from kinsumer.tables import Tables
 
 
 class PagedKinesis:
@@ -40,21 +40,6 @@ def test_unknown_stream(kinesis: Any) -> None:
         ensure_stream_active(kinesis, "nope")
 
 
-def test_iterators_for_each_start_position(kinesis: Any) -> None:
-    kinesis.create_stream(StreamName="s", ShardCount=1)
-    kinesis.put_record(StreamName="s", Data=b"a", PartitionKey="k")
-    kinesis.put_record(StreamName="s", Data=b"b", PartitionKey="k")
-    shard = "shardId-000000000000"
-    first = kinesis.get_records(ShardIterator=get_shard_iterator(kinesis, "s", shard, StartPosition.trim_horizon()))
-    assert [r["Data"] for r in first["Records"]] == [b"a", b"b"]
-    after = StartPosition.after(first["Records"][0]["SequenceNumber"])
-    assert [
-        r["Data"] for r in kinesis.get_records(ShardIterator=get_shard_iterator(kinesis, "s", shard, after))["Records"]
-    ] == [b"b"]
-    latest = kinesis.get_records(ShardIterator=get_shard_iterator(kinesis, "s", shard, StartPosition.latest()))
-    assert latest["Records"] == []
-
-
 def test_refresh_writes_the_frontier_and_skips_unchanged(kinesis: Any, db: Any, tables: Tables) -> None:
     kinesis.create_stream(StreamName="s", ShardCount=2)
     cache = refresh_shard_cache(kinesis, db, "s", tables, None)
@@ -68,24 +53,24 @@ def test_refresh_holds_back_children_until_their_parent_is_finished(kinesis: Any
     kinesis.split_shard(StreamName="s", ShardToSplit="shardId-000000000000", NewStartingHashKey=str(2**127))
     cache = refresh_shard_cache(kinesis, db, "s", tables, None)
     assert cache.shard_ids == ("shardId-000000000000",)
-    checkpoints.capture(db, tables.checkpoints, "shardId-000000000000", owner_id="A", owner_name="a", max_age=10)
-    checkpoints.release(
+    checkpoints_table.capture(db, tables.checkpoints, "shardId-000000000000", owner_id="A", owner_name="a", max_age=10)
+    checkpoints_table.release(
         db, tables.checkpoints, "shardId-000000000000", owner_id="A", sequence_number="1", finished=True
     )
     cache = refresh_shard_cache(kinesis, db, "s", tables, cache)
     assert cache.shard_ids == ("shardId-000000000001", "shardId-000000000002")
     assert cache.parents["shardId-000000000001"] == ("shardId-000000000000",)
-    stored = metadata.read_shard_cache(db, tables.metadata)
+    stored = metadata_table.read_shard_cache(db, tables.metadata)
     assert stored is not None and stored.shard_ids == cache.shard_ids
 
 
 def test_refresh_yields_to_a_concurrent_writer(kinesis: Any, db: Any, tables: Tables) -> None:
     kinesis.create_stream(StreamName="s", ShardCount=1)
     stale = refresh_shard_cache(kinesis, db, "s", tables, None)
-    metadata.write_shard_cache(db, tables.metadata, ["other"], {}, expected_version=stale.version)
+    metadata_table.write_shard_cache(db, tables.metadata, ["other"], {}, expected_version=stale.version)
     kinesis.split_shard(StreamName="s", ShardToSplit="shardId-000000000000", NewStartingHashKey=str(2**127))
-    checkpoints.capture(db, tables.checkpoints, "shardId-000000000000", owner_id="A", owner_name="a", max_age=10)
-    checkpoints.release(
+    checkpoints_table.capture(db, tables.checkpoints, "shardId-000000000000", owner_id="A", owner_name="a", max_age=10)
+    checkpoints_table.release(
         db, tables.checkpoints, "shardId-000000000000", owner_id="A", sequence_number="1", finished=True
     )
     result = refresh_shard_cache(kinesis, db, "s", tables, stale)

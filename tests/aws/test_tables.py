@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from kinsumer import checkpoints, clients_table, metadata
+from kinsumer.aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready, now_ms
+from kinsumer.coordination import checkpoints_table, clients_table, metadata_table
 from kinsumer.errors import TableNotFound
-from kinsumer.tables import Tables, create_tables, delete_tables, ensure_tables_ready, now_ms
 
 
 def table_names(db: Any) -> set[str]:
@@ -77,8 +77,8 @@ def test_silent_clients_are_not_live_and_get_reaped(db: Any, tables: Tables) -> 
 
 def capture(
     db: Any, tables: Tables, owner: str, max_age: float = 10, shard: str = "s1"
-) -> checkpoints.CheckpointRow | None:
-    return checkpoints.capture(db, tables.checkpoints, shard, owner_id=owner, owner_name=owner, max_age=max_age)
+) -> checkpoints_table.CheckpointRow | None:
+    return checkpoints_table.capture(db, tables.checkpoints, shard, owner_id=owner, owner_name=owner, max_age=max_age)
 
 
 def test_capture_a_new_shard_then_refuse_a_second_owner(db: Any, tables: Tables) -> None:
@@ -91,7 +91,7 @@ def test_capture_a_new_shard_then_refuse_a_second_owner(db: Any, tables: Tables)
 
 def test_capture_a_stale_shard_keeps_its_checkpoint(db: Any, tables: Tables) -> None:
     assert capture(db, tables, "A") is not None
-    assert checkpoints.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="42")
+    assert checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="42")
     db.update_item(
         TableName=tables.checkpoints,
         Key={"Shard": {"S": "s1"}},
@@ -104,53 +104,53 @@ def test_capture_a_stale_shard_keeps_its_checkpoint(db: Any, tables: Tables) -> 
 
 def test_commit_only_by_the_owner(db: Any, tables: Tables) -> None:
     capture(db, tables, "A")
-    assert checkpoints.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="7")
-    assert not checkpoints.commit(db, tables.checkpoints, "s1", owner_id="B", sequence_number="9")
-    row = checkpoints.read_row(db, tables.checkpoints, "s1")
+    assert checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="7")
+    assert not checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="B", sequence_number="9")
+    row = checkpoints_table.read_row(db, tables.checkpoints, "s1")
     assert row is not None and row.sequence_number == "7"
 
 
 def test_idle_commit_refreshes_the_lease_without_touching_the_checkpoint(db: Any, tables: Tables) -> None:
     capture(db, tables, "A")
-    checkpoints.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="7")
-    before = checkpoints.read_row(db, tables.checkpoints, "s1")
+    checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="7")
+    before = checkpoints_table.read_row(db, tables.checkpoints, "s1")
     db.update_item(
         TableName=tables.checkpoints,
         Key={"Shard": {"S": "s1"}},
         UpdateExpression="SET LastUpdate = :old",
         ExpressionAttributeValues={":old": {"N": "1"}},
     )
-    assert checkpoints.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number=None)
-    after = checkpoints.read_row(db, tables.checkpoints, "s1")
+    assert checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number=None)
+    after = checkpoints_table.read_row(db, tables.checkpoints, "s1")
     assert before is not None and after is not None
     assert after.sequence_number == "7" and after.last_update > 1
 
 
 def test_release_frees_the_shard_and_only_the_owner_may(db: Any, tables: Tables) -> None:
     capture(db, tables, "A")
-    assert not checkpoints.release(db, tables.checkpoints, "s1", owner_id="B", sequence_number="5")
-    assert checkpoints.release(db, tables.checkpoints, "s1", owner_id="A", sequence_number="8")
-    row = checkpoints.read_row(db, tables.checkpoints, "s1")
+    assert not checkpoints_table.release(db, tables.checkpoints, "s1", owner_id="B", sequence_number="5")
+    assert checkpoints_table.release(db, tables.checkpoints, "s1", owner_id="A", sequence_number="8")
+    row = checkpoints_table.read_row(db, tables.checkpoints, "s1")
     assert row is not None and row.owner_id is None and row.sequence_number == "8" and not row.finished
     taken = capture(db, tables, "B")
     assert taken is not None and taken.sequence_number == "8"
-    assert not checkpoints.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="9")
+    assert not checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="9")
 
 
 def test_a_finished_shard_cannot_be_captured_and_gets_reaped(db: Any, tables: Tables) -> None:
     capture(db, tables, "A")
-    assert checkpoints.release(db, tables.checkpoints, "s1", owner_id="A", sequence_number="8", finished=True)
+    assert checkpoints_table.release(db, tables.checkpoints, "s1", owner_id="A", sequence_number="8", finished=True)
     assert capture(db, tables, "B") is None
-    row = checkpoints.read_row(db, tables.checkpoints, "s1")
+    row = checkpoints_table.read_row(db, tables.checkpoints, "s1")
     assert row is not None and row.finished
     capture(db, tables, "A", shard="s2")
-    assert set(checkpoints.load_rows(db, tables.checkpoints)) == {"s1", "s2"}
-    checkpoints.delete_rows(db, tables.checkpoints, ["s1", "s2"])  # s2 is not finished: kept
-    assert set(checkpoints.load_rows(db, tables.checkpoints)) == {"s2"}
+    assert set(checkpoints_table.load_rows(db, tables.checkpoints)) == {"s1", "s2"}
+    checkpoints_table.delete_rows(db, tables.checkpoints, ["s1", "s2"])  # s2 is not finished: kept
+    assert set(checkpoints_table.load_rows(db, tables.checkpoints)) == {"s2"}
 
 
 def test_capture_records_the_parents(db: Any, tables: Tables) -> None:
-    row = checkpoints.capture(
+    row = checkpoints_table.capture(
         db, tables.checkpoints, "child", owner_id="A", owner_name="a", max_age=10, parents=("p1", "p2")
     )
     assert row is not None and row.parent_shard_ids == ("p1", "p2")
@@ -160,15 +160,15 @@ def test_capture_records_the_parents(db: Any, tables: Tables) -> None:
 
 
 def test_leadership_is_exclusive_until_released_or_stale(db: Any, tables: Tables) -> None:
-    assert metadata.take_leadership(db, tables.metadata, "A", "a", max_age=10)
-    assert metadata.take_leadership(db, tables.metadata, "A", "a", max_age=10)  # renewal
-    assert not metadata.take_leadership(db, tables.metadata, "B", "b", max_age=10)
-    assert metadata.read_leader(db, tables.metadata) == "A"
-    metadata.release_leadership(db, tables.metadata, "B")  # not the leader: no effect
-    assert metadata.read_leader(db, tables.metadata) == "A"
-    metadata.release_leadership(db, tables.metadata, "A")
-    assert metadata.read_leader(db, tables.metadata) is None
-    assert metadata.take_leadership(db, tables.metadata, "B", "b", max_age=10)
+    assert metadata_table.take_leadership(db, tables.metadata, "A", "a", max_age=10)
+    assert metadata_table.take_leadership(db, tables.metadata, "A", "a", max_age=10)  # renewal
+    assert not metadata_table.take_leadership(db, tables.metadata, "B", "b", max_age=10)
+    assert metadata_table.read_leader(db, tables.metadata) == "A"
+    metadata_table.release_leadership(db, tables.metadata, "B")  # not the leader: no effect
+    assert metadata_table.read_leader(db, tables.metadata) == "A"
+    metadata_table.release_leadership(db, tables.metadata, "A")
+    assert metadata_table.read_leader(db, tables.metadata) is None
+    assert metadata_table.take_leadership(db, tables.metadata, "B", "b", max_age=10)
 
 
 def test_a_stale_leader_is_replaced(db: Any, tables: Tables) -> None:
@@ -176,16 +176,16 @@ def test_a_stale_leader_is_replaced(db: Any, tables: Tables) -> None:
         TableName=tables.metadata,
         Item={"Key": {"S": "Leader"}, "ID": {"S": "A"}, "LastUpdate": {"N": str(now_ms() - 30_000)}},
     )
-    assert metadata.take_leadership(db, tables.metadata, "B", "b", max_age=10)
+    assert metadata_table.take_leadership(db, tables.metadata, "B", "b", max_age=10)
 
 
 def test_shard_cache_round_trip_and_version_conflict(db: Any, tables: Tables) -> None:
-    assert metadata.read_shard_cache(db, tables.metadata) is None
-    first = metadata.write_shard_cache(db, tables.metadata, ["s1", "s2"], {"s2": ("s0",)}, expected_version=0)
+    assert metadata_table.read_shard_cache(db, tables.metadata) is None
+    first = metadata_table.write_shard_cache(db, tables.metadata, ["s1", "s2"], {"s2": ("s0",)}, expected_version=0)
     assert first is not None and first.version == 1
-    read = metadata.read_shard_cache(db, tables.metadata)
+    read = metadata_table.read_shard_cache(db, tables.metadata)
     assert read is not None
     assert read.shard_ids == ("s1", "s2") and read.parents == {"s2": ("s0",)} and read.version == 1
-    assert metadata.write_shard_cache(db, tables.metadata, ["s3"], {}, expected_version=0) is None
-    second = metadata.write_shard_cache(db, tables.metadata, [], {}, expected_version=1)
+    assert metadata_table.write_shard_cache(db, tables.metadata, ["s3"], {}, expected_version=0) is None
+    second = metadata_table.write_shard_cache(db, tables.metadata, [], {}, expected_version=1)
     assert second is not None and second.shard_ids == ()

@@ -25,7 +25,8 @@ from typing import Any
 
 import botocore.exceptions
 
-from kinsumer import Checkpoint, Config, Kinsumer, StatReceiver, local_server
+from demo import servers
+from kinsumer import Checkpoint, Config, Kinsumer, StatReceiver
 from tests.faults import error_response
 
 
@@ -101,8 +102,8 @@ def main() -> int:
     faults = Faults(spec["faults"], stats) if spec.get("faults") else None
     # with injected faults, botocore retries nothing: every fault reaches kinsumer's own handling
     options: dict[str, Any] = {"retries": {"total_max_attempts": 1}} if faults else {}
-    kinesis = local_server.client(spec["kinesis"], "kinesis", **options)
-    dynamodb = local_server.client(spec["dynamodb"], "dynamodb", **options)
+    kinesis = servers.client(spec["kinesis"], "kinesis", **options)
+    dynamodb = servers.client(spec["dynamodb"], "dynamodb", **options)
     if faults:
         faults.attach(kinesis)
         faults.attach(dynamodb)

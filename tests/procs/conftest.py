@@ -5,8 +5,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from demo.servers import LocalServer
 from kinsumer import Kinsumer
-from kinsumer.local_server import LocalServer
 from tests.conftest import unique
 from tests.procs.harness import ClientProcess, Deployment
 

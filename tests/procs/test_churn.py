@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from kinsumer.local_server import LocalServer
+from demo.servers import LocalServer
 from tests.helpers import Producer, wait_until
 from tests.procs.harness import ClientProcess, Deployment, ProcessAudit
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kinsumer import local_server
-from kinsumer.local_server import LocalServer
+from demo import servers
+from demo.servers import LocalServer
 from tests.helpers import Producer, wait_until
 from tests.procs.harness import TUNED, ClientProcess, Deployment, ProcessAudit
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.server
 
 def stored_checkpoints(deployment: Deployment) -> dict[str, tuple[str | None, int]]:
     """Shard -> (owner, stored sequence number) from the checkpoints table."""
-    db = local_server.client(deployment.dynamodb, "dynamodb")
+    db = servers.client(deployment.dynamodb, "dynamodb")
     rows = db.scan(TableName=f"{deployment.app}_checkpoints", ConsistentRead=True)["Items"]
     return {
         r["Shard"]["S"]: (r.get("OwnerID", {}).get("S"), int(r.get("SequenceNumber", {}).get("S", "0"))) for r in rows

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from kinsumer import local_server
-from kinsumer.local_server import LocalServer
+from demo import servers
+from demo.servers import LocalServer
 from tests.helpers import Producer, wait_until
 from tests.procs.harness import TUNED, ClientProcess, Deployment, ProcessAudit
 
@@ -22,7 +22,7 @@ class CheckpointWatch(threading.Thread):
 
     def __init__(self, deployment: Deployment) -> None:
         super().__init__(daemon=True)
-        self.db = local_server.client(deployment.dynamodb, "dynamodb")
+        self.db = servers.client(deployment.dynamodb, "dynamodb")
         self.table = f"{deployment.app}_checkpoints"
         self.highest: dict[str, int] = {}
         self.owners: dict[str, str | None] = {}

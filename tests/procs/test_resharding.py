@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kinsumer import local_server
-from kinsumer.local_server import LocalServer
+from demo import servers
+from demo.servers import LocalServer
 from tests.helpers import Producer, wait_until
 from tests.procs.harness import ClientProcess, Deployment, ProcessAudit
 from tests.reshard import merge_adjacent, shards, split_first
@@ -18,13 +18,13 @@ pytestmark = pytest.mark.server
 
 
 def finished_at(deployment: Deployment) -> dict[str, float]:
-    db = local_server.client(deployment.dynamodb, "dynamodb")
+    db = servers.client(deployment.dynamodb, "dynamodb")
     rows = db.scan(TableName=f"{deployment.app}_checkpoints", ConsistentRead=True)["Items"]
     return {r["Shard"]["S"]: int(r["Finished"]["N"]) / 1000 for r in rows if "Finished" in r}
 
 
 def leader_id(deployment: Deployment) -> str | None:
-    db = local_server.client(deployment.dynamodb, "dynamodb")
+    db = servers.client(deployment.dynamodb, "dynamodb")
     item = db.get_item(TableName=f"{deployment.app}_metadata", Key={"Key": {"S": "Leader"}}, ConsistentRead=True)
     return item.get("Item", {}).get("ID", {}).get("S")
 
@@ -122,7 +122,7 @@ def test_after_a_leader_crash_a_new_leader_takes_over_and_reshards_are_picked_up
     print(f"leader crash: {len(produced)} records, 0 lost, {len(audit.duplicates())} duplicated")
     assert not audit.key_order_violations()
     # the shard cache was rewritten after the crash and now lists the children
-    cache = local_server.client(deployment.dynamodb, "dynamodb").get_item(
+    cache = servers.client(deployment.dynamodb, "dynamodb").get_item(
         TableName=f"{deployment.app}_metadata", Key={"Key": {"S": "ShardCache"}}, ConsistentRead=True
     )["Item"]
     assert int(cache["LastUpdate"]["N"]) / 1000 > killed_at

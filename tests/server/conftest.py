@@ -7,8 +7,8 @@ from typing import Any
 import attrs
 import pytest
 
+from demo.servers import LocalServer
 from kinsumer import Config, Kinsumer
-from kinsumer.local_server import LocalServer
 from tests.conftest import unique
 from tests.helpers import Audit, CountingStats
 

@@ -12,8 +12,8 @@ from typing import Any
 import attrs
 import pytest
 
+from demo.servers import LocalServer
 from kinsumer import Checkpoint, Kinsumer, Record
-from kinsumer.local_server import LocalServer
 from tests.faults import FaultPlan
 from tests.helpers import Audit, Producer, produce_per_shard, wait_until
 from tests.server.conftest import SERVER_CONFIG, Worker

@@ -5,8 +5,8 @@ from __future__ import annotations
 import boto3
 import pytest
 
+from demo.servers import LocalServer
 from kinsumer import Config, Kinsumer
-from kinsumer.local_server import LocalServer
 from tests.conftest import unique
 
 pytestmark = pytest.mark.server

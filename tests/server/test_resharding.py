@@ -8,8 +8,8 @@ from collections import defaultdict
 
 import pytest
 
+from demo.servers import LocalServer
 from kinsumer import Kinsumer
-from kinsumer.local_server import LocalServer
 from tests.conftest import unique
 from tests.helpers import Audit, Producer, wait_until
 from tests.reshard import merge_adjacent, new_stream, split_first

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import attrs
 import pytest
 
+from demo.servers import LocalServer
 from kinsumer import Kinsumer
-from kinsumer.local_server import LocalServer
-from kinsumer.tables import now_ms
+from kinsumer.aws.tables import now_ms
 from tests.helpers import Audit, produce_per_shard, wait_until
 from tests.server.conftest import SERVER_CONFIG
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kinsumer.local_server import LocalServer
+from demo.servers import LocalServer
 from tests.conftest import unique
 from tests.helpers import Producer, produce_per_shard, wait_until
 from tests.reshard import merge_adjacent, new_stream, split_first

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinsumer.assignment import assigned_shards, client_index
+from kinsumer.coordination.assignment import assigned_shards, client_index
 
 shard_ids = st.lists(st.integers(0, 10_000).map(lambda n: f"shardId-{n:012d}"), unique=True, max_size=80)
 client_ids = st.lists(st.uuids().map(str), unique=True, min_size=1, max_size=12)

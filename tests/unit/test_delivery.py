@@ -2,11 +2,19 @@ import datetime as dt
 import threading
 import time
 
-from kinsumer.delivery import Checkpoint, ShardProgress
+from kinsumer.delivery.progress import Checkpoint, ShardProgress
+from kinsumer.delivery.record_queue import CLOSED, RecordQueue
 from kinsumer.record import Record
-from kinsumer.record_queue import CLOSED, RecordQueue
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def _no_wait() -> bool:  # put_many's should_stop: add what fits, never wait for room
+    return True
+
+
+def _wait_for_room() -> bool:  # put_many's should_stop: wait for room as long as it takes
+    return False
 
 
 def record(seq: int, shard: str = "s") -> Record:
@@ -59,11 +67,11 @@ def test_queue_is_bounded_and_fifo() -> None:
     q = RecordQueue(3)
     progress = ShardProgress("s", None)
     items = [(record(i), progress) for i in range(5)]
-    assert q.put_many(items, 0, timeout=0) == 3
-    assert q.put_many(items, 3, timeout=0) == 0
+    assert q.put_many(items, 0, _no_wait) == 3
+    assert q.put_many(items, 3, _no_wait) == 0
     got = q.get(0)
     assert got is not CLOSED and got is not None and got[0].sequence_number == "0"
-    assert q.put_many(items, 3, timeout=0) == 1
+    assert q.put_many(items, 3, _no_wait) == 1
     assert [q.get(0)[0].sequence_number for _ in range(3)] == ["1", "2", "3"]  # type: ignore[index]
     assert q.get(0.01) is None
 
@@ -71,7 +79,7 @@ def test_queue_is_bounded_and_fifo() -> None:
 def test_purge_drops_only_one_capture_and_frees_room() -> None:
     q = RecordQueue(4)
     old, other = ShardProgress("a", None), ShardProgress("b", None)
-    q.put_many([(record(1, "a"), old), (record(1, "b"), other), (record(2, "a"), old)], 0, timeout=0)
+    q.put_many([(record(1, "a"), old), (record(1, "b"), other), (record(2, "a"), old)], 0, _no_wait)
     assert q.purge(old) == 2
     assert len(q) == 1
     got = q.get(0)
@@ -81,9 +89,9 @@ def test_purge_drops_only_one_capture_and_frees_room() -> None:
 def test_close_wakes_a_blocked_reader_and_writer() -> None:
     q = RecordQueue(1)
     progress = ShardProgress("s", None)
-    q.put_many([(record(1), progress)], 0, timeout=0)
+    q.put_many([(record(1), progress)], 0, _no_wait)
     results: list[object] = []
-    writer = threading.Thread(target=lambda: results.append(q.put_many([(record(2), progress)], 0, timeout=30)))
+    writer = threading.Thread(target=lambda: results.append(q.put_many([(record(2), progress)], 0, _wait_for_room)))
     writer.start()
     q.close()
     writer.join(10)
@@ -94,7 +102,7 @@ def test_close_wakes_a_blocked_reader_and_writer() -> None:
 def test_get_many_takes_a_batch_in_order() -> None:
     q = RecordQueue(10)
     progress = ShardProgress("s", None)
-    q.put_many([(record(i), progress) for i in range(5)], 0, timeout=0)
+    q.put_many([(record(i), progress) for i in range(5)], 0, _no_wait)
     first = q.get_many(3, 0)
     assert isinstance(first, list) and [r.sequence_number for r, _ in first] == ["0", "1", "2"]
     rest = q.get_many(10, 0)
@@ -105,15 +113,15 @@ def test_get_many_takes_a_batch_in_order() -> None:
 def test_taking_records_wakes_a_writer_waiting_for_room() -> None:
     q = RecordQueue(2)
     progress = ShardProgress("s", None)
-    q.put_many([(record(1), progress), (record(2), progress)], 0, timeout=0)
+    q.put_many([(record(1), progress), (record(2), progress)], 0, _no_wait)
     added: list[int] = []
-    writer = threading.Thread(target=lambda: added.append(q.put_many([(record(3), progress)], 0, timeout=60)))
+    writer = threading.Thread(target=lambda: added.append(q.put_many([(record(3), progress)], 0, _wait_for_room)))
     writer.start()
     deadline = time.monotonic() + 10
     while q._putters == 0 and time.monotonic() < deadline:  # the writer is waiting for room
         time.sleep(0.01)
     assert q.get_many(1, 0) is not None
-    writer.join(10)  # far less than its 60 s timeout: it was woken
+    writer.join(10)  # it was woken: it has no timeout of its own
     assert not writer.is_alive() and added == [1]
 
 
@@ -146,7 +154,25 @@ def test_a_reader_waiting_through_a_purge_gets_what_is_put_after_it() -> None:
     while q._getters == 0 and time.monotonic() < deadline:  # the reader is waiting for records
         time.sleep(0.01)
     q.purge(old)
-    q.put_many([(record(1, "b"), new)], 0, timeout=0)
+    q.put_many([(record(1, "b"), new)], 0, _no_wait)
     reader.join(10)  # far less than its 60 s timeout
     assert not reader.is_alive()
     assert isinstance(got[0], list) and [r.sequence_number for r, _ in got[0]] == ["1"]
+
+
+def test_a_writer_waiting_for_room_leaves_when_told_to_stop() -> None:
+    q = RecordQueue(1)
+    progress = ShardProgress("s", None)
+    q.put_many([(record(1), progress)], 0, _no_wait)
+    stop = threading.Event()
+    added: list[int] = []
+    writer = threading.Thread(target=lambda: added.append(q.put_many([(record(2), progress)], 0, stop.is_set)))
+    writer.start()
+    deadline = time.monotonic() + 10
+    while q._putters == 0 and time.monotonic() < deadline:  # the writer is waiting for room
+        time.sleep(0.01)
+    stop.set()
+    q.wake_putters()
+    writer.join(10)
+    assert not writer.is_alive() and added == [0]
+    assert len(q) == 1

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinsumer.frontier import ShardInfo, consumable_frontier
+from kinsumer.reading.frontier import ShardInfo, consumable_frontier
 
 
 @st.composite

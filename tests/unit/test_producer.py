@@ -1,4 +1,4 @@
-"""kinsumer.producer: rejected entries are written again; a stop ends it."""
+"""demo.producer: rejected entries are written again; a stop ends it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import threading
 from typing import Any
 
-from kinsumer.producer import produce
+from demo.producer import produce
 
 
 class ThrottlingKinesis:

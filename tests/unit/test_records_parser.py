@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from kinsumer import records_parser
+from kinsumer.aws import records_parser
 
 _OUTPUT = botocore.session.get_session().get_service_model("kinesis").operation_model("GetRecords").output_shape
 

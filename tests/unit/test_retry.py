@@ -1,7 +1,8 @@
 import botocore.exceptions
 import pytest
 
-from kinsumer.retry import Stopped, is_transient, retry_call
+from kinsumer.aws.error_codes import is_transient
+from kinsumer.aws.retry import Stopped, retry_call
 from tests.helpers import CountingStats
 
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinsumer.frontier import ShardInfo
+from kinsumer import ConfigError
+from kinsumer.reading.frontier import ShardInfo
 from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, BatchOffset, after, next_offset, to_start_position
 from tests.unit.test_frontier import lineages
 
@@ -67,5 +68,5 @@ def test_start_positions() -> None:
     assert to_start_position("AFTER:42").sequence_number == "42"
     assert to_start_position(TRIM_HORIZON).kind == "TRIM_HORIZON"
     assert to_start_position("AT_TIMESTAMP:1700000000000").timestamp is not None
-    with pytest.raises(ValueError, match="not a start position"):
+    with pytest.raises(ConfigError, match="start position"):
         to_start_position(SHARD_END)

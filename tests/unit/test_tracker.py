@@ -2,7 +2,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kinsumer.tracker import CheckpointTracker
+from kinsumer.delivery.tracker import CheckpointTracker
 
 
 class TrackerModel(RuleBasedStateMachine):

@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, TypeVar
 import attrs
 import botocore.exceptions
 
-from .config import Config
-from .errors import AWSError, KinsumerError, StreamNotFound, TableNotFound
-from .record_queue import RecordQueue
-from .retry import error_code, retry_call
-from .stats import GuardedStats, StatReceiver
-from .tables import Tables, ensure_tables_ready
+from ..aws.error_codes import is_not_found, to_kinsumer_error
+from ..aws.retry import retry_call
+from ..aws.tables import Tables, ensure_tables_ready
+from ..config import Config
+from ..delivery.delivery import Delivery
+from ..errors import KinsumerError, StreamNotFound, TableNotFound
+from ..reading.reader import ReaderSettings
+from ..stats import GuardedStats
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -33,7 +35,7 @@ _KINESIS_OPERATIONS = frozenset(
 
 @attrs.define(eq=False)
 class Runtime:
-    """The clients, names, queue and failure channel of one running Kinsumer."""
+    """The clients, names, delivery and failure channel of one running Kinsumer."""
 
     kinesis: KinesisClient
     dynamodb: DynamoDBClient
@@ -42,22 +44,22 @@ class Runtime:
     config: Config
     client_id: str
     client_name: str
-    queue: RecordQueue
+    delivery: Delivery
+    stats: GuardedStats
     #: Called once with the first fatal error; the owner stops everything.
     on_fatal: Callable[[KinsumerError], None]
     #: Wakes the coordinator to refresh the shard cache now (a shard finished).
-    request_refresh: Callable[[], None]
-    #: config.stats, guarded: a failing receiver never stops consumption
-    stats: StatReceiver = attrs.field(init=False)
+    request_refresh: Callable[[], None] = attrs.field(default=lambda: None)
     _fatal_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     fatal: KinsumerError | None = attrs.field(default=None, init=False)
-
-    def __attrs_post_init__(self) -> None:
-        self.stats = GuardedStats(self.config.stats)
 
     @property
     def max_age(self) -> float:
         return self.config.effective_client_record_max_age
+
+    @property
+    def reader_settings(self) -> ReaderSettings:
+        return ReaderSettings(self.config.throttle_delay, self.config.max_records_per_call)
 
     def call(self, fn: Callable[[], T], operation: str, **kwargs: object) -> T:
         """``fn()`` with transient faults retried (see :func:`retry_call`)."""
@@ -75,23 +77,16 @@ class Runtime:
 
     def classify(self, exc: BaseException, where: str) -> KinsumerError:
         """Turn a background exception into the KinsumerError the caller will see."""
-        if isinstance(exc, KinsumerError):
-            return exc
-        if isinstance(exc, botocore.exceptions.ClientError):
-            code = error_code(exc)
-            operation = exc.operation_name
-            if code == "ResourceNotFoundException" and operation in _KINESIS_OPERATIONS:
+        if isinstance(exc, botocore.exceptions.ClientError) and is_not_found(exc):
+            if exc.operation_name in _KINESIS_OPERATIONS:
                 return _chain(StreamNotFound(self.stream_name), exc)
-            if code == "ResourceNotFoundException":
-                try:
-                    ensure_tables_ready(self.dynamodb, self.tables)
-                except TableNotFound as missing:
-                    return _chain(missing, exc)
-                except Exception:  # noqa: BLE001 - the original error is the one to report
-                    pass
-            message = str(exc.response.get("Error", {}).get("Message", ""))
-            return _chain(AWSError(operation, code, message), exc)
-        return _chain(KinsumerError(f"unexpected error in {where}: {exc!r}"), exc)
+            try:
+                ensure_tables_ready(self.dynamodb, self.tables)
+            except TableNotFound as missing:
+                return _chain(missing, exc)
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                pass
+        return to_kinsumer_error(exc, where)
 
 
 def _chain(error: KinsumerError, cause: BaseException) -> KinsumerError:

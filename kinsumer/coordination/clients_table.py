@@ -10,8 +10,10 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import botocore.exceptions
 
-from .tables import now_ms
+from ..aws.error_codes import is_condition_failure
+from ..aws.tables import now_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -98,6 +100,8 @@ def reap_clients(db: DynamoDBClient, table: str, older_than: float) -> int:
                 ExpressionAttributeValues={":cutoff": {"N": str(cutoff)}},
             )
             reaped += 1
-        except db.exceptions.ConditionalCheckFailedException:
-            pass  # it came back to life meanwhile
+        except botocore.exceptions.ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
+            # it came back to life meanwhile
     return reaped

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import botocore.exceptions
 
-from .errors import TableNotFound
-from .retry import error_code
+from ..errors import TableNotFound, TableTimeout
+from .error_codes import is_in_use, is_not_found
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -53,7 +53,7 @@ def _table_status(db: DynamoDBClient, name: str) -> str | None:
     try:
         return db.describe_table(TableName=name)["Table"].get("TableStatus")
     except botocore.exceptions.ClientError as exc:
-        if error_code(exc) == "ResourceNotFoundException":
+        if is_not_found(exc):
             return None
         raise
 
@@ -62,7 +62,7 @@ def _wait_for(db: DynamoDBClient, name: str, wanted: set[str | None], timeout: f
     deadline = time.monotonic() + timeout
     while (status := _table_status(db, name)) not in wanted:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"DynamoDB table {name!r} is still {status} after {timeout:g} s")
+            raise TableTimeout(name, status, timeout)
         time.sleep(_WAIT_POLL)
 
 
@@ -81,7 +81,7 @@ def _create_one(db: DynamoDBClient, name: str, key: str, billing: dict[str, Any]
                 **billing,
             )
         except botocore.exceptions.ClientError as exc:
-            if error_code(exc) != "ResourceInUseException":  # created meanwhile by someone else
+            if not is_in_use(exc):  # created meanwhile by someone else
                 raise
     _wait_for(db, name, {"ACTIVE"}, timeout)
 
@@ -92,7 +92,7 @@ def _delete_one(db: DynamoDBClient, name: str, timeout: float) -> None:
     try:
         db.delete_table(TableName=name)
     except botocore.exceptions.ClientError as exc:
-        if error_code(exc) not in ("ResourceNotFoundException", "ResourceInUseException"):
+        if not (is_not_found(exc) or is_in_use(exc)):
             raise
     _wait_for(db, name, {None}, timeout)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from . import checkpoints, metadata
-from .frontier import consumable_frontier
-from .metadata import ShardCache
-from .stream import list_shards
-from .tables import Tables
+from ..aws.kinesis import list_shards
+from ..aws.tables import Tables
+from ..reading.frontier import consumable_frontier
+from . import checkpoints_table, metadata_table
+from .metadata_table import ShardCache
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -41,7 +41,7 @@ def refresh_shard_cache(
     stream (past retention) are deleted.
     """
     shards = list_shards(kinesis, stream_name)
-    rows = checkpoints.load_rows(db, tables.checkpoints)
+    rows = checkpoints_table.load_rows(db, tables.checkpoints)
     finished = {shard for shard, row in rows.items() if row.finished}
     frontier = consumable_frontier(shards, finished)
     if reap_trimmed:
@@ -49,14 +49,14 @@ def refresh_shard_cache(
         trimmed = sorted(s for s in finished if s not in listed)
         if trimmed:
             log.info("deleting the checkpoints of %d shards trimmed from the stream", len(trimmed))
-            checkpoints.delete_rows(db, tables.checkpoints, trimmed)
+            checkpoints_table.delete_rows(db, tables.checkpoints, trimmed)
     if seen is not None and list(seen.shard_ids) == frontier:
         return seen
     parents = {s.shard_id: s.parents for s in shards if s.shard_id in set(frontier)}
-    written = metadata.write_shard_cache(
+    written = metadata_table.write_shard_cache(
         db, tables.metadata, frontier, parents, expected_version=seen.version if seen else 0
     )
     if written is None:  # someone else wrote first: theirs is at least as fresh
-        return metadata.read_shard_cache(db, tables.metadata) or ShardCache(tuple(frontier), parents)
+        return metadata_table.read_shard_cache(db, tables.metadata) or ShardCache(tuple(frontier), parents)
     log.info("shard cache: %d consumable shards %s", len(frontier), frontier)
     return written

@@ -11,68 +11,18 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-import botocore.exceptions
 import tenacity
 
-from .stats import StatReceiver
+from ..stats import StatReceiver
+from .error_codes import error_code, is_transient
 
-__all__ = ["Stopped", "error_code", "is_transient", "retry_call"]
+__all__ = ["Stopped", "retry_call"]
 
 log = logging.getLogger("kinsumer.retry")
 T = TypeVar("T")
 
-_THROTTLING = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "Throttling",
-        "ThrottledException",
-        "LimitExceededException",
-        "RequestLimitExceeded",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "KMSThrottlingException",
-        "TransactionInProgressException",
-    }
-)
-_SERVER = frozenset(
-    {
-        "InternalFailure",
-        "InternalError",
-        "InternalServerError",
-        "InternalServerException",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-    }
-)
-_CONNECTION = (
-    botocore.exceptions.ConnectionError,
-    botocore.exceptions.HTTPClientError,
-    ConnectionError,
-    TimeoutError,
-)
-
-
 class Stopped(Exception):
     """Raised by :func:`retry_call` when the caller asked to stop while retrying."""
-
-
-def error_code(exc: BaseException) -> str:
-    """The AWS error code of a ClientError, else the exception's class name."""
-    if isinstance(exc, botocore.exceptions.ClientError):
-        return str(exc.response.get("Error", {}).get("Code", "")) or type(exc).__name__
-    return type(exc).__name__
-
-
-def is_transient(exc: BaseException) -> bool:
-    """True for faults that go away by themselves: throttling, 5xx, connection problems."""
-    if isinstance(exc, botocore.exceptions.ClientError):
-        if error_code(exc) in _THROTTLING or error_code(exc) in _SERVER:
-            return True
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return isinstance(status, int) and status >= 500
-    return isinstance(exc, _CONNECTION)
 
 
 def retry_call(

@@ -1,13 +1,13 @@
 """A self-contained demo: several kinsumer processes share one stream on a local moto server.
 
-``python -m kinsumer.demo`` (what ``make demo`` runs) needs no AWS account and no network.
+``python -m demo`` (what ``make demo`` runs, from the repository's top folder) needs no AWS account and no network.
 Its phases:
 
 1. start ``moto.server`` on a free port of 127.0.0.1 (and always stop it again);
 2. create a Kinesis stream and the application's DynamoDB tables there;
-3. start the clients, each a separate OS process (see :mod:`kinsumer.demo_worker`), and the
+3. start the clients, each a separate OS process (see :mod:`demo.worker`), and the
    process of the client that joins later (it waits); wait until the clients share the shards;
-4. produce uniquely numbered records at ``--rate`` from a thread (``kinsumer.producer.produce``)
+4. produce uniquely numbered records at ``--rate`` from a thread (``demo.producer.produce``)
    while the clients consume them; print a progress block a second: per client its shards
    (``3?``: assigned, not captured yet), its records/s over the last second, and the leader;
 5. rebalance while the producer writes (unless ``--no-rebalance``, or with a single client):
@@ -35,8 +35,12 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from . import local_server
-from .demo_worker import (
+from kinsumer.aws.kinesis import list_shards
+from kinsumer.stats import StatReceiver
+
+from . import servers
+from .producer import produce
+from .worker import (
     APPLICATION,
     STREAM,
     Report,
@@ -49,9 +53,6 @@ from .demo_worker import (
     start_workers,
     stop_workers,
 )
-from .producer import produce
-from .stats import StatReceiver
-from .stream import list_shards
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
@@ -89,7 +90,7 @@ class Settings:
 
 def parse_args(argv: Sequence[str] | None) -> Settings:
     parser = argparse.ArgumentParser(
-        prog="python -m kinsumer.demo",
+        prog="python -m demo",
         description="Produce records into a Kinesis stream on a local moto server and consume them with "
         "several kinsumer processes, one of which leaves while another joins; check that every record is "
         "delivered exactly once.",
@@ -144,7 +145,7 @@ def set_up(endpoint: str, shards: int) -> list[str]:
 
 
 class Producer(threading.Thread):
-    """Writes the ids 0..total-1 with :func:`kinsumer.producer.produce` (in order, every batch complete)."""
+    """Writes the ids 0..total-1 with :func:`demo.producer.produce` (in order, every batch complete)."""
 
     def __init__(self, kinesis: KinesisClient, total: int, rate: float) -> None:
         super().__init__(name="demo-producer", daemon=True)
@@ -382,16 +383,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # `timeout` or a CI runner: clean up as for Ctrl-C
     try:
-        with local_server.moto_server() as server:
+        with servers.moto_server() as server:
             print(f"moto server at {server.endpoint}", flush=True)
             return run_demo(settings, server.endpoint)
     except KeyboardInterrupt:
         print("interrupted; stopped the workers and the moto server", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (DemoError, RuntimeError) as exc:
+    except (DemoError, servers.ServerError) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,7 @@
 
 Every ``shard_check_frequency`` the coordinator heartbeats, reads the live clients and
 the shard cache, and owns the shards at positions ``i % client_count == my_index``. Only
-shards whose owner changed are stopped and started. It owns the ShardConsumers.
+shards whose owner changed are stopped and started. It owns the :class:`ShardPool`.
 """
 
 from __future__ import annotations
@@ -15,15 +15,18 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from . import clients_table, metadata
+from ..aws.error_codes import is_transient
+from ..aws.retry import Stopped
+from ..aws.tables import now_ms as tables_now_ms
+from ..reading.reader import ReaderFactory
+from . import clients_table, metadata_table
 from .assignment import assigned_shards, client_index
 from .clients_table import ClientRow
 from .leader import refresh_shard_cache
-from .metadata import ShardCache
-from .retry import Stopped, is_transient
+from .metadata_table import ShardCache
 from .runtime import Runtime
-from .shard_consumer import ShardConsumer
-from .tables import now_ms as tables_now_ms
+from .shard_pool import ShardPool
+from .shard_worker import ShardWorker
 
 __all__ = ["Coordinator"]
 
@@ -35,14 +38,12 @@ _FINAL_CALL_DEADLINE = 3.0  # seconds spent retrying deregistration at stop
 
 
 class Coordinator:
-    """Runs the membership loop on its own thread and the ShardConsumers it assigns."""
+    """Runs the membership loop on its own thread, and the shard pool it assigns shards to."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, readers: ReaderFactory | None = None) -> None:
         self._rt = runtime
         self._cfg = runtime.config
-        self._lock = threading.Lock()  # guards the consumer maps
-        self._consumers: dict[str, ShardConsumer] = {}
-        self._retiring: list[ShardConsumer] = []
+        self._pool = ShardPool(runtime, readers)
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._refresh = threading.Event()
@@ -70,31 +71,24 @@ class Coordinator:
         """Begin a clean stop: leave the membership and hand every shard off."""
         self._stopping.set()
         self._wake.set()
-        with self._lock:
-            for consumer in self._consumers.values():
-                consumer.request_stop()
+        self._pool.request_stop()
 
     def join(self, timeout: float) -> bool:
-        """Wait for the loop and every consumer to end; False if some did not in time."""
+        """Wait for the loop and every shard worker to end; False if some did not in time."""
         deadline = time.monotonic() + timeout
         if self._thread.ident is not None:
             self._thread.join(max(0.0, deadline - time.monotonic()))
         else:  # run() failed before the loop started: leave from here
             self._leave()
-        with self._lock:
-            consumers = [*self._consumers.values(), *self._retiring]
-        for consumer in consumers:
-            consumer.join(max(0.0, deadline - time.monotonic()))
-        alive = [c.shard_id for c in consumers if c.is_alive()]
+        alive = self._pool.join(deadline)
         if self._thread.is_alive() or alive:
             log.warning("stop timed out; still running: %s", alive or "the coordinator")
             return False
         return True
 
-    def consumers(self) -> list[ShardConsumer]:
-        """The shard consumers of the shards this client is assigned, by shard ID."""
-        with self._lock:
-            return [self._consumers[shard] for shard in sorted(self._consumers)]
+    def workers(self) -> list[ShardWorker]:
+        """The workers of the shards this client is assigned, by shard ID."""
+        return self._pool.workers()
 
     # ----------------------------------------------------------------- the loop
 
@@ -138,7 +132,7 @@ class Coordinator:
         index, count = client_index([c.id for c in clients], rt.client_id)
         if index == 0:
             leader = call(
-                lambda: metadata.take_leadership(db, tables.metadata, rt.client_id, rt.client_name, rt.max_age),
+                lambda: metadata_table.take_leadership(db, tables.metadata, rt.client_id, rt.client_name, rt.max_age),
                 "PutItem",
             )
             if leader and not self.is_leader:
@@ -146,10 +140,10 @@ class Coordinator:
                 self._next_leader_action = 0.0
             self.is_leader = leader
         elif self.is_leader:
-            call(lambda: metadata.release_leadership(db, tables.metadata, rt.client_id), "UpdateItem")
+            call(lambda: metadata_table.release_leadership(db, tables.metadata, rt.client_id), "UpdateItem")
             log.info("client %s is no longer the leader", rt.client_id)
             self.is_leader = False
-        cache = call(lambda: metadata.read_shard_cache(db, tables.metadata), "GetItem")
+        cache = call(lambda: metadata_table.read_shard_cache(db, tables.metadata), "GetItem")
         leader_due = self.is_leader and time.monotonic() >= self._next_leader_action
         if cache is None or not cache.shard_ids or leader_due or self._refresh.is_set():
             self._refresh.clear()
@@ -165,7 +159,8 @@ class Coordinator:
         if (index, count) != (self.client_index, self.client_count):
             log.info("client %s is %d of %d live clients", rt.client_id, index, count)
         self.client_index, self.client_count, self._cache = index, count, cache
-        self._assign(assigned_shards(cache.shard_ids, index, count), cache.parents)
+        if not self._stopping.is_set():
+            self._pool.assign(assigned_shards(cache.shard_ids, index, count), cache.parents)
 
     def _when_silent_clients_expire(self, clients: list[ClientRow]) -> float:
         """Monotonic time at which the first client that missed a heartbeat counts as dead.
@@ -184,36 +179,10 @@ class Coordinator:
             return math.inf
         return now + (min(expiries) - now_wall) / 1000 + 0.05
 
-    def _assign(self, wanted: list[str], parents: dict[str, tuple[str, ...]]) -> None:
-        """Stop the consumers of shards we lost, start those of shards we gained."""
-        if self._stopping.is_set():
-            return
-        with self._lock:
-            for shard_id, consumer in list(self._consumers.items()):
-                if not consumer.is_alive():  # finished, fenced off, or failed
-                    del self._consumers[shard_id]
-                elif shard_id not in wanted:
-                    consumer.request_stop()
-                    self._retiring.append(consumer)
-                    del self._consumers[shard_id]
-            self._retiring = [c for c in self._retiring if c.is_alive()]
-            busy = {c.shard_id for c in self._retiring}
-            started = []
-            for shard_id in wanted:
-                if shard_id not in self._consumers and shard_id not in busy:
-                    consumer = ShardConsumer(self._rt, shard_id, parents.get(shard_id, ()))
-                    self._consumers[shard_id] = consumer
-                    consumer.start()
-                    started.append(shard_id)
-        if started:
-            log.info("assigned %s; now reading %d shards", started, len(self._consumers))
-
     def _leave(self) -> None:
         """Stop path on the loop thread: leave the membership, let the consumers hand off."""
         rt = self._rt
-        with self._lock:
-            for consumer in self._consumers.values():
-                consumer.request_stop()
+        self._pool.request_stop()
         deadline = time.monotonic() + _FINAL_CALL_DEADLINE
         try:
             rt.call(
@@ -223,7 +192,7 @@ class Coordinator:
             )
             if self.is_leader:
                 rt.call(
-                    lambda: metadata.release_leadership(rt.dynamodb, rt.tables.metadata, rt.client_id),
+                    lambda: metadata_table.release_leadership(rt.dynamodb, rt.tables.metadata, rt.client_id),
                     "UpdateItem",
                     deadline=deadline,
                 )

@@ -3,12 +3,12 @@
 ``moto_server()`` runs moto's server (DynamoDB and Kinesis, ``pip install 'kinsumer[demo]'``) in
 a child process on a free port; :class:`LocalServer` stops it however the block ends. Clients
 made by :meth:`LocalServer.client` use fixed fake credentials, so nothing can reach real AWS.
+The tests start kinesalite with ``tests/support/kinesalite.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import pathlib
 import socket
 import subprocess
 import sys
@@ -22,7 +22,7 @@ from typing import IO, Any
 import boto3
 import botocore.config
 
-__all__ = ["LocalServer", "client", "free_port", "kinesalite", "moto_server"]
+__all__ = ["LocalServer", "ServerError", "client", "free_port", "moto_server"]
 
 REGION = "us-east-1"
 _STOP_TIMEOUT = 5.0
@@ -47,6 +47,10 @@ def client(endpoint: str, service: str, **config: Any) -> Any:
         aws_secret_access_key="local",
         config=botocore.config.Config(**{"max_pool_connections": 64, **config}),
     )
+
+
+class ServerError(Exception):
+    """A local server did not start; the message says why and shows its last output."""
 
 
 class LocalServer:
@@ -107,30 +111,9 @@ def moto_server(timeout: float = 30.0, extra_args: Sequence[str] = ()) -> Iterat
             while not _answers(f"{server.endpoint}/moto-api/"):
                 if process.poll() is not None or time.monotonic() > deadline:
                     why = f"exited with {process.returncode}" if process.poll() is not None else "did not answer"
-                    raise RuntimeError(
+                    raise ServerError(
                         f"moto server {why} within {timeout:g} s; is moto[server] installed "
                         f"(pip install 'kinsumer[demo]')? Its last output:\n{_output_tail(log)}"
                     )
                 time.sleep(0.1)
             yield server
-
-
-def kinesalite(directory: pathlib.Path, log_path: pathlib.Path) -> LocalServer:
-    """kinesalite (Kinesis with real shard splits and merges) in a node process on 127.0.0.1.
-
-    ``directory`` holds ``server.js`` (the wrapper that binds 127.0.0.1) and its npm install;
-    the server's stderr goes to ``log_path``.
-    """
-    if not (directory / "node_modules" / "kinesalite").is_dir():
-        raise RuntimeError(f"kinesalite is not installed: run 'make test' (npm install in {directory})")
-    with log_path.open("a") as log:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen(
-            ["node", str(directory / "server.js"), "0"], stdout=subprocess.PIPE, stderr=log, text=True
-        )
-    assert process.stdout is not None
-    line = process.stdout.readline()  # "ready PORT"
-    server = LocalServer(process, f"http://127.0.0.1:{line.split()[-1] if line.startswith('ready ') else 0}")
-    if not line.startswith("ready "):
-        server.stop()
-        raise RuntimeError(f"kinesalite did not start: {line!r}; its log: {log_path.read_text()[-2000:]}")
-    return server

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import botocore.exceptions
 
-from .retry import error_code
-from .tables import now_ms
+from ..aws.error_codes import is_condition_failure
+from ..aws.tables import now_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -22,10 +22,6 @@ __all__ = ["ShardCache", "read_shard_cache", "release_leadership", "take_leaders
 
 LEADER_KEY = "Leader"
 SHARD_CACHE_KEY = "ShardCache"
-
-
-def _conditional_failed(exc: botocore.exceptions.ClientError) -> bool:
-    return error_code(exc) == "ConditionalCheckFailedException"
 
 
 def take_leadership(db: DynamoDBClient, table: str, client_id: str, name: str, max_age: float) -> bool:
@@ -48,7 +44,7 @@ def take_leadership(db: DynamoDBClient, table: str, client_id: str, name: str, m
             },
         )
     except botocore.exceptions.ClientError as exc:
-        if _conditional_failed(exc):
+        if is_condition_failure(exc):
             return False
         raise
     return True
@@ -66,7 +62,7 @@ def release_leadership(db: DynamoDBClient, table: str, client_id: str) -> None:
             ExpressionAttributeValues={":me": {"S": client_id}, ":now": {"N": str(now_ms())}},
         )
     except botocore.exceptions.ClientError as exc:
-        if not _conditional_failed(exc):
+        if not is_condition_failure(exc):
             raise
 
 
@@ -128,7 +124,7 @@ def write_shard_cache(
             ExpressionAttributeValues={":seen": {"N": str(expected_version)}},
         )
     except botocore.exceptions.ClientError as exc:
-        if _conditional_failed(exc):
+        if is_condition_failure(exc):
             return None
         raise
     return ShardCache(shard_ids=tuple(shard_ids), parents=dict(parents), version=version, last_update=now)

@@ -1,5 +1,5 @@
-"""Writing test records: uniquely numbered JSON records at a steady rate. Used by
-``kinsumer produce`` and the demo."""
+"""Writing test records: uniquely numbered JSON records at a steady rate. Used by the demo,
+the tests, the benchmarks and ``kinsumer produce`` (from a checkout)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .retry import Stopped, retry_call
-from .stats import StatReceiver
+from kinsumer.aws.retry import Stopped, retry_call
+from kinsumer.stats import StatReceiver
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient

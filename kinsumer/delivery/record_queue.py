@@ -9,10 +9,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from .delivery import ShardProgress
-from .record import Record
+from ..record import Record
+from .progress import ShardProgress
 
 __all__ = ["CLOSED", "Closed", "Item", "RecordQueue"]
 
@@ -50,16 +50,17 @@ class RecordQueue:
     def closed(self) -> bool:
         return self._closed
 
-    def put_many(self, items: Sequence[Item], start: int, timeout: float) -> int:
-        """Append ``items[start:]`` as room allows, waiting up to ``timeout`` s for room.
+    def put_many(self, items: Sequence[Item], start: int, should_stop: Callable[[], bool]) -> int:
+        """Append ``items[start:]`` as room allows, waiting for room while ``should_stop()`` is false.
 
-        Returns how many were appended (0 on timeout or once closed).
+        Returns how many were appended (0 once closed or stopping). Whoever makes
+        ``should_stop()`` true calls :meth:`wake_putters` afterwards.
         """
         with self._lock:
-            if not self._closed and len(self._items) >= self._capacity:
+            while not self._closed and len(self._items) >= self._capacity and not should_stop():
                 self._putters += 1
                 try:
-                    self._not_full.wait(timeout)
+                    self._not_full.wait()
                 finally:
                     self._putters -= 1
             if self._closed:
@@ -70,6 +71,11 @@ class RecordQueue:
             if chunk and self._getters:
                 self._not_empty.notify(len(chunk))
             return len(chunk)
+
+    def wake_putters(self) -> None:
+        """Have the threads waiting in :meth:`put_many` check their ``should_stop`` again."""
+        with self._lock:
+            self._not_full.notify_all()
 
     def get_many(self, limit: int, timeout: float | None) -> list[Item] | Closed | None:
         """Up to ``limit`` of the oldest items; None after ``timeout`` s with nothing; CLOSED once closed."""

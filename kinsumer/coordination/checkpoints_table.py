@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import botocore.exceptions
 
-from .retry import error_code
-from .tables import now_ms
+from ..aws.error_codes import is_condition_failure
+from ..aws.tables import now_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -62,10 +62,6 @@ class CheckpointRow:
 
 def _names(expression: str) -> dict[str, str]:
     return {k: v for k, v in _NAMES.items() if k in expression}
-
-
-def _is_condition_failure(exc: botocore.exceptions.ClientError) -> bool:
-    return error_code(exc) == "ConditionalCheckFailedException"
 
 
 def read_row(db: DynamoDBClient, table: str, shard_id: str) -> CheckpointRow | None:
@@ -127,7 +123,7 @@ def _conditional_update(
             ReturnValues="ALL_NEW" if return_new else "NONE",
         )
     except botocore.exceptions.ClientError as exc:
-        if _is_condition_failure(exc):
+        if is_condition_failure(exc):
             return None
         raise
     return dict(resp.get("Attributes", {}))
@@ -202,5 +198,5 @@ def delete_rows(db: DynamoDBClient, table: str, shard_ids: list[str]) -> None:
                 ExpressionAttributeNames={"#fin": "Finished"},
             )
         except botocore.exceptions.ClientError as exc:
-            if not _is_condition_failure(exc):
+            if not is_condition_failure(exc):
                 raise

@@ -1,4 +1,4 @@
-"""The workers of ``python -m kinsumer.demo``: the consumer processes, and the parent's handle on them.
+"""The workers of ``python -m demo``: the consumer processes, and the parent's handle on them.
 
 Each worker is a separate OS process running one :class:`Kinsumer`. It waits until the parent
 lets it join (the initial clients at once, the client that joins during the rebalance later),
@@ -22,11 +22,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from . import local_server
-from .config import Config
-from .consumer import Kinsumer
-from .record import Record
-from .stats import StatReceiver
+from kinsumer import Config, Kinsumer, Record, StatReceiver
+
+from . import servers
 
 if TYPE_CHECKING:
     from multiprocessing.context import SpawnContext, SpawnProcess
@@ -63,11 +61,11 @@ _CLIENT_OPTIONS: dict[str, Any] = {"max_pool_connections": 32, "retries": {"mode
 
 
 def kinesis_client(endpoint: str) -> KinesisClient:
-    return cast("KinesisClient", local_server.client(endpoint, "kinesis", **_CLIENT_OPTIONS))
+    return cast("KinesisClient", servers.client(endpoint, "kinesis", **_CLIENT_OPTIONS))
 
 
 def dynamodb_client(endpoint: str) -> DynamoDBClient:
-    return cast("DynamoDBClient", local_server.client(endpoint, "dynamodb", **_CLIENT_OPTIONS))
+    return cast("DynamoDBClient", servers.client(endpoint, "dynamodb", **_CLIENT_OPTIONS))
 
 
 def new_kinsumer(endpoint: str, client_name: str, config: Config) -> Kinsumer:

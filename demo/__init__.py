@@ -1,0 +1,5 @@
+"""The demo and the local tooling of a checkout (not part of the installed package).
+
+``python -m demo`` (``make demo``) runs the demo on an embedded moto server; ``servers`` starts
+local AWS-compatible servers on 127.0.0.1; ``producer`` writes uniquely numbered test records.
+"""

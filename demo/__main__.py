@@ -1,0 +1,7 @@
+"""``python -m demo``: what ``make demo`` runs."""
+
+import sys
+
+from .app import main
+
+sys.exit(main())

@@ -1,0 +1,61 @@
+"""The Kinesis calls of coordination and the command line: listing shards, stream checks.
+
+Plain functions taking a boto3 Kinesis client. Shards are listed with paginated
+ListShards, never DescribeStream (whose limit is 10 calls/s per account). Reading a shard
+(GetShardIterator, GetRecords) is :mod:`kinsumer.reading`'s.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import botocore.exceptions
+
+from ..errors import StreamNotFound
+from ..reading.frontier import ShardInfo
+from .error_codes import is_not_found
+
+if TYPE_CHECKING:
+    from mypy_boto3_kinesis import KinesisClient
+
+__all__ = ["ensure_stream_active", "list_shards", "stream_exists"]
+
+
+def list_shards(kinesis: KinesisClient, stream_name: str) -> list[ShardInfo]:
+    """Every shard of the stream within retention, open or closed."""
+    shards: list[ShardInfo] = []
+    params: dict[str, Any] = {"StreamName": stream_name}
+    try:
+        while True:
+            page = kinesis.list_shards(**params)
+            shards.extend(ShardInfo.from_api(dict(s)) for s in page.get("Shards", []))
+            token = page.get("NextToken")
+            if not token:
+                return shards
+            params = {"NextToken": token}
+    except botocore.exceptions.ClientError as exc:
+        if is_not_found(exc):
+            raise StreamNotFound(stream_name) from exc
+        raise
+
+
+def stream_exists(kinesis: KinesisClient, stream_name: str) -> bool:
+    try:
+        kinesis.describe_stream_summary(StreamName=stream_name)
+    except botocore.exceptions.ClientError as exc:
+        if is_not_found(exc):
+            return False
+        raise
+    return True
+
+
+def ensure_stream_active(kinesis: KinesisClient, stream_name: str) -> None:
+    """Raise :class:`StreamNotFound` unless the stream exists and is readable."""
+    try:
+        summary = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
+    except botocore.exceptions.ClientError as exc:
+        if is_not_found(exc):
+            raise StreamNotFound(stream_name) from exc
+        raise
+    if summary.get("StreamStatus") not in ("ACTIVE", "UPDATING"):
+        raise StreamNotFound(stream_name)

@@ -1,0 +1,111 @@
+"""The commit clock: one thread per client commits its owned shards when due.
+
+Commits keep each shard's lease alive and store its checkpoint (the contiguous prefix of
+processed records). They run here, on their own clock, never inside a reader's retry wait
+or a push waiting for room. A commit that finds the shard owned by another client tells
+the shard's worker, which drops the shard at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Protocol
+
+from ..aws.error_codes import error_code, is_transient
+from .commit_schedule import CommitSchedule
+from .lease import ShardLease
+from .runtime import Runtime
+
+__all__ = ["Committable", "Committer"]
+
+log = logging.getLogger("kinsumer.commits")
+
+
+class Committable(Protocol):
+    """What the committer needs of a shard's worker."""
+
+    @property
+    def shard_id(self) -> str: ...
+
+    @property
+    def lease(self) -> ShardLease: ...
+
+    def to_commit(self) -> tuple[str | None, int | None]:
+        """(the checkpoint to store, the lag to store with it)."""
+        ...
+
+    def ownership_lost(self) -> None:
+        """A commit found the shard owned by another client."""
+        ...
+
+
+class Committer:
+    """Commits every registered shard each ``commit_frequency`` on a thread of its own."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+        self._cond = threading.Condition()
+        self._schedule = CommitSchedule(runtime.config.commit_frequency)
+        self._shards: dict[str, Committable] = {}
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="kinsumer-commits", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def add(self, shard: Committable) -> None:
+        """Commit ``shard`` from one period from now on."""
+        with self._cond:
+            self._shards[shard.shard_id] = shard
+            self._schedule.add(shard.shard_id, time.monotonic())
+            self._cond.notify()
+
+    def remove(self, shard: Committable) -> None:
+        """No more commits of ``shard`` (a commit under way ends first: the lease serialises them)."""
+        with self._cond:
+            if self._shards.get(shard.shard_id) is shard:
+                del self._shards[shard.shard_id]
+                self._schedule.remove(shard.shard_id)
+
+    def stop(self, timeout: float) -> None:
+        """End the thread once the commit under way (if any) is done. Idempotent."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        period = self._schedule.period
+        while True:
+            with self._cond:
+                while not self._stopping:
+                    now = time.monotonic()
+                    due = self._schedule.due(now)
+                    if due:
+                        break
+                    next_due = self._schedule.next_due()
+                    self._cond.wait(None if next_due is None else next_due - now)
+                if self._stopping:
+                    return
+                batch = []
+                for shard_id in due:
+                    self._schedule.started(shard_id, now)
+                    batch.append(self._shards[shard_id])
+            for shard in batch:
+                self._commit(shard, deadline=now + period)
+
+    def _commit(self, shard: Committable, deadline: float) -> None:
+        checkpoint, lag = shard.to_commit()
+        try:
+            owned = shard.lease.commit(checkpoint, lag, deadline=max(deadline, time.monotonic() + 0.05))
+        except Exception as exc:  # noqa: BLE001 - transient: next time; anything else stops the consumer
+            if is_transient(exc):
+                log.warning("commit of %s failed (%s); retrying at the next commit", shard.shard_id, error_code(exc))
+            else:
+                self._rt.fail(exc, f"the commit of {shard.shard_id}")
+            return
+        if not owned:
+            shard.ownership_lost()

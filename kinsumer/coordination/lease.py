@@ -1,0 +1,135 @@
+"""This client's lease on one shard: every write to its checkpoint row that depends on owning it.
+
+Capture is a conditional write (the row is unfinished and free, ours, or stale); commit,
+release and finish are conditional on ``OwnerID = me``. A write whose condition fails means
+another client owns the shard: the lease is LOST and writes nothing more, so a client that
+was paused or cut off can never move the new owner's checkpoint. The lease's writes are
+serialised, so a commit never lands between a release and its caller's next step.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from . import checkpoints_table
+from .checkpoints_table import CheckpointRow
+from .runtime import Runtime
+
+__all__ = ["Call", "LeaseState", "ShardLease"]
+
+log = logging.getLogger("kinsumer.lease")
+
+#: Runs one AWS call (a thunk, and the operation's name) with the caller's retry policy.
+Call = Callable[[Callable[[], Any], str], Any]
+
+
+class LeaseState(enum.Enum):
+    UNCLAIMED = "unclaimed"  # not captured (yet)
+    OWNED = "owned"  # captured: commits keep it alive
+    RELEASED = "released"  # given back with its final checkpoint
+    FINISHED = "finished"  # released with Finished set: the shard is closed and fully processed
+    LOST = "lost"  # a conditional write failed: another client owns the shard now
+
+
+class ShardLease:
+    """The checkpoint row of one shard, as far as this client owns it."""
+
+    def __init__(self, runtime: Runtime, shard_id: str, parents: tuple[str, ...] = ()) -> None:
+        self.shard_id = shard_id
+        self._rt = runtime
+        self._parents = parents
+        self._lock = threading.Lock()  # one write at a time
+        self.state = LeaseState.UNCLAIMED
+        #: The sequence number stored in the row (as captured, then as last written by us).
+        self.committed: str | None = None
+
+    def read_row(self, call: Call) -> CheckpointRow | None:
+        """The row as stored now (to learn why a capture failed)."""
+        rt = self._rt
+        row = call(lambda: checkpoints_table.read_row(rt.dynamodb, rt.tables.checkpoints, self.shard_id), "GetItem")
+        return row  # type: ignore[no-any-return]
+
+    def try_capture(self, call: Call) -> CheckpointRow | None:
+        """Take the row if it is unfinished and free, ours, or stale; the row as taken, else None.
+
+        ``call`` runs the write with the caller's retry policy.
+        """
+        rt = self._rt
+        with self._lock:
+            if self.state is not LeaseState.UNCLAIMED:
+                raise AssertionError(f"capture of {self.shard_id} in state {self.state}")
+            row: CheckpointRow | None = call(
+                lambda: checkpoints_table.capture(
+                    rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
+                    owner_name=rt.client_name, max_age=rt.max_age, parents=self._parents,
+                ),
+                "UpdateItem",
+            )  # fmt: skip
+            if row is not None:
+                self.state = LeaseState.OWNED
+                self.committed = row.sequence_number
+            return row
+
+    def commit(self, checkpoint: str | None, millis_behind_latest: int | None, deadline: float) -> bool:
+        """Keep the lease alive and store ``checkpoint`` if it moved forward. False once not owned.
+
+        Transient faults are retried until ``deadline`` (``time.monotonic()``), then raised.
+        """
+        rt = self._rt
+        with self._lock:
+            if self.state is not LeaseState.OWNED:
+                return self.state is not LeaseState.LOST
+            new = checkpoint if checkpoint is not None and checkpoint != self.committed else None
+            if new is not None and self.committed is not None and int(new) < int(self.committed):
+                log.error("refusing to move the checkpoint of %s back (%s < %s)", self.shard_id, new, self.committed)
+                new = None
+            owned = rt.call(
+                lambda: checkpoints_table.commit(
+                    rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
+                    sequence_number=new, millis_behind_latest=millis_behind_latest,
+                ),
+                "UpdateItem",
+                deadline=deadline,
+            )  # fmt: skip
+            if not owned:
+                self.state = LeaseState.LOST
+                return False
+            if new is not None:
+                self.committed = new
+                rt.stats.checkpoint_written(self.shard_id)
+            return True
+
+    def release(self, checkpoint: str | None, *, finished: bool, call: Call) -> bool:
+        """Store the final checkpoint (and Finished) and give the row up; False if it was not ours."""
+        rt = self._rt
+        with self._lock:
+            if self.state is not LeaseState.OWNED:
+                return self.state is not LeaseState.LOST
+            moved = checkpoint if checkpoint != self.committed or finished else None
+            released = call(
+                lambda: checkpoints_table.release(
+                    rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
+                    sequence_number=moved, finished=finished,
+                ),
+                "UpdateItem",
+            )  # fmt: skip
+            if not released:
+                self.state = LeaseState.LOST
+                return False
+            self.state = LeaseState.FINISHED if finished else LeaseState.RELEASED
+            if checkpoint is not None and checkpoint != self.committed:
+                self.committed = checkpoint
+                rt.stats.checkpoint_written(self.shard_id)
+            return True
+
+    def give_up(self, *, lost: bool) -> None:
+        """No more writes: another client owns the shard (``lost``), or a release could not be written."""
+        with self._lock:
+            if lost:
+                self.state = LeaseState.LOST
+            elif self.state is LeaseState.OWNED:
+                self.state = LeaseState.RELEASED  # unwritten: the row turns stale and is captured then

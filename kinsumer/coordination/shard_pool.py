@@ -1,0 +1,90 @@
+"""The shard workers of one client and their commit clock.
+
+The coordinator tells the pool which shards this client is assigned; the pool starts a
+worker for each new one and asks the workers of shards no longer assigned to hand off.
+Workers end by themselves; a shard being handed off is not started again until its old
+worker is done. The pool owns the committer thread and stops it after the last worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+
+from ..reading.polling import polling_readers
+from ..reading.reader import ReaderFactory
+from .committer import Committer
+from .runtime import Runtime
+from .shard_worker import ShardWorker
+
+__all__ = ["ShardPool"]
+
+log = logging.getLogger("kinsumer.coordinator")
+
+_COMMITTER_STOP = 5.0  # seconds to wait for a commit under way at the very end
+
+
+class ShardPool:
+    """Starts, hands off and joins the workers of the shards assigned to this client."""
+
+    def __init__(self, runtime: Runtime, readers: ReaderFactory | None = None) -> None:
+        self._rt = runtime
+        self._readers = readers or polling_readers(
+            runtime.kinesis, runtime.stream_name, runtime.reader_settings, runtime.stats
+        )
+        self._committer = Committer(runtime)
+        self._lock = threading.Lock()  # guards the worker maps
+        self._workers: dict[str, ShardWorker] = {}
+        self._retiring: list[ShardWorker] = []
+        self._stopping = False
+        self._committer.start()
+
+    def workers(self) -> list[ShardWorker]:
+        """The workers of the shards this client is assigned, by shard ID."""
+        with self._lock:
+            return [self._workers[shard] for shard in sorted(self._workers)]
+
+    def assign(self, wanted: list[str], parents: Mapping[str, tuple[str, ...]]) -> None:
+        """Hand off the shards no longer wanted, start workers for the new ones."""
+        with self._lock:
+            if self._stopping:
+                return
+            for shard_id, worker in list(self._workers.items()):
+                if not worker.is_alive():  # finished, fenced off, or failed
+                    del self._workers[shard_id]
+                elif shard_id not in wanted:
+                    worker.request_stop()
+                    self._retiring.append(worker)
+                    del self._workers[shard_id]
+            self._retiring = [w for w in self._retiring if w.is_alive()]
+            busy = {w.shard_id for w in self._retiring}
+            started = []
+            for shard_id in wanted:
+                if shard_id not in self._workers and shard_id not in busy:
+                    worker = ShardWorker(self._rt, shard_id, parents.get(shard_id, ()), self._committer, self._readers)
+                    self._workers[shard_id] = worker
+                    worker.start()
+                    started.append(shard_id)
+            count = len(self._workers)
+        if started:
+            log.info("assigned %s; now reading %d shards", started, count)
+
+    def request_stop(self) -> None:
+        """Hand every shard off; start no more workers."""
+        with self._lock:
+            self._stopping = True
+            workers = list(self._workers.values())
+        for worker in workers:
+            worker.request_stop()
+
+    def join(self, deadline: float) -> list[str]:
+        """Wait for every worker, then stop the committer; the shards whose worker is still running."""
+        with self._lock:
+            workers = [*self._workers.values(), *self._retiring]
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        alive = [w.shard_id for w in workers if w.is_alive()]
+        self._committer.stop(0.0 if alive else min(_COMMITTER_STOP, max(0.0, deadline - time.monotonic())))
+        return alive

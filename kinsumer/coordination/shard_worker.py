@@ -1,0 +1,261 @@
+"""One shard assigned to this client, on a thread of its own: capture, read, then finish or hand off.
+
+The worker ties together the shard's :class:`~.lease.ShardLease` (the row in DynamoDB), a
+:class:`~kinsumer.reading.reader.ShardReader` (records from Kinesis) and the delivery's
+bookkeeping of the capture. Its commits run on the client's :class:`~.committer.Committer`.
+Its thread is started by the :class:`~.shard_pool.ShardPool` and ends on its own: when the
+shard is finished, handed off, or lost to another client.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..aws.retry import Stopped
+from ..delivery.progress import ShardProgress
+from ..reading.position import StartPosition
+from ..reading.reader import ReaderFactory, ShardReader
+from .checkpoints_table import CheckpointRow
+from .committer import Committer
+from .lease import LeaseState, ShardLease
+from .runtime import Runtime
+
+__all__ = ["ShardState", "ShardWorker"]
+
+log = logging.getLogger("kinsumer.shard")
+
+_RELEASE_DEADLINE = 5.0  # seconds spent retrying the final release of a handoff before giving up on it
+
+
+class ShardState(enum.Enum):
+    CAPTURING = "capturing"  # waiting to take the row (its previous owner lets go, or turns stale)
+    READING = "reading"
+    FINISHING = "finishing"  # read to its end: waiting for its records to be processed
+    HANDING_OFF = "handing off"  # given up: waiting for delivered records, then releasing
+    ENDED = "ended"  # the thread is done (finished, released, lost, or never captured)
+
+
+class ShardWorker:
+    """Captures, reads and gives up one shard on its own thread."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        shard_id: str,
+        parents: tuple[str, ...],
+        committer: Committer,
+        readers: ReaderFactory,
+    ) -> None:
+        self.shard_id = shard_id
+        self.lease = ShardLease(runtime, shard_id, parents)
+        self.state = ShardState.CAPTURING
+        self.millis_behind_latest: int | None = None  # from the last page read
+        self._rt = runtime
+        self._committer = committer
+        self._readers = readers
+        self._stop = threading.Event()
+        self._progress: ShardProgress | None = None
+        self._thread = threading.Thread(target=self._run, name=f"kinsumer-{shard_id}", daemon=True)
+
+    # ----------------------------------------------------------------- control (other threads)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        """Hand the shard off: stop reading, wait for acknowledgements, release."""
+        self._stop.set()
+        progress = self._progress
+        if progress is not None:
+            progress.revoke()  # no more deliveries from now on
+        self._rt.delivery.wake_pushers()
+
+    def ownership_lost(self) -> None:
+        """Another client owns the shard now (a commit said so): drop it without writing."""
+        self.request_stop()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None) -> None:
+        self._thread.join(timeout)
+
+    @property
+    def captured(self) -> bool:
+        return self.lease.state is not LeaseState.UNCLAIMED
+
+    @property
+    def checkpoint(self) -> str | None:
+        """The sequence number up to which this client processed the shard."""
+        progress = self._progress
+        return progress.checkpoint if progress is not None else self.lease.committed
+
+    def to_commit(self) -> tuple[str | None, int | None]:
+        return self.checkpoint, self.millis_behind_latest
+
+    # ----------------------------------------------------------------- the thread
+
+    def _run(self) -> None:
+        try:
+            row = self._capture()
+        except Stopped:
+            row = None  # asked to stop before the shard was ours
+        except Exception as exc:  # noqa: BLE001
+            self._rt.fail(exc, f"the consumer of {self.shard_id}")
+            row = None
+        if row is not None:
+            self._own(row)
+        self.state = ShardState.ENDED
+
+    def _own(self, row: CheckpointRow) -> None:
+        rt = self._rt
+        self._progress = progress = rt.delivery.open_shard(self.shard_id, row.sequence_number)
+        if self._stop.is_set():
+            progress.revoke()
+        self._committer.add(self)
+        rt.stats.shard_gained(self.shard_id)
+        log.info("captured %s at %s", self.shard_id, row.sequence_number or rt.config.initial_position)
+        try:
+            if self._read(progress, row.sequence_number) and self._finish(progress):
+                return
+            if self.lease.state is LeaseState.LOST:
+                self._abandon(progress)
+            else:
+                self._hand_off(progress)
+        finally:
+            self._committer.remove(self)
+            rt.stats.shard_lost(self.shard_id)  # once, whichever way the shard was given up
+
+    def _call(self, fn: Callable[[], Any], operation: str) -> Any:
+        """An AWS call of this thread: transient faults retried until a stop request."""
+        return self._rt.call(fn, operation, sleep=self._sleep, should_stop=self._stop.is_set)
+
+    def _sleep(self, seconds: float) -> None:
+        if self._stop.wait(seconds):
+            raise Stopped(self.shard_id)
+
+    # ----------------------------------------------------------------- capture
+
+    def _capture(self) -> CheckpointRow | None:
+        """Take the row; None if the shard is finished. Waits while another client owns it.
+
+        The conditional capture is tried first (usually the shard is free: one round trip);
+        the row is read to learn why a capture failed, and polled while a live client owns it.
+        """
+        rt, lease = self._rt, self.lease
+        poll = rt.config.throttle_delay
+        attempt = True
+        while not self._stop.is_set():
+            if attempt:
+                captured = lease.try_capture(self._call)
+                if captured is not None:
+                    return captured
+            row = lease.read_row(self._call)
+            if row is not None and row.finished:
+                log.debug("%s is already finished", self.shard_id)
+                rt.request_refresh()
+                return None
+            if row is not None and row.owner_id not in (None, rt.client_id):
+                stale_in = row.last_update / 1000 + rt.max_age - time.time()
+                if stale_in > 0:  # a live owner: wait for its release or its silence
+                    self._sleep(min(stale_in, poll))
+                    attempt = False  # read again before trying: a failed capture is a write
+                    continue
+            if attempt:
+                self._sleep(poll)  # it looks free but the capture failed: it just changed hands
+            attempt = True
+        return None
+
+    # ----------------------------------------------------------------- reading
+
+    def _read(self, progress: ShardProgress, checkpoint: str | None) -> bool:
+        """Read into the delivery until the shard ends (True) or a stop request (False)."""
+        rt = self._rt
+        cfg = rt.config
+        if checkpoint is not None:
+            start = StartPosition.after(checkpoint)
+        else:
+            start = StartPosition.initial(cfg.initial_position, cfg.initial_timestamp)
+        self.state = ShardState.READING
+        reader: ShardReader | None = None
+        try:
+            reader = self._readers(self.shard_id, start, self._stop)
+            while True:
+                page = reader.next_page()
+                self.millis_behind_latest = page.millis_behind_latest
+                if page.records and not rt.delivery.push(progress, page.records, self._stop.is_set):
+                    return False
+                if page.end_of_shard:
+                    return True
+        except Stopped:
+            return False
+        except Exception as exc:  # noqa: BLE001 - reported to the caller, then the shard is handed off
+            rt.fail(exc, f"the reader of {self.shard_id}")
+            return False
+        finally:
+            if reader is not None:
+                reader.close()
+
+    # ----------------------------------------------------------------- giving the shard up
+
+    def _finish(self, progress: ShardProgress) -> bool:
+        """The shard is closed and read to its end: once all is processed, mark it Finished."""
+        self.state = ShardState.FINISHING
+        log.info("%s reached its end; finishing once its records are processed", self.shard_id)
+        if not self._rt.delivery.wait_processed(progress, self._stop.is_set):
+            return False
+        final = progress.release()
+        try:
+            finished = self.lease.release(final, finished=True, call=self._call)
+        except Stopped:
+            return False
+        except Exception as exc:  # noqa: BLE001
+            self._rt.fail(exc, f"the consumer of {self.shard_id}")
+            return False
+        if not finished:
+            self._abandon(progress)
+            return True
+        log.info("%s finished at %s", self.shard_id, final)
+        self._rt.request_refresh()
+        return True
+
+    def _hand_off(self, progress: ShardProgress) -> None:
+        """Give the shard up: drop queued records, wait for acknowledgements, release."""
+        rt = self._rt
+        self.state = ShardState.HANDING_OFF
+        started = time.monotonic()
+        result = rt.delivery.hand_off(progress, rt.config.handoff_timeout)
+        if not result.clean:
+            log.warning(
+                "handoff of %s timed out after %.1f s with %d records unacknowledged; they will be delivered again",
+                self.shard_id, rt.config.handoff_timeout, result.outstanding,
+            )  # fmt: skip
+        deadline = time.monotonic() + _RELEASE_DEADLINE
+
+        def call(fn: Callable[[], Any], operation: str) -> Any:
+            return rt.call(fn, operation, deadline=deadline)
+
+        try:
+            released = self.lease.release(result.checkpoint, finished=False, call=call)
+        except Exception as exc:  # noqa: BLE001 - the lease expires by itself
+            log.warning("could not release %s (%s); another client takes it once it looks stale", self.shard_id, exc)
+            self.lease.give_up(lost=False)
+            released = True
+        if not released:
+            log.warning("%s was taken by another client during the handoff", self.shard_id)
+        elapsed = time.monotonic() - started
+        log.info(
+            "released %s at %s after %.2f s (%d queued records dropped)",
+            self.shard_id, result.checkpoint, elapsed, result.dropped,
+        )  # fmt: skip
+        rt.stats.handoff(self.shard_id, elapsed, result.clean)
+
+    def _abandon(self, progress: ShardProgress) -> None:
+        """Another client owns the shard (we were silent too long): drop everything of ours."""
+        log.warning("%s is owned by another client now; dropping what this client still held", self.shard_id)
+        self._rt.delivery.drop(progress)

@@ -1,0 +1,2 @@
+"""Reading shards: start positions, the :class:`~.reader.ShardReader` seam and its polling
+implementation, and the consumable frontier (parents before children)."""

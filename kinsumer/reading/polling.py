@@ -1,0 +1,170 @@
+"""Reading a shard by polling: GetShardIterator, then GetRecords page after page.
+
+The only place kinsumer calls GetRecords. At most one call per ``throttle_delay`` per shard,
+retries included; transient faults are retried with backoff; an expired iterator is renewed
+after the last record handed on; a shard that left the stream (past retention) ends like a
+closed one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import botocore.exceptions
+
+from ..aws.error_codes import is_expired_iterator, is_not_found
+from ..aws.kinesis import stream_exists
+from ..aws.retry import Stopped, retry_call
+from ..record import Record
+from ..stats import StatReceiver
+from .position import StartPosition
+from .reader import Page, ReaderSettings
+
+if TYPE_CHECKING:
+    from mypy_boto3_kinesis import KinesisClient
+
+__all__ = ["PollingReader", "polling_readers"]
+
+log = logging.getLogger("kinsumer.reading")
+T = TypeVar("T")
+
+#: A LATEST iterator that expires before its first record resumes from this long before it was taken.
+_LATEST_SLACK = dt.timedelta(seconds=1)
+
+
+class PollingReader:
+    """Reads one shard with GetRecords (see the module's description)."""
+
+    def __init__(
+        self,
+        kinesis: KinesisClient,
+        stream_name: str,
+        shard_id: str,
+        start: StartPosition,
+        *,
+        settings: ReaderSettings | None = None,
+        stats: StatReceiver | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self._kinesis = kinesis
+        self._stream_name = stream_name
+        self._shard_id = shard_id
+        self._settings = settings or ReaderSettings()
+        self._stats = stats or StatReceiver()
+        self._stop = stop or threading.Event()
+        self._position = start  # where a new iterator starts: after the last record handed on
+        self._skip_from = start if start.sub_sequence is not None else None  # drop what it already covers
+        self._iterator: str | None = None
+        self._ended = False
+        self._last_attempt = -math.inf  # monotonic time of the last GetRecords attempt
+
+    @property
+    def shard_id(self) -> str:
+        return self._shard_id
+
+    def close(self) -> None:
+        """Nothing to release: an iterator expires by itself."""
+
+    def next_page(self, limit: int | None = None) -> Page:
+        """The next page of records (see :class:`~kinsumer.reading.reader.ShardReader`)."""
+        while not self._ended:
+            if self._iterator is None:
+                self._iterator = self._new_iterator()
+                if self._iterator is None:
+                    break  # the shard is gone
+            try:
+                response = self._get_records(self._iterator, limit or self._settings.max_records_per_call)
+            except botocore.exceptions.ClientError as exc:
+                if not is_expired_iterator(exc):
+                    raise
+                self._stats.error_retried("GetRecords", "ExpiredIteratorException")
+                log.info("iterator of %s expired; resuming at %s", self._shard_id, self._position)
+                self._iterator = None
+                continue
+            return self._page(response)
+        self._ended = True
+        return Page((), None, end_of_shard=True)
+
+    # ----------------------------------------------------------------- calls
+
+    def _call(self, fn: Callable[[], T], operation: str, min_wait: float = 0.0) -> T:
+        return retry_call(
+            fn, operation=operation, stats=self._stats, sleep=self._sleep, should_stop=self._stop.is_set,
+            min_wait=min_wait,
+        )  # fmt: skip
+
+    def _sleep(self, seconds: float) -> None:
+        if self._stop.wait(seconds):
+            raise Stopped(self._shard_id)
+
+    def _new_iterator(self) -> str | None:
+        """An iterator at the current position; None if the shard left the stream."""
+        position = self._position
+        args = {"StreamName": self._stream_name, "ShardId": self._shard_id, **position.iterator_args()}
+        try:
+            iterator = self._call(lambda: self._kinesis.get_shard_iterator(**args)["ShardIterator"], "GetShardIterator")
+        except botocore.exceptions.ClientError as exc:
+            if not is_not_found(exc):
+                raise
+            if not self._call(lambda: stream_exists(self._kinesis, self._stream_name), "DescribeStreamSummary"):
+                raise
+            log.warning("%s is no longer in the stream (past retention); it ends here", self._shard_id)
+            return None
+        if position.kind == "LATEST":  # should it expire before a record comes, resume from about now
+            self._position = StartPosition.at_timestamp(dt.datetime.now(dt.UTC) - _LATEST_SLACK)
+        return str(iterator)
+
+    def _get_records(self, iterator: str, limit: int) -> dict[str, Any]:
+        """One GetRecords, at most one attempt per throttle_delay (a retry waits as long too)."""
+        throttle = self._settings.throttle_delay
+        wait = self._last_attempt + throttle - time.monotonic()
+        if wait > 0:
+            self._sleep(wait)
+        call = functools.partial(self._attempt, iterator, limit)
+        return self._call(call, "GetRecords", min_wait=throttle)
+
+    def _attempt(self, iterator: str, limit: int) -> dict[str, Any]:
+        self._last_attempt = time.monotonic()  # every attempt counts for the throttle
+        return self._kinesis.get_records(ShardIterator=iterator, Limit=limit)  # type: ignore[return-value]
+
+    # ----------------------------------------------------------------- pages
+
+    def _page(self, response: dict[str, Any]) -> Page:
+        raw = response.get("Records", [])
+        behind = response.get("MillisBehindLatest")
+        self._stats.records_fetched(self._shard_id, len(raw), behind)
+        retrieved_at = dt.datetime.now(dt.UTC)
+        shard_id = self._shard_id
+        records = [Record.from_api(r, shard_id, retrieved_at) for r in raw]
+        if self._skip_from is not None and records:
+            skip, self._skip_from = self._skip_from, None
+            records = [r for r in records if not skip.is_done(r.sequence_number, None)]
+        if raw:
+            self._position = StartPosition.after(raw[-1]["SequenceNumber"])
+        self._iterator = response.get("NextShardIterator")
+        if self._iterator is not None:
+            return Page(records, behind)
+        self._ended = True
+        children = tuple(str(child["ShardId"]) for child in response.get("ChildShards") or ())
+        return Page(records, behind, end_of_shard=True, child_shards=children)
+
+
+def polling_readers(
+    kinesis: KinesisClient,
+    stream_name: str,
+    settings: ReaderSettings,
+    stats: StatReceiver,
+) -> Callable[[str, StartPosition, threading.Event], PollingReader]:
+    """A reader factory: PollingReaders of ``stream_name`` with these settings."""
+
+    def make(shard_id: str, start: StartPosition, stop: threading.Event) -> PollingReader:
+        return PollingReader(kinesis, stream_name, shard_id, start, settings=settings, stats=stats, stop=stop)
+
+    return make

@@ -1,0 +1,73 @@
+"""The reading seam: what every way of reading a shard offers the code that uses it.
+
+The consumer's shard workers, the Spark executors and ``kinsumer tail`` read a shard through
+a :class:`ShardReader`. Polling (GetRecords, :mod:`.polling`) is one implementation; enhanced
+fan-out (SubscribeToShard) is meant to be another, with no change to coordination or
+delivery. A reader hands records on page by page, in shard order; it repositions itself
+after the last record it handed on whenever it has to (an expired iterator, a renewed
+subscription), so whoever uses it never sees a record twice or misses one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import attrs
+
+from ..record import Record
+from .position import StartPosition
+
+__all__ = ["DEFAULT_THROTTLE_DELAY", "Page", "ReaderFactory", "ReaderSettings", "ShardReader"]
+
+#: Seconds between two GetRecords calls on one shard (Kinesis allows 5 per second per shard).
+DEFAULT_THROTTLE_DELAY = 0.25
+#: The most records one GetRecords call may return.
+MAX_RECORDS_PER_CALL = 10_000
+
+
+@attrs.frozen
+class Page:
+    """What one read of a shard returned."""
+
+    records: Sequence[Record]
+    #: How far the shard's tip is ahead of this page (None if the service did not say).
+    millis_behind_latest: int | None
+    #: The shard is closed and read to its end (or gone past retention): nothing more will come.
+    end_of_shard: bool = False
+    #: With ``end_of_shard``: the shards that continue it, when the service names them.
+    child_shards: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class ReaderSettings:
+    """How a reader paces and sizes its calls."""
+
+    throttle_delay: float = DEFAULT_THROTTLE_DELAY
+    max_records_per_call: int = MAX_RECORDS_PER_CALL
+
+
+class ShardReader(Protocol):
+    """Reads one shard from a start position, page by page."""
+
+    @property
+    def shard_id(self) -> str: ...
+
+    def next_page(self, limit: int | None = None) -> Page:
+        """The next page: at most ``limit`` records (default: the reader's own size).
+
+        Blocks until the service answered (pacing the calls); retries transient faults;
+        raises ``Stopped`` once the reader's stop event is set, and the error itself for
+        faults that retrying cannot fix. After a page with ``end_of_shard`` every further
+        call returns an empty page with ``end_of_shard``.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release what the reader holds (a subscription, a connection). Idempotent."""
+        ...
+
+
+#: Makes the reader of one shard: (shard ID, start position, stop event) -> reader.
+ReaderFactory = Callable[[str, StartPosition, threading.Event], ShardReader]

@@ -1,0 +1,1 @@
+"""Test-only helpers that the benchmarks share: starting kinesalite."""
