@@ -10,6 +10,7 @@ from typing import Any, Literal
 import attrs
 
 from .errors import ConfigError
+from .reading.reader import DEFAULT_THROTTLE_DELAY, MAX_RECORDS_PER_CALL
 from .stats import StatReceiver
 
 __all__ = ["Config", "InitialPosition", "validate_names"]
@@ -99,7 +100,7 @@ class Config:
 
     #: Minimum time between two GetRecords calls on one shard (Kinesis allows 5 reads/s/shard).
     throttle_delay: float = attrs.field(
-        default=0.25,
+        default=DEFAULT_THROTTLE_DELAY,
         converter=_as_float,
         validator=_seconds(0.2, inclusive=True, why=" (Kinesis allows 5 GetRecords per second per shard)"),
     )
@@ -124,7 +125,9 @@ class Config:
     #: The timestamp for initial_position="AT_TIMESTAMP" (timezone-aware).
     initial_timestamp: dt.datetime | None = attrs.field(default=None, validator=_timestamp)
     #: The Limit of each GetRecords call.
-    max_records_per_call: int = attrs.field(default=10_000, validator=_integer(1, 10_000))
+    max_records_per_call: int = attrs.field(
+        default=MAX_RECORDS_PER_CALL, validator=_integer(1, MAX_RECORDS_PER_CALL)
+    )
     #: How long a client that gives up a shard waits for delivered records to be checkpointed.
     handoff_timeout: float = attrs.field(default=10.0, converter=_as_float, validator=_seconds(0, inclusive=True))
     #: Receives counters and timings; the default does nothing.

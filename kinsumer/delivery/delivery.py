@@ -40,7 +40,8 @@ class HandoffResult:
     clean: bool
     #: The checkpoint to store on release: the contiguous prefix of acknowledged records.
     checkpoint: str | None
-    #: Queued records of the shard that were dropped (the next owner delivers them).
+    #: Records of the shard dropped from the queue (the next owner delivers them); those
+    #: next*() had already taken from the queue in its batch are skipped when their turn comes.
     dropped: int
     #: Delivered records still unacknowledged when the wait ended (delivered again later).
     outstanding: int

@@ -10,9 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
+import boto3
+import botocore.config
 import botocore.exceptions
 import pytest
 
+from demo.servers import free_port
 from kinsumer import (
     AlreadyStarted,
     AWSError,
@@ -79,6 +82,20 @@ def test_missing_tables_are_named_with_the_fix(kinesis: Any, db: Any, stream: st
         k.run()
     assert info.value.table_name == "app_clients"
     assert "create_required_tables()" in str(info.value)
+
+
+def test_an_unreachable_endpoint_is_a_kinsumer_error_from_run_and_the_admin_calls() -> None:
+    closed_port = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    options = botocore.config.Config(connect_timeout=1, retries={"max_attempts": 1})
+    clients = {
+        service: boto3.client(service, endpoint_url=closed_port, region_name="us-east-1", config=options)
+        for service in ("kinesis", "dynamodb")
+    }
+    k = Kinsumer("clicks", "app", "worker", FAST, **clients)
+    for call in (k.create_required_tables, k.delete_tables, k.run):
+        with pytest.raises(AWSError, match="cannot reach") as info:
+            call()
+        assert isinstance(info.value.__cause__, botocore.exceptions.EndpointConnectionError)
 
 
 def test_next_in_manual_mode_names_the_right_call(kinesis: Any, db: Any, stream: str) -> None:
@@ -321,6 +338,38 @@ def test_get_records_calls_on_a_shard_are_at_least_throttle_delay_apart_even_whe
     # the hook runs a little after the library's own timestamp: allow that jitter (the bug this
     # guards against sent the call after a retry 2.5 ms after the previous one)
     assert min(gaps) >= FAST.throttle_delay - 0.01
+
+
+def test_commits_keep_their_own_clock_while_the_reader_retries(kinesis: Any, db: Any, stream: str) -> None:
+    """Commits come from the commit thread every commit_frequency, never from a reader's retry wait."""
+    commits: list[tuple[float, str]] = []
+    throttled = threading.Event()
+
+    def note_commit(params: dict[str, Any], **_: Any) -> None:
+        if params["UpdateExpression"].startswith("SET #lu") and "REMOVE" not in params["UpdateExpression"]:
+            commits.append((time.monotonic(), threading.current_thread().name))
+
+    def throttle(**_: Any) -> None:
+        if throttled.is_set():
+            raise botocore.exceptions.ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "GetRecords"
+            )
+
+    db.meta.events.register("provide-client-params.dynamodb.UpdateItem", note_commit)
+    kinesis.meta.events.register("before-call.kinesis.GetRecords", throttle)
+    put(kinesis, b"a")
+    with make(kinesis, db) as k:
+        first = k.next_record(timeout=10)
+        assert first is not None and first.data == b"a"
+        throttled.set()  # from now on the reader only retries
+        since = time.monotonic()
+        wait_until(lambda: sum(t > since for t, _ in commits) >= 5, 20, "five commits while throttled")
+    during = [(t, name) for t, name in commits if t > since]
+    assert {name for _, name in commits} == {"kinsumer-commits"}
+    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(during[:5])]
+    assert all(gap >= FAST.commit_frequency - 0.02 for gap in gaps), gaps
+    stored = stored_checkpoint(db)  # the clean stop counted the record in hand
+    assert stored is not None and stored.sequence_number == first.sequence_number
 
 
 def test_record_payloads_are_never_logged(kinesis: Any, db: Any, stream: str, caplog: pytest.LogCaptureFixture) -> None:

@@ -2,9 +2,14 @@ import datetime as dt
 import threading
 import time
 
+import pytest
+
+from kinsumer import KinsumerError, NoRecordWithin, StatReceiver
+from kinsumer.delivery.delivery import Delivery, HandoffResult
 from kinsumer.delivery.progress import Checkpoint, ShardProgress
 from kinsumer.delivery.record_queue import CLOSED, RecordQueue
 from kinsumer.record import Record
+from kinsumer.stats import GuardedStats
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -176,3 +181,119 @@ def test_a_writer_waiting_for_room_leaves_when_told_to_stop() -> None:
     writer.join(10)
     assert not writer.is_alive() and added == [0]
     assert len(q) == 1
+
+
+# ---------------------------------------------------------------- Delivery
+
+
+def delivery(buffer_size: int = 100) -> Delivery:
+    return Delivery(buffer_size, GuardedStats(StatReceiver()))
+
+
+def test_auto_mode_counts_a_holders_record_when_that_holder_asks_again() -> None:
+    d = delivery()
+    progress = d.open_shard("s", None)
+    assert d.push(progress, [record(1), record(2), record(3)], _wait_for_room)
+    assert d.next_auto("holder-a", 1) == record(1)
+    assert d.next_auto("holder-b", 1) == record(2)
+    assert progress.checkpoint is None  # both records are still in hand
+    assert d.next_auto("holder-b", 1) == record(3)
+    assert progress.checkpoint is None  # b's record 2 is done, a's record 1 is not: no prefix yet
+    d.acknowledge_held()  # a clean stop: what each holder has in hand counts
+    assert progress.checkpoint == "3"
+
+
+def test_manual_mode_hands_out_checkpoints_that_advance_the_prefix() -> None:
+    d = delivery()
+    progress = d.open_shard("s", "0")
+    d.push(progress, [record(1), record(2)], _wait_for_room)
+    (r1, cp1), (r2, cp2) = d.next_manual(1), d.next_manual(1)
+    assert (r1, r2) == (record(1), record(2)) and cp1 is not None and cp2 is not None
+    cp2()
+    assert progress.checkpoint == "0"
+    cp1()
+    assert progress.checkpoint == "2"
+
+
+def test_a_timeout_is_both_a_kinsumer_error_and_a_timeout_error() -> None:
+    with pytest.raises(NoRecordWithin) as info:
+        delivery().take(0.01)
+    assert isinstance(info.value, TimeoutError) and isinstance(info.value, KinsumerError)
+
+
+def test_poll_never_waits() -> None:
+    d = delivery()
+    assert d.poll() is None
+    progress = d.open_shard("s", None)
+    d.push(progress, [record(1)], _wait_for_room)
+    taken = d.poll()
+    assert taken is not None and taken[0] == record(1)
+
+
+def test_close_with_an_error_raises_it_until_a_stop_closes_again() -> None:
+    d = delivery()
+    failure = KinsumerError("table deleted")
+    d.close(failure)
+    with pytest.raises(KinsumerError, match="table deleted"):
+        d.take(None)
+    d.close()  # stop() after a failure: next*() returns None from then on
+    assert d.take(None) is None
+    d.close(KinsumerError("too late"))  # a failure after a stop changes nothing
+    assert d.take(None) is None
+
+
+def test_a_push_gives_up_when_closed_or_told_to_stop() -> None:
+    d = delivery(buffer_size=1)
+    progress = d.open_shard("s", None)
+    assert not d.push(progress, [record(1), record(2)], _no_wait)  # room for one, and no waiting
+    d.close()
+    assert not d.push(progress, [record(3)], _wait_for_room)
+
+
+def test_a_handoff_drops_queued_records_and_waits_for_delivered_ones() -> None:
+    d = delivery(buffer_size=16)  # next*() takes one record from the queue at a time
+    progress = d.open_shard("s", "0")
+    other = d.open_shard("t", None)
+    d.push(progress, [record(1), record(2), record(3)], _wait_for_room)
+    d.push(other, [record(1, "t")], _wait_for_room)
+    (_, cp1), (_, cp2) = d.next_manual(1), d.next_manual(1)
+    assert cp1 is not None and cp2 is not None
+    acker = threading.Timer(0.05, lambda: (cp1(), cp2()))
+    acker.start()
+    result = d.hand_off(progress, timeout=10)
+    acker.join()
+    assert result == HandoffResult(clean=True, checkpoint="2", dropped=1, outstanding=0)
+    assert d.next_manual(1)[0] == record(1, "t")  # record 3 of s went with the handoff
+
+
+def test_a_handoff_that_times_out_keeps_the_acknowledged_prefix() -> None:
+    d = delivery()
+    progress = d.open_shard("s", "0")
+    d.push(progress, [record(1), record(2)], _wait_for_room)
+    (_, cp1), (_, cp2) = d.next_manual(1), d.next_manual(1)
+    assert cp1 is not None and cp2 is not None
+    cp1()
+    result = d.hand_off(progress, timeout=0.05)
+    assert result == HandoffResult(clean=False, checkpoint="1", dropped=0, outstanding=1)
+    cp2()  # too late: the shard was released
+    assert progress.checkpoint == "1"
+
+
+def test_waiting_for_a_finished_shard_ends_on_a_stop_request() -> None:
+    d = delivery()
+    progress = d.open_shard("s", None)
+    d.push(progress, [record(1)], _wait_for_room)
+    stop = threading.Event()
+    results: list[bool] = []
+    waiter = threading.Thread(target=lambda: results.append(d.wait_processed(progress, stop.is_set)))
+    waiter.start()
+    stop.set()
+    progress.revoke()  # what a stop request does: it wakes the wait
+    waiter.join(10)
+    assert results == [False]
+    d2 = delivery()
+    done = d2.open_shard("s", None)
+    d2.push(done, [record(1)], _wait_for_room)
+    d2.next_auto("h", 1)
+    d2.acknowledge_held()
+    assert d2.wait_processed(done, lambda: False)

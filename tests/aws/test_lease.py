@@ -1,0 +1,93 @@
+"""ShardLease: the fenced writes of one shard's checkpoint row, and its named states."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kinsumer import Config, StatReceiver
+from kinsumer.aws.retry import retry_call
+from kinsumer.aws.tables import Tables
+from kinsumer.coordination import checkpoints_table
+from kinsumer.coordination.lease import LeaseState, ShardLease
+from kinsumer.coordination.runtime import Runtime
+from kinsumer.delivery.delivery import Delivery
+from kinsumer.stats import GuardedStats
+
+SHARD = "shardId-000000000000"
+
+
+def call(fn: Any, operation: str) -> Any:
+    return retry_call(fn, operation=operation, stats=StatReceiver())
+
+
+def runtime(kinesis: Any, db: Any, tables: Tables, client_id: str) -> Runtime:
+    stats = GuardedStats(StatReceiver())
+    return Runtime(
+        kinesis=kinesis, dynamodb=db, stream_name="s", tables=tables, config=Config(), client_id=client_id,
+        client_name=client_id, delivery=Delivery(10, stats), stats=stats, on_fatal=lambda error: None,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def lease(kinesis: Any, db: Any, tables: Tables) -> ShardLease:
+    return ShardLease(runtime(kinesis, db, tables, "me"), SHARD, parents=("shardId-parent",))
+
+
+def row(db: Any, tables: Tables) -> checkpoints_table.CheckpointRow:
+    stored = checkpoints_table.read_row(db, tables.checkpoints, SHARD)
+    assert stored is not None
+    return stored
+
+
+def count_updates(db: Any) -> list[int]:
+    calls: list[int] = []
+    db.meta.events.register("before-call.dynamodb.UpdateItem", lambda **_: calls.append(1))
+    return calls
+
+
+def test_capture_commit_release(lease: ShardLease, db: Any, tables: Tables) -> None:
+    assert lease.state is LeaseState.UNCLAIMED
+    captured = lease.try_capture(call)
+    assert captured is not None and lease.state is LeaseState.OWNED and lease.committed is None
+    assert row(db, tables).parent_shard_ids == ("shardId-parent",)
+    assert lease.commit("100", 7, deadline=1e12)
+    assert (row(db, tables).sequence_number, row(db, tables).millis_behind_latest) == ("100", 7)
+    assert lease.commit("90", None, deadline=1e12)  # backwards: refused, the lease stays alive
+    assert row(db, tables).sequence_number == "100" and lease.committed == "100"
+    assert lease.release("120", finished=False, call=call)
+    assert lease.state is LeaseState.RELEASED
+    released = row(db, tables)
+    assert (released.sequence_number, released.owner_id, released.finished) == ("120", None, False)
+
+
+def test_finish_marks_the_row(lease: ShardLease, db: Any, tables: Tables) -> None:
+    lease.try_capture(call)
+    assert lease.release("5", finished=True, call=call)
+    assert lease.state is LeaseState.FINISHED and row(db, tables).finished
+
+
+def test_a_live_owner_keeps_the_shard(
+    lease: ShardLease, kinesis: Any, db: Any, tables: Tables
+) -> None:
+    other = ShardLease(runtime(kinesis, db, tables, "other"), SHARD)
+    assert other.try_capture(call) is not None
+    assert lease.try_capture(call) is None and lease.state is LeaseState.UNCLAIMED
+
+
+def test_once_another_client_took_the_row_nothing_more_is_written(lease: ShardLease, db: Any, tables: Tables) -> None:
+    lease.try_capture(call)
+    assert lease.commit("10", None, deadline=1e12)
+    # another client captures the row, as it may once ours looks stale (max_age=0: at once)
+    taken = checkpoints_table.capture(db, tables.checkpoints, SHARD, owner_id="new", owner_name="new", max_age=0)
+    assert taken is not None
+    checkpoints_table.commit(db, tables.checkpoints, SHARD, owner_id="new", sequence_number="50")
+    assert not lease.commit("20", None, deadline=1e12)
+    assert lease.state is LeaseState.LOST
+    updates = count_updates(db)
+    assert not lease.commit("30", None, deadline=1e12)
+    assert not lease.release("40", finished=True, call=call)
+    assert updates == []  # fenced: not even tried
+    stored = row(db, tables)
+    assert (stored.sequence_number, stored.owner_id, stored.finished) == ("50", "new", False)

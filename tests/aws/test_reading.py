@@ -1,0 +1,172 @@
+"""The reading seam: PollingReader on moto's in-process Kinesis, and the one-place rule."""
+
+from __future__ import annotations
+
+import datetime as dt
+import pathlib
+import re
+import threading
+import time
+from typing import Any
+
+import botocore.exceptions
+import pytest
+
+import kinsumer
+from kinsumer.aws.retry import Stopped
+from kinsumer.reading.polling import PollingReader
+from kinsumer.reading.position import StartPosition
+from kinsumer.reading.reader import Page, ReaderSettings
+from tests.faults import FaultPlan
+from tests.helpers import CountingStats
+
+SHARD = "shardId-000000000000"
+FAST = ReaderSettings(throttle_delay=0.2)
+
+
+@pytest.fixture
+def stream(kinesis: Any) -> str:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    return "s"
+
+
+def put(kinesis: Any, *payloads: bytes) -> list[str]:
+    """Write the payloads in order; their sequence numbers."""
+    return [kinesis.put_record(StreamName="s", Data=p, PartitionKey="k")["SequenceNumber"] for p in payloads]
+
+
+def reader(kinesis: Any, start: StartPosition, **kwargs: Any) -> PollingReader:
+    return PollingReader(kinesis, "s", SHARD, start, settings=FAST, **kwargs)
+
+
+def read_all(r: PollingReader, pages: int = 3) -> list[bytes]:
+    """The data of a few pages: moto answers everything in the first, the rest are empty."""
+    return [record.data for _ in range(pages) for record in r.next_page().records]
+
+
+def iterator_calls(kinesis: Any) -> list[dict[str, Any]]:
+    """Record the parameters of every GetShardIterator call."""
+    calls: list[dict[str, Any]] = []
+    kinesis.meta.events.register(
+        "provide-client-params.kinesis.GetShardIterator", lambda params, **_: calls.append(dict(params))
+    )
+    return calls
+
+
+def test_each_start_position_reads_from_where_it_says(kinesis: Any, stream: str) -> None:
+    seqs = put(kinesis, b"a", b"b", b"c")
+    assert read_all(reader(kinesis, StartPosition.trim_horizon())) == [b"a", b"b", b"c"]
+    assert read_all(reader(kinesis, StartPosition.after(seqs[0]))) == [b"b", b"c"]
+    latest = reader(kinesis, StartPosition.latest())
+    assert latest.next_page().records == []
+    put(kinesis, b"d")
+    assert read_all(latest) == [b"d"]
+    future = reader(kinesis, StartPosition.at_timestamp(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)))
+    assert read_all(future, pages=1) == []
+
+
+def test_a_position_inside_an_aggregate_starts_at_its_record_and_skips_what_is_done(
+    kinesis: Any, stream: str
+) -> None:
+    seqs = put(kinesis, b"a", b"b", b"c")
+    calls = iterator_calls(kinesis)
+    inside = StartPosition.after(seqs[1], sub_sequence=0)  # user record 0 of record b is done
+    assert read_all(reader(kinesis, inside)) == [b"c"]
+    assert calls[0]["ShardIteratorType"] == "AT_SEQUENCE_NUMBER"
+    assert calls[0]["StartingSequenceNumber"] == seqs[1]
+    assert not inside.is_done(seqs[1], 1)  # a later user record of the same aggregate is not done
+    assert not inside.is_done(seqs[2], 0)
+
+
+def test_an_expired_iterator_is_renewed_after_the_last_record_handed_on(kinesis: Any, stream: str) -> None:
+    seqs = put(kinesis, b"a", b"b", b"c")
+    stats = CountingStats()
+    r = reader(kinesis, StartPosition.trim_horizon(), stats=stats)
+    calls = iterator_calls(kinesis)
+    assert [x.data for x in r.next_page(limit=2).records] == [b"a", b"b"]
+    plan = FaultPlan(kinesis, "GetRecords", lambda n: "ExpiredIteratorException" if n == 1 else None)
+    assert [x.data for x in r.next_page().records] == [b"c"]  # nothing lost, nothing twice
+    assert plan.injected["ExpiredIteratorException"] == 1
+    assert calls[-1]["ShardIteratorType"] == "AFTER_SEQUENCE_NUMBER"
+    assert calls[-1]["StartingSequenceNumber"] == seqs[1]
+    assert stats.retried[("GetRecords", "ExpiredIteratorException")] == 1
+
+
+def test_a_latest_iterator_that_expires_before_any_record_resumes_from_when_it_was_taken(
+    kinesis: Any, stream: str
+) -> None:
+    r = reader(kinesis, StartPosition.latest())
+    calls = iterator_calls(kinesis)
+    assert r.next_page().records == []
+    put(kinesis, b"written while the iterator was valid")
+    FaultPlan(kinesis, "GetRecords", lambda n: "ExpiredIteratorException" if n == 1 else None)
+    assert read_all(r) == [b"written while the iterator was valid"]
+    assert [c["ShardIteratorType"] for c in calls] == ["LATEST", "AT_TIMESTAMP"]
+
+
+def test_a_shard_gone_from_the_stream_ends_like_a_closed_one(kinesis: Any, stream: str) -> None:
+    gone = PollingReader(kinesis, "s", "shardId-000000000042", StartPosition.trim_horizon(), settings=FAST)
+    assert gone.next_page() == Page((), None, end_of_shard=True)
+    assert gone.next_page().end_of_shard  # and stays ended
+
+
+def test_a_missing_stream_is_an_error_not_an_end(kinesis: Any) -> None:
+    with pytest.raises(botocore.exceptions.ClientError, match="ResourceNotFoundException"):
+        PollingReader(kinesis, "nope", SHARD, StartPosition.trim_horizon(), settings=FAST).next_page()
+
+
+def test_a_stop_request_interrupts_the_throttle_wait(kinesis: Any, stream: str) -> None:
+    stop = threading.Event()
+    r = PollingReader(kinesis, "s", SHARD, StartPosition.trim_horizon(), settings=ReaderSettings(60.0), stop=stop)
+    r.next_page()  # the next call is due in 60 s
+    threading.Timer(0.1, stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(Stopped):
+        r.next_page()
+    assert time.monotonic() - started < 30  # woken by the stop, far before the throttle's 60 s
+
+
+class ScriptedKinesis:
+    """A Kinesis client answering GetRecords from a script (no local server returns ChildShards)."""
+
+    def __init__(self, responses: list[dict[str, Any]]) -> None:
+        self.responses = responses
+
+    def get_shard_iterator(self, **_: Any) -> dict[str, Any]:
+        return {"ShardIterator": "it-0"}
+
+    def get_records(self, **_: Any) -> dict[str, Any]:
+        return self.responses.pop(0)
+
+
+def test_the_end_of_a_shard_names_its_children() -> None:
+    arrival = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    record = {"Data": b"x", "PartitionKey": "k", "SequenceNumber": "7", "ApproximateArrivalTimestamp": arrival}
+    fake = ScriptedKinesis(
+        [
+            {"Records": [record], "NextShardIterator": "it-1", "MillisBehindLatest": 5},
+            {
+                "Records": [],
+                "MillisBehindLatest": 0,
+                "ChildShards": [
+                    {"ShardId": "shardId-000000000001", "ParentShards": [SHARD]},
+                    {"ShardId": "shardId-000000000002", "ParentShards": [SHARD]},
+                ],
+            },
+        ]
+    )
+    r = PollingReader(fake, "s", SHARD, StartPosition.trim_horizon(), settings=FAST)  # type: ignore[arg-type]
+    first = r.next_page()
+    assert [x.sequence_number for x in first.records] == ["7"] and not first.end_of_shard
+    assert first.millis_behind_latest == 5
+    last = r.next_page()
+    assert last.end_of_shard and last.child_shards == ("shardId-000000000001", "shardId-000000000002")
+
+
+def test_get_records_and_get_shard_iterator_are_called_in_one_place() -> None:
+    package = pathlib.Path(kinsumer.__file__).parent
+    calls = {
+        str(path.relative_to(package)): len(re.findall(r"\.(get_records|get_shard_iterator)\(", path.read_text()))
+        for path in package.rglob("*.py")
+    }
+    assert {path: n for path, n in calls.items() if n} == {"reading/polling.py": 2}

@@ -1,0 +1,58 @@
+"""What the package is: the library only, light to import, its errors documented."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+import kinsumer
+from kinsumer import KinsumerError
+from kinsumer.cli import checkout
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_importing_kinsumer_and_its_command_line_loads_no_optional_or_checkout_code() -> None:
+    probe = (
+        "import json, sys, kinsumer, kinsumer.cli, kinsumer.metrics; "
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    loaded = set(json.loads(subprocess.check_output([sys.executable, "-c", probe], cwd=REPO, text=True)))
+    assert not loaded & {"pyspark", "pyarrow", "prometheus_client", "moto", "demo", "tests"}
+
+
+def test_the_wheel_holds_the_library_only(tmp_path: pathlib.Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), REPO],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("kinsumer-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {name.split("/")[0] for name in names}
+    assert top == {"kinsumer", f"kinsumer-{kinsumer.__version__}.dist-info"}
+    assert "kinsumer/py.typed" in names
+    assert not [n for n in names if "demo" in n or "local_server" in n or "producer" in n]
+    for group in ("aws", "coordination", "delivery", "reading", "spark", "cli"):
+        assert f"kinsumer/{group}/__init__.py" in names
+
+
+def test_checkout_commands_outside_a_checkout_say_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
+    monkeypatch.setattr(checkout, "_ROOT", tmp_path)  # an installed package: no demo/ beside it
+    with pytest.raises(KinsumerError, match=r"`kinsumer produce` comes with a checkout .*`make demo`"):
+        checkout.checkout_module("produce", "demo.producer")
+
+
+def test_every_public_error_is_a_kinsumer_error() -> None:
+    errors = [getattr(kinsumer, name) for name in kinsumer.__all__ if name.endswith(("Error", "Found", "Within"))]
+    errors += [kinsumer.AlreadyStarted, kinsumer.NotStarted, kinsumer.TableTimeout, kinsumer.MissingDependency]
+    assert all(issubclass(error, KinsumerError) for error in errors)
+    assert issubclass(kinsumer.NoRecordWithin, TimeoutError)
+    assert issubclass(kinsumer.ConfigError, ValueError)
+    assert issubclass(kinsumer.MissingDependency, ImportError)
