@@ -5,6 +5,11 @@ release and finish are conditional on ``OwnerID = me``. A write whose condition 
 another client owns the shard: the lease is LOST and writes nothing more, so a client that
 was paused or cut off can never move the new owner's checkpoint. The lease's writes are
 serialised, so a commit never lands between a release and its caller's next step.
+
+Other clients may capture the row once its ``LastUpdate`` is ``client_record_max_age`` old.
+So the lease counts as *fresh* only for half of that after the start of its last successful
+write; a worker hands no record on from a lease that is not fresh until a write confirms it
+(a client resumed after a long pause learns it lost the shard before delivering more of it).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +49,8 @@ class ShardLease:
         self._rt = runtime
         self._parents = parents
         self._lock = threading.Lock()  # one write at a time
+        self._fresh_for = runtime.max_age / 2  # seconds a successful write vouches for the lease
+        self._confirmed_at = -float("inf")  # monotonic start of the last successful capture or commit
         self.state = LeaseState.UNCLAIMED
         #: The sequence number stored in the row (as captured, then as last written by us).
         self.committed: str | None = None
@@ -62,6 +70,7 @@ class ShardLease:
         with self._lock:
             if self.state is not LeaseState.UNCLAIMED:
                 raise AssertionError(f"capture of {self.shard_id} in state {self.state}")
+            started = time.monotonic()
             row: CheckpointRow | None = call(
                 lambda: checkpoints_table.capture(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
@@ -72,7 +81,12 @@ class ShardLease:
             if row is not None:
                 self.state = LeaseState.OWNED
                 self.committed = row.sequence_number
+                self._confirmed_at = started
             return row
+
+    def fresh(self) -> bool:
+        """Owned, and confirmed by a write recently enough that no other client can have taken it."""
+        return self.state is LeaseState.OWNED and time.monotonic() - self._confirmed_at < self._fresh_for
 
     def commit(self, checkpoint: str | None, millis_behind_latest: int | None, deadline: float) -> bool:
         """Keep the lease alive and store ``checkpoint`` if it moved forward. False once not owned.
@@ -87,6 +101,7 @@ class ShardLease:
             if new is not None and self.committed is not None and int(new) < int(self.committed):
                 log.error("refusing to move the checkpoint of %s back (%s < %s)", self.shard_id, new, self.committed)
                 new = None
+            started = time.monotonic()
             owned = rt.call(
                 lambda: checkpoints_table.commit(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
@@ -98,6 +113,7 @@ class ShardLease:
             if not owned:
                 self.state = LeaseState.LOST
                 return False
+            self._confirmed_at = started
             if new is not None:
                 self.committed = new
                 rt.stats.checkpoint_written(self.shard_id)

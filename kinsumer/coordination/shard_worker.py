@@ -13,13 +13,15 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..aws.error_codes import is_transient
 from ..aws.retry import Stopped
 from ..delivery.progress import ShardProgress
 from ..reading.position import StartPosition
 from ..reading.reader import ReaderFactory, ShardReader
+from ..record import Record
 from .checkpoints_table import CheckpointRow
 from .committer import Committer
 from .lease import LeaseState, ShardLease
@@ -188,7 +190,7 @@ class ShardWorker:
             while True:
                 page = reader.next_page()
                 self.millis_behind_latest = page.millis_behind_latest
-                if page.records and not rt.delivery.push(progress, page.records, self._stop.is_set):
+                if page.records and not self._push(progress, page.records):
                     return False
                 if page.end_of_shard:
                     return True
@@ -200,6 +202,38 @@ class ShardWorker:
         finally:
             if reader is not None:
                 reader.close()
+
+    def _push(self, progress: ShardProgress, records: Sequence[Record]) -> bool:
+        """Hand ``records`` to the delivery while the lease is fresh; False on a stop or a lost lease."""
+        lease, stop = self.lease, self._stop
+
+        def must_pause() -> bool:
+            return stop.is_set() or not lease.fresh()
+
+        delivery = self._rt.delivery
+        start = 0
+        while start < len(records):
+            if not self._confirm_lease() or delivery.closed:
+                return False
+            start += delivery.push(progress, records[start:], must_pause)
+        return True
+
+    def _confirm_lease(self) -> bool:
+        """Return at once if the lease is fresh; else commit now. False if it is lost (or a stop came)."""
+        rt, lease = self._rt, self.lease
+        while not lease.fresh():
+            if self._stop.is_set() or lease.state is not LeaseState.OWNED:
+                return False
+            log.info("the lease of %s is not confirmed recently; confirming it before reading on", self.shard_id)
+            checkpoint, lag = self.to_commit()
+            try:
+                if not lease.commit(checkpoint, lag, deadline=time.monotonic() + rt.config.commit_frequency):
+                    return False
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                self._sleep(rt.config.throttle_delay)
+        return not self._stop.is_set()
 
     # ----------------------------------------------------------------- giving the shard up
 

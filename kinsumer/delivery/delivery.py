@@ -69,19 +69,17 @@ class Delivery:
         """The bookkeeping of one capture of a shard, starting at its stored checkpoint."""
         return ShardProgress(shard_id, checkpoint)
 
-    def push(self, progress: ShardProgress, records: Sequence[Record], should_stop: Callable[[], bool]) -> bool:
-        """Queue ``records`` in order, waiting for room; False if stopped or closed before all were in."""
+    def push(self, progress: ShardProgress, records: Sequence[Record], should_stop: Callable[[], bool]) -> int:
+        """Queue ``records`` in order, waiting for room; how many are in (fewer if stopped or closed)."""
         items = [(record, progress) for record in records]
         start = 0
-        while start < len(items):
-            if should_stop():
-                return False
+        while start < len(items) and not should_stop():
             added = self._queue.put_many(items, start, should_stop)
             if not added and self._queue.closed:
-                return False
+                break
             progress.pushed(added)
             start += added
-        return True
+        return start
 
     def wake_pushers(self) -> None:
         """Make pushes waiting for room check their ``should_stop`` again."""

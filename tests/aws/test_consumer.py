@@ -24,6 +24,7 @@ from kinsumer import (
     Kinsumer,
     NotStarted,
     Record,
+    StatReceiver,
     StreamNotFound,
     TableNotFound,
 )
@@ -370,6 +371,52 @@ def test_commits_keep_their_own_clock_while_the_reader_retries(kinesis: Any, db:
     assert all(gap >= FAST.commit_frequency - 0.02 for gap in gaps), gaps
     stored = stored_checkpoint(db)  # the clean stop counted the record in hand
     assert stored is not None and stored.sequence_number == first.sequence_number
+
+
+class EventLog(StatReceiver):
+    """Shard gains and losses, in order, in a list the test adds its deliveries to."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def shard_gained(self, shard_id: str) -> None:
+        self.events.append("gained")
+
+    def shard_lost(self, shard_id: str) -> None:
+        self.events.append("lost")
+
+
+def test_a_lease_not_confirmed_for_half_the_max_age_hands_nothing_on_until_confirmed(
+    kinesis: Any, db: Any, stream: str
+) -> None:
+    """A client whose commit clock stalled (a slow DynamoDB call, a pause) delivers nothing more of
+    a shard another client took meanwhile: it confirms the lease before handing records on."""
+    log = EventLog()
+    failing = threading.Event()
+
+    def fail_our_commits(params: dict[str, Any], **_: Any) -> None:
+        on_the_clock = threading.current_thread().name == "kinsumer-commits"
+        if failing.is_set() and on_the_clock and "REMOVE" not in params["UpdateExpression"]:
+            raise botocore.exceptions.ClientError(
+                {"Error": {"Code": "InternalServerError", "Message": "injected"}}, "UpdateItem"
+            )
+
+    db.meta.events.register("provide-client-params.dynamodb.UpdateItem", fail_our_commits)
+    put(kinesis, b"a")
+    with make(kinesis, db, attrs.evolve(FAST, stats=log, client_id="me")) as k:
+        assert k.next(timeout=10) == b"a"
+        failing.set()
+        max_age = FAST.effective_client_record_max_age
+        wait_until(lambda: time.time() - stored_checkpoint(db).last_update / 1000 > max_age, 10, "our row to age")
+        thief = checkpoints_table.capture(
+            db, "app_checkpoints", SHARD, owner_id="thief", owner_name="thief", max_age=max_age
+        )
+        assert thief is not None  # another client took the shard; it never commits, so it turns stale again
+        put(kinesis, b"b")  # the commit clock still fails: only the reader's own confirmation gets through
+        while (data := k.next(timeout=10)) != b"b":
+            assert data == b"a"  # the record in hand was never committed: delivered again after a recapture
+        log.events.append("delivered b")
+    assert log.events[:4] == ["gained", "lost", "gained", "delivered b"], log.events
 
 
 def test_record_payloads_are_never_logged(kinesis: Any, db: Any, stream: str, caplog: pytest.LogCaptureFixture) -> None:

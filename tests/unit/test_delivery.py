@@ -245,9 +245,11 @@ def test_close_with_an_error_raises_it_until_a_stop_closes_again() -> None:
 def test_a_push_gives_up_when_closed_or_told_to_stop() -> None:
     d = delivery(buffer_size=1)
     progress = d.open_shard("s", None)
-    assert not d.push(progress, [record(1), record(2)], _no_wait)  # room for one, and no waiting
+    asked = iter([False])  # go on the first time it asks, stop from then on
+    assert d.push(progress, [record(1), record(2)], lambda: next(asked, True)) == 1  # room for one
+    assert d.push(progress, [record(2)], _no_wait) == 0
     d.close()
-    assert not d.push(progress, [record(3)], _wait_for_room)
+    assert d.push(progress, [record(2)], _wait_for_room) == 0
 
 
 def test_a_handoff_drops_queued_records_and_waits_for_delivered_ones() -> None:
