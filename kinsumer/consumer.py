@@ -239,7 +239,7 @@ class Kinsumer:
         """The next record's data; None once stopped. Auto mode only.
 
         Asking for the next record marks the previous one (of this thread) processed.
-        Raises ``TimeoutError`` if nothing arrives within ``timeout`` seconds.
+        Raises :class:`NoRecordWithin` (a ``TimeoutError``) if nothing arrives within ``timeout`` seconds.
         """
         self._check_mode("next", manual=False)
         record = self._next_auto(timeout)

@@ -89,7 +89,7 @@ class StreamTail:
         try:
             while not self._stop.is_set():
                 page = reader.next_page()
-                for record in page.records:
+                for record in page.records():
                     self._put(record)
                 if page.end_of_shard:
                     self._put((_ENDED, shard))

@@ -190,7 +190,7 @@ class ShardWorker:
             while True:
                 page = reader.next_page()
                 self.millis_behind_latest = page.millis_behind_latest
-                if page.records and not self._push(progress, page.records):
+                if page.raw and not self._push(progress, page.records()):
                     return False
                 if page.end_of_shard:
                     return True

@@ -22,10 +22,9 @@ import botocore.exceptions
 from ..aws.error_codes import is_expired_iterator, is_not_found
 from ..aws.kinesis import stream_exists
 from ..aws.retry import Stopped, retry_call
-from ..record import Record
 from ..stats import StatReceiver
 from .position import StartPosition
-from .reader import Page, ReaderSettings
+from .reader import ApiRecord, Page, ReaderSettings
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -90,7 +89,7 @@ class PollingReader:
                 continue
             return self._page(response)
         self._ended = True
-        return Page((), None, end_of_shard=True)
+        return Page(self._shard_id, (), dt.datetime.now(dt.UTC), None, end_of_shard=True)
 
     # ----------------------------------------------------------------- calls
 
@@ -137,23 +136,21 @@ class PollingReader:
     # ----------------------------------------------------------------- pages
 
     def _page(self, response: dict[str, Any]) -> Page:
-        raw = response.get("Records", [])
+        raw: list[ApiRecord] = response.get("Records", [])
         behind = response.get("MillisBehindLatest")
         self._stats.records_fetched(self._shard_id, len(raw), behind)
         retrieved_at = dt.datetime.now(dt.UTC)
-        shard_id = self._shard_id
-        records = [Record.from_api(r, shard_id, retrieved_at) for r in raw]
-        if self._skip_from is not None and records:
-            skip, self._skip_from = self._skip_from, None
-            records = [r for r in records if not skip.is_done(r.sequence_number, None)]
         if raw:
             self._position = StartPosition.after(raw[-1]["SequenceNumber"])
+            if self._skip_from is not None:
+                skip, self._skip_from = self._skip_from, None
+                raw = [r for r in raw if not skip.is_done(r["SequenceNumber"], None)]
         self._iterator = response.get("NextShardIterator")
         if self._iterator is not None:
-            return Page(records, behind)
+            return Page(self._shard_id, raw, retrieved_at, behind)
         self._ended = True
         children = tuple(str(child["ShardId"]) for child in response.get("ChildShards") or ())
-        return Page(records, behind, end_of_shard=True, child_shards=children)
+        return Page(self._shard_id, raw, retrieved_at, behind, end_of_shard=True, child_shards=children)
 
 
 def polling_readers(

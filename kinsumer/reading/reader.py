@@ -10,16 +10,21 @@ subscription), so whoever uses it never sees a record twice or misses one.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
 from ..record import Record
 from .position import StartPosition
 
-__all__ = ["DEFAULT_THROTTLE_DELAY", "Page", "ReaderFactory", "ReaderSettings", "ShardReader"]
+__all__ = ["DEFAULT_THROTTLE_DELAY", "ApiRecord", "Page", "ReaderFactory", "ReaderSettings", "ShardReader"]
+
+#: One record as the Kinesis API returns it, in botocore's shape (``Data``, ``PartitionKey``,
+#: ``SequenceNumber``, ``ApproximateArrivalTimestamp``).
+ApiRecord = dict[str, Any]
 
 #: Seconds between two GetRecords calls on one shard (Kinesis allows 5 per second per shard).
 DEFAULT_THROTTLE_DELAY = 0.25
@@ -29,15 +34,25 @@ MAX_RECORDS_PER_CALL = 10_000
 
 @attrs.frozen
 class Page:
-    """What one read of a shard returned."""
+    """What one read of a shard returned: its records, in shard order, and where the shard stands."""
 
-    records: Sequence[Record]
+    shard_id: str
+    #: The records, as the API returns them. :meth:`records` makes :class:`Record` objects of them;
+    #: the Spark executors take these as they are, straight into Arrow columns.
+    raw: Sequence[ApiRecord]
+    #: When the page was fetched (this host's clock, UTC).
+    retrieved_at: dt.datetime
     #: How far the shard's tip is ahead of this page (None if the service did not say).
     millis_behind_latest: int | None
     #: The shard is closed and read to its end (or gone past retention): nothing more will come.
     end_of_shard: bool = False
     #: With ``end_of_shard``: the shards that continue it, when the service names them.
     child_shards: tuple[str, ...] = ()
+
+    def records(self) -> list[Record]:
+        """The page's records as :class:`Record` objects (made on each call: call it once)."""
+        shard_id, retrieved_at = self.shard_id, self.retrieved_at
+        return [Record.from_api(r, shard_id, retrieved_at) for r in self.raw]
 
 
 @attrs.frozen

@@ -15,8 +15,7 @@ import attrs
 
 from ..errors import ReplayError
 from ..reading.polling import PollingReader
-from ..reading.reader import MAX_RECORDS_PER_CALL
-from ..record import Record
+from ..reading.reader import MAX_RECORDS_PER_CALL, ApiRecord
 from ..stats import StatReceiver
 from .batch_ends import BatchEnds
 from .offsets import SHARD_END, after, to_start_position
@@ -44,7 +43,7 @@ class ShardRange:
 
 def read_shard_range(
     kinesis: KinesisClient, ends: BatchEnds, part: ShardRange, stats: StatReceiver | None = None
-) -> list[Record]:
+) -> list[ApiRecord]:
     """The records of ``part``: the recorded range, or a fresh one recorded now."""
     stats = stats or StatReceiver()
     recorded = ends.ends(part.batch).get(part.shard)
@@ -69,36 +68,36 @@ class _RangeReader:
     def __init__(self, kinesis: KinesisClient, part: ShardRange, stats: StatReceiver) -> None:
         self._part = part
         self._reader = PollingReader(kinesis, part.stream, part.shard, to_start_position(part.start), stats=stats)
-        self.records: list[Record] = []
+        self.records: list[ApiRecord] = []
 
-    def live(self) -> tuple[list[Record], str]:
+    def live(self) -> tuple[list[ApiRecord], str]:
         """Up to the limit, the end of the shard, the tip of an open shard or the time budget."""
         part, records = self._part, self.records
         deadline = time.monotonic() + part.time_budget
         while True:
             want = min(MAX_RECORDS_PER_CALL, part.limit - len(records)) if part.limit else MAX_RECORDS_PER_CALL
             page = self._reader.next_page(want)
-            records.extend(page.records)
+            records.extend(page.raw)
             if page.end_of_shard:
                 return records, SHARD_END
             # an open shard is done at the tip; a closed one only at its end
             behind = page.millis_behind_latest
-            at_tip = not part.closed and (behind == 0 or (behind is None and not page.records))
+            at_tip = not part.closed and (behind == 0 or (behind is None and not page.raw))
             if (part.limit and len(records) >= part.limit) or at_tip or time.monotonic() >= deadline:
-                return records, after(records[-1].sequence_number) if records else part.start
+                return records, after(records[-1]["SequenceNumber"]) if records else part.start
 
-    def replay(self, stop_at: str) -> list[Record]:
+    def replay(self, stop_at: str) -> list[ApiRecord]:
         """Exactly the records up to the recorded end ``stop_at``."""
         stop_seq = None if stop_at == SHARD_END else stop_at.partition(":")[2]
         deadline = time.monotonic() + _REPLAY_BUDGET
         records = self.records
         while time.monotonic() < deadline:
             page = self._reader.next_page()
-            for i, record in enumerate(page.records):
-                if record.sequence_number == stop_seq:
-                    records.extend(page.records[: i + 1])
+            for i, record in enumerate(page.raw):
+                if record["SequenceNumber"] == stop_seq:
+                    records.extend(page.raw[: i + 1])
                     return records
-            records.extend(page.records)
+            records.extend(page.raw)
             if page.end_of_shard:
                 if stop_seq is None:
                     return records

@@ -23,7 +23,7 @@ from ..aws import records_parser
 from ..aws.kinesis import list_shards
 from ..aws.tables import Tables, create_table
 from ..errors import ConfigError
-from ..record import Record
+from ..reading.reader import ApiRecord
 from .batch_ends import BatchEnds
 from .offsets import TRIM_HORIZON, BatchOffset, at_timestamp, next_offset
 from .shard_range import ShardRange, read_shard_range
@@ -256,15 +256,15 @@ class KinsumerStreamReader(DataSourceStreamReader):
             yield _arrow_batch(records, part)
 
 
-def _arrow_batch(records: list[Record], part: ShardRange) -> Any:
+def _arrow_batch(records: list[ApiRecord], part: ShardRange) -> Any:
     count = len(records)
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([r.data for r in records], pa.binary()),
-            pa.array([r.partition_key for r in records], pa.string()),
-            pa.array([r.sequence_number for r in records], pa.string()),
+            pa.array([r["Data"] for r in records], pa.binary()),
+            pa.array([r["PartitionKey"] for r in records], pa.string()),
+            pa.array([r["SequenceNumber"] for r in records], pa.string()),
             pa.array([part.shard] * count, pa.string()),
-            pa.array([r.approximate_arrival_timestamp for r in records], pa.timestamp("us", tz="UTC")),
+            pa.array([r["ApproximateArrivalTimestamp"] for r in records], pa.timestamp("us", tz="UTC")),
             pa.array([part.stream] * count, pa.string()),
         ],
         schema=_ARROW_SCHEMA,

@@ -16,7 +16,7 @@ import kinsumer
 from kinsumer.aws.retry import Stopped
 from kinsumer.reading.polling import PollingReader
 from kinsumer.reading.position import StartPosition
-from kinsumer.reading.reader import Page, ReaderSettings
+from kinsumer.reading.reader import ReaderSettings
 from tests.faults import FaultPlan
 from tests.helpers import CountingStats
 
@@ -41,7 +41,7 @@ def reader(kinesis: Any, start: StartPosition, **kwargs: Any) -> PollingReader:
 
 def read_all(r: PollingReader, pages: int = 3) -> list[bytes]:
     """The data of a few pages: moto answers everything in the first, the rest are empty."""
-    return [record.data for _ in range(pages) for record in r.next_page().records]
+    return [record.data for _ in range(pages) for record in r.next_page().records()]
 
 
 def iterator_calls(kinesis: Any) -> list[dict[str, Any]]:
@@ -58,7 +58,7 @@ def test_each_start_position_reads_from_where_it_says(kinesis: Any, stream: str)
     assert read_all(reader(kinesis, StartPosition.trim_horizon())) == [b"a", b"b", b"c"]
     assert read_all(reader(kinesis, StartPosition.after(seqs[0]))) == [b"b", b"c"]
     latest = reader(kinesis, StartPosition.latest())
-    assert latest.next_page().records == []
+    assert latest.next_page().raw == []
     put(kinesis, b"d")
     assert read_all(latest) == [b"d"]
     future = reader(kinesis, StartPosition.at_timestamp(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)))
@@ -83,9 +83,9 @@ def test_an_expired_iterator_is_renewed_after_the_last_record_handed_on(kinesis:
     stats = CountingStats()
     r = reader(kinesis, StartPosition.trim_horizon(), stats=stats)
     calls = iterator_calls(kinesis)
-    assert [x.data for x in r.next_page(limit=2).records] == [b"a", b"b"]
+    assert [x.data for x in r.next_page(limit=2).records()] == [b"a", b"b"]
     plan = FaultPlan(kinesis, "GetRecords", lambda n: "ExpiredIteratorException" if n == 1 else None)
-    assert [x.data for x in r.next_page().records] == [b"c"]  # nothing lost, nothing twice
+    assert [x.data for x in r.next_page().records()] == [b"c"]  # nothing lost, nothing twice
     assert plan.injected["ExpiredIteratorException"] == 1
     assert calls[-1]["ShardIteratorType"] == "AFTER_SEQUENCE_NUMBER"
     assert calls[-1]["StartingSequenceNumber"] == seqs[1]
@@ -97,7 +97,7 @@ def test_a_latest_iterator_that_expires_before_any_record_resumes_from_when_it_w
 ) -> None:
     r = reader(kinesis, StartPosition.latest())
     calls = iterator_calls(kinesis)
-    assert r.next_page().records == []
+    assert r.next_page().raw == []
     put(kinesis, b"written while the iterator was valid")
     FaultPlan(kinesis, "GetRecords", lambda n: "ExpiredIteratorException" if n == 1 else None)
     assert read_all(r) == [b"written while the iterator was valid"]
@@ -106,7 +106,8 @@ def test_a_latest_iterator_that_expires_before_any_record_resumes_from_when_it_w
 
 def test_a_shard_gone_from_the_stream_ends_like_a_closed_one(kinesis: Any, stream: str) -> None:
     gone = PollingReader(kinesis, "s", "shardId-000000000042", StartPosition.trim_horizon(), settings=FAST)
-    assert gone.next_page() == Page((), None, end_of_shard=True)
+    end = gone.next_page()
+    assert (end.raw, end.end_of_shard, end.child_shards) == ((), True, ())
     assert gone.next_page().end_of_shard  # and stays ended
 
 
@@ -157,7 +158,8 @@ def test_the_end_of_a_shard_names_its_children() -> None:
     )
     r = PollingReader(fake, "s", SHARD, StartPosition.trim_horizon(), settings=FAST)  # type: ignore[arg-type]
     first = r.next_page()
-    assert [x.sequence_number for x in first.records] == ["7"] and not first.end_of_shard
+    assert [x.sequence_number for x in first.records()] == ["7"] and not first.end_of_shard
+    assert first.records()[0].shard_id == SHARD
     assert first.millis_behind_latest == 5
     last = r.next_page()
     assert last.end_of_shard and last.child_shards == ("shardId-000000000001", "shardId-000000000002")

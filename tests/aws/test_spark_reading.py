@@ -38,14 +38,14 @@ def test_a_live_read_records_its_end_and_a_replay_reads_the_same_records(kinesis
     put(kinesis, 15)
     ends.plan(0)
     first = read_shard_range(kinesis, ends, part(0))
-    assert [r.data for r in first] == [str(i).encode() for i in range(10)]
-    assert ends.ends(0) == {SHARD: after(first[-1].sequence_number)}
+    assert [r["Data"] for r in first] == [str(i).encode() for i in range(10)]
+    assert ends.ends(0) == {SHARD: after(first[-1]["SequenceNumber"])}
     put(kinesis, 5, start=15)  # more data now: a live re-read would differ
     ends.plan(0)  # planning the batch again (a replay) keeps what was recorded
     again = read_shard_range(kinesis, ends, part(0, limit=100))
-    assert [r.sequence_number for r in again] == [r.sequence_number for r in first]
+    assert [r["SequenceNumber"] for r in again] == [r["SequenceNumber"] for r in first]
     with pytest.raises(ReplayError, match=r"batch 1 .* was never planned"):
-        read_shard_range(kinesis, ends, part(1, start=after(first[-1].sequence_number), limit=100))
+        read_shard_range(kinesis, ends, part(1, start=after(first[-1]["SequenceNumber"]), limit=100))
 
 
 def test_the_tip_of_the_stream_ends_a_live_read_and_an_empty_read_records_its_start(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -56,3 +57,15 @@ def test_every_public_error_is_a_kinsumer_error() -> None:
     assert issubclass(kinsumer.NoRecordWithin, TimeoutError)
     assert issubclass(kinsumer.ConfigError, ValueError)
     assert issubclass(kinsumer.MissingDependency, ImportError)
+
+
+def test_the_console_script_finds_the_demo_of_its_checkout_from_anywhere(tmp_path: pathlib.Path) -> None:
+    script = pathlib.Path(sys.executable).with_name("kinsumer")
+    if not script.exists():
+        pytest.skip("the kinsumer console script is not installed next to this interpreter")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    answer = subprocess.run(
+        [script, "demo", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=60
+    )
+    assert answer.returncode == 0, answer.stderr
+    assert "usage: python -m demo" in answer.stdout
