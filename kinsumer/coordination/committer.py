@@ -98,9 +98,10 @@ class Committer:
                 self._commit(shard, deadline=now + period)
 
     def _commit(self, shard: Committable, deadline: float) -> None:
+        """One commit, its transient faults retried until ``deadline`` (the end of this round)."""
         checkpoint, lag = shard.to_commit()
         try:
-            owned = shard.lease.commit(checkpoint, lag, deadline=max(deadline, time.monotonic() + 0.05))
+            owned = shard.lease.commit(checkpoint, lag, self._rt.call_until(deadline))
         except Exception as exc:  # noqa: BLE001 - transient: next time; anything else stops the consumer
             if is_transient(exc):
                 log.warning("commit of %s failed (%s); retrying at the next commit", shard.shard_id, error_code(exc))

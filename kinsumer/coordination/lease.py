@@ -29,7 +29,8 @@ __all__ = ["Call", "LeaseState", "ShardLease"]
 
 log = logging.getLogger("kinsumer.lease")
 
-#: Runs one AWS call (a thunk, and the operation's name) with the caller's retry policy.
+#: Runs one AWS call (a thunk, and the operation's name) with the caller's retry policy:
+#: every write takes one, so the caller decides how long transient faults are retried.
 Call = Callable[[Callable[[], Any], str], Any]
 
 
@@ -88,11 +89,8 @@ class ShardLease:
         """Owned, and confirmed by a write recently enough that no other client can have taken it."""
         return self.state is LeaseState.OWNED and time.monotonic() - self._confirmed_at < self._fresh_for
 
-    def commit(self, checkpoint: str | None, millis_behind_latest: int | None, deadline: float) -> bool:
-        """Keep the lease alive and store ``checkpoint`` if it moved forward. False once not owned.
-
-        Transient faults are retried until ``deadline`` (``time.monotonic()``), then raised.
-        """
+    def commit(self, checkpoint: str | None, millis_behind_latest: int | None, call: Call) -> bool:
+        """Keep the lease alive and store ``checkpoint`` if it moved forward. False once not owned."""
         rt = self._rt
         with self._lock:
             if self.state is not LeaseState.OWNED:
@@ -102,13 +100,12 @@ class ShardLease:
                 log.error("refusing to move the checkpoint of %s back (%s < %s)", self.shard_id, new, self.committed)
                 new = None
             started = time.monotonic()
-            owned = rt.call(
+            owned = call(
                 lambda: checkpoints_table.commit(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
                     sequence_number=new, millis_behind_latest=millis_behind_latest,
                 ),
                 "UpdateItem",
-                deadline=deadline,
             )  # fmt: skip
             if not owned:
                 self.state = LeaseState.LOST
@@ -142,10 +139,8 @@ class ShardLease:
                 rt.stats.checkpoint_written(self.shard_id)
             return True
 
-    def give_up(self, *, lost: bool) -> None:
-        """No more writes: another client owns the shard (``lost``), or a release could not be written."""
+    def abandon(self) -> None:
+        """No more writes: a release could not be written; the row turns stale and is captured then."""
         with self._lock:
-            if lost:
-                self.state = LeaseState.LOST
-            elif self.state is LeaseState.OWNED:
-                self.state = LeaseState.RELEASED  # unwritten: the row turns stale and is captured then
+            if self.state is LeaseState.OWNED:
+                self.state = LeaseState.RELEASED

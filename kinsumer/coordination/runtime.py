@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import botocore.exceptions
@@ -64,6 +64,14 @@ class Runtime:
     def call(self, fn: Callable[[], T], operation: str, **kwargs: object) -> T:
         """``fn()`` with transient faults retried (see :func:`retry_call`)."""
         return retry_call(fn, operation=operation, stats=self.stats, **kwargs)  # type: ignore[arg-type]
+
+    def call_until(self, deadline: float) -> Callable[[Callable[[], Any], str], Any]:
+        """A :meth:`call` that retries transient faults until ``deadline`` (``time.monotonic()``) only."""
+
+        def call(fn: Callable[[], Any], operation: str) -> Any:
+            return self.call(fn, operation, deadline=deadline)
+
+        return call
 
     def fail(self, exc: BaseException, where: str) -> None:
         """Record a failure that retrying cannot fix and have the Kinsumer stop."""

@@ -226,8 +226,9 @@ class ShardWorker:
                 return False
             log.info("the lease of %s is not confirmed recently; confirming it before reading on", self.shard_id)
             checkpoint, lag = self.to_commit()
+            deadline = time.monotonic() + rt.config.commit_frequency
             try:
-                if not lease.commit(checkpoint, lag, deadline=time.monotonic() + rt.config.commit_frequency):
+                if not lease.commit(checkpoint, lag, self._rt.call_until(deadline)):
                     return False
             except Exception as exc:
                 if not is_transient(exc):
@@ -269,16 +270,12 @@ class ShardWorker:
                 "handoff of %s timed out after %.1f s with %d records unacknowledged; they will be delivered again",
                 self.shard_id, rt.config.handoff_timeout, result.outstanding,
             )  # fmt: skip
-        deadline = time.monotonic() + _RELEASE_DEADLINE
-
-        def call(fn: Callable[[], Any], operation: str) -> Any:
-            return rt.call(fn, operation, deadline=deadline)
-
+        call = self._rt.call_until(time.monotonic() + _RELEASE_DEADLINE)
         try:
             released = self.lease.release(result.checkpoint, finished=False, call=call)
         except Exception as exc:  # noqa: BLE001 - the lease expires by itself
             log.warning("could not release %s (%s); another client takes it once it looks stale", self.shard_id, exc)
-            self.lease.give_up(lost=False)
+            self.lease.abandon()
             released = True
         if not released:
             log.warning("%s was taken by another client during the handoff", self.shard_id)

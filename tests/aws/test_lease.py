@@ -52,9 +52,9 @@ def test_capture_commit_release(lease: ShardLease, db: Any, tables: Tables) -> N
     captured = lease.try_capture(call)
     assert captured is not None and lease.state is LeaseState.OWNED and lease.committed is None
     assert row(db, tables).parent_shard_ids == ("shardId-parent",)
-    assert lease.commit("100", 7, deadline=1e12)
+    assert lease.commit("100", 7, call)
     assert (row(db, tables).sequence_number, row(db, tables).millis_behind_latest) == ("100", 7)
-    assert lease.commit("90", None, deadline=1e12)  # backwards: refused, the lease stays alive
+    assert lease.commit("90", None, call)  # backwards: refused, the lease stays alive
     assert row(db, tables).sequence_number == "100" and lease.committed == "100"
     assert lease.release("120", finished=False, call=call)
     assert lease.state is LeaseState.RELEASED
@@ -78,15 +78,15 @@ def test_a_live_owner_keeps_the_shard(
 
 def test_once_another_client_took_the_row_nothing_more_is_written(lease: ShardLease, db: Any, tables: Tables) -> None:
     lease.try_capture(call)
-    assert lease.commit("10", None, deadline=1e12)
+    assert lease.commit("10", None, call)
     # another client captures the row, as it may once ours looks stale (max_age=0: at once)
     taken = checkpoints_table.capture(db, tables.checkpoints, SHARD, owner_id="new", owner_name="new", max_age=0)
     assert taken is not None
     checkpoints_table.commit(db, tables.checkpoints, SHARD, owner_id="new", sequence_number="50")
-    assert not lease.commit("20", None, deadline=1e12)
+    assert not lease.commit("20", None, call)
     assert lease.state is LeaseState.LOST
     updates = count_updates(db)
-    assert not lease.commit("30", None, deadline=1e12)
+    assert not lease.commit("30", None, call)
     assert not lease.release("40", finished=True, call=call)
     assert updates == []  # fenced: not even tried
     stored = row(db, tables)
