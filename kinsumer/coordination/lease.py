@@ -100,15 +100,13 @@ class ShardLease:
                 log.error("refusing to move the checkpoint of %s back (%s < %s)", self.shard_id, new, self.committed)
                 new = None
             started = time.monotonic()
-            owned = call(
+            if not self._owned_write(
+                call,
                 lambda: checkpoints_table.commit(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
                     sequence_number=new, millis_behind_latest=millis_behind_latest,
                 ),
-                "UpdateItem",
-            )  # fmt: skip
-            if not owned:
-                self.state = LeaseState.LOST
+            ):  # fmt: skip
                 return False
             self._confirmed_at = started
             if new is not None:
@@ -123,21 +121,26 @@ class ShardLease:
             if self.state is not LeaseState.OWNED:
                 return self.state is not LeaseState.LOST
             moved = checkpoint if checkpoint != self.committed or finished else None
-            released = call(
+            if not self._owned_write(
+                call,
                 lambda: checkpoints_table.release(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
                     sequence_number=moved, finished=finished,
                 ),
-                "UpdateItem",
-            )  # fmt: skip
-            if not released:
-                self.state = LeaseState.LOST
+            ):  # fmt: skip
                 return False
             self.state = LeaseState.FINISHED if finished else LeaseState.RELEASED
             if checkpoint is not None and checkpoint != self.committed:
                 self.committed = checkpoint
                 rt.stats.checkpoint_written(self.shard_id)
             return True
+
+    def _owned_write(self, call: Call, write: Callable[[], bool]) -> bool:
+        """Run a write conditional on ``OwnerID = me`` (lock held); a failed condition loses the lease."""
+        if call(write, "UpdateItem"):
+            return True
+        self.state = LeaseState.LOST
+        return False
 
     def abandon(self) -> None:
         """No more writes: a release could not be written; the row turns stale and is captured then."""
