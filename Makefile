@@ -40,7 +40,7 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 demo: $(STAMP)
-	$(PY) -m demo
+	$(PY) -m demo $(DEMO_ARGS)
 
 # a Spark pipeline (local[2], needs Java 17+) on the kinsumer source and an embedded server
 spark-demo: $(STAMP)

@@ -18,7 +18,7 @@ Its phases:
    cleanly and print a tally, with a line per client (the one that left and the one that
    joined too): every produced id must be delivered exactly once. The exit code is 0 only then.
 
-Options: ``--records``, ``--shards``, ``--clients``, ``--rate``, ``--leave-at``,
+Options: ``--records``, ``--shards``, ``--clients``, ``--rate``, ``--aggregate``, ``--leave-at``,
 ``--no-rebalance``, ``--timeout`` (see ``--help``).
 """
 
@@ -86,6 +86,7 @@ class Settings:
     leave_at: float  # share of the records delivered when client-0 leaves
     rebalance: bool
     timeout: float
+    aggregate: int = 1  # user records per Kinesis record (KPL format); 1: plain records
 
 
 def parse_args(argv: Sequence[str] | None) -> Settings:
@@ -108,6 +109,8 @@ def parse_args(argv: Sequence[str] | None) -> Settings:
         help="client-0 leaves once this share is delivered (default 0.35)",
     )
     add("--no-rebalance", dest="rebalance", action="store_false", help="no client leaves, none joins")
+    add("--aggregate", type=int, default=1, metavar="N",
+        help="write KPL aggregates of N records, as the Kinesis Producer Library does (default 1: plain records)")
     add("--timeout", type=float, default=120.0, metavar="S", help="give up after S seconds (default 120)")
     a = parser.parse_args(argv)
     rules = [
@@ -117,10 +120,11 @@ def parse_args(argv: Sequence[str] | None) -> Settings:
         ("--rate", a.rate >= 0, ">= 0"),
         ("--leave-at", 0 < a.leave_at < 1, "between 0 and 1"),
         ("--timeout", a.timeout > 0, "> 0"),
+        ("--aggregate", a.aggregate >= 1, ">= 1"),
     ]
     if broken := [f"{option} must be {rule}" for option, ok, rule in rules if not ok]:
         parser.error("; ".join(broken))
-    return Settings(a.records, a.shards, a.clients, a.rate, a.leave_at, a.rebalance, a.timeout)
+    return Settings(a.records, a.shards, a.clients, a.rate, a.leave_at, a.rebalance, a.timeout, a.aggregate)
 
 
 # ----------------------------------------------------------------------------- setup
@@ -147,9 +151,9 @@ def set_up(endpoint: str, shards: int) -> list[str]:
 class Producer(threading.Thread):
     """Writes the ids 0..total-1 with :func:`demo.producer.produce` (in order, every batch complete)."""
 
-    def __init__(self, kinesis: KinesisClient, total: int, rate: float) -> None:
+    def __init__(self, kinesis: KinesisClient, total: int, rate: float, aggregate: int = 1) -> None:
         super().__init__(name="demo-producer", daemon=True)
-        self._kinesis, self._total, self._rate = kinesis, total, rate
+        self._kinesis, self._total, self._rate, self._aggregate = kinesis, total, rate, aggregate
         self.produced = 0  # the ids 0..produced-1 are in the stream
         self.stopping = threading.Event()
         self.error: str | None = None
@@ -157,7 +161,10 @@ class Producer(threading.Thread):
     def run(self) -> None:
         try:
             rate = self._rate or None
-            produce(self._kinesis, STREAM, count=self._total, rate=rate, stop=self.stopping, on_batch=self._add)
+            produce(
+                self._kinesis, STREAM, count=self._total, rate=rate, stop=self.stopping, on_batch=self._add,
+                aggregate=self._aggregate,
+            )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - reported in the tally
             self.error = f"{type(exc).__name__}: {exc}"
 
@@ -233,6 +240,8 @@ class Run:
 
     def start_producing(self, shared: bool) -> None:
         rate = f"{self.settings.rate:g}/s" if self.settings.rate else "full speed"
+        if self.settings.aggregate > 1:
+            rate += f", {self.settings.aggregate} to a Kinesis record (KPL aggregates)"
         how = "share" if shared else f"still do not share (after {SHARE_TIMEOUT:g} s)"
         self.event(
             f"the clients {how} the shards ({self.owners()}); producing {self.settings.records} records at {rate}"
@@ -358,7 +367,7 @@ def run_demo(settings: Settings, endpoint: str) -> int:
     reports: Queue[Report] = context.Queue()
     names = client_names(settings)
     print(f"starting {settings.clients} clients; per client: leader, shards (3? = not captured yet), records/s")
-    producer = Producer(kinesis_client(endpoint), settings.records, settings.rate)
+    producer = Producer(kinesis_client(endpoint), settings.records, settings.rate, settings.aggregate)
     run = Run(settings, shard_ids, start_workers(context, names, settings.clients, endpoint, reports), producer)
     try:
         seconds = run.loop(reports)

@@ -14,12 +14,15 @@ from typing import TYPE_CHECKING, Any
 from kinsumer.aws.retry import Stopped, retry_call
 from kinsumer.stats import StatReceiver
 
+from .aggregation import aggregated_entries
+
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
 __all__ = ["produce", "test_record"]
 
 BATCH = 500  # records per PutRecords call: the Kinesis maximum
+_REQUEST_BYTES = 4_000_000  # what a PutRecords call carries at most here (Kinesis allows 5 MB)
 
 
 def test_record(record_id: int, keys: int, size: int) -> dict[str, Any]:
@@ -53,10 +56,10 @@ def _put(kinesis: KinesisClient, stream: str, entries: list[Any], stop: threadin
     return True
 
 
-def _batches(count: int | None, start: int) -> Iterator[range]:
+def _batches(count: int | None, start: int, size: int) -> Iterator[range]:
     next_id = start
     while count is None or next_id < start + count:
-        end = next_id + BATCH if count is None else min(next_id + BATCH, start + count)
+        end = next_id + size if count is None else min(next_id + size, start + count)
         yield range(next_id, end)
         next_id = end
 
@@ -72,18 +75,27 @@ def produce(
     first_id: int = 0,
     stop: threading.Event | None = None,
     on_batch: Callable[[range], None] = lambda ids: None,
+    aggregate: int = 1,
 ) -> int:
     """Write ``count`` records (None: until ``stop`` is set) at up to ``rate`` records/s.
 
     Entries PutRecords rejects are written again, so every id in a reported batch is in the
     stream. ``on_batch`` is called with the ids of each batch written. Returns the count.
+    With ``aggregate`` > 1 the records are user records packed ``aggregate`` to a Kinesis
+    record in the KPL's format (see :mod:`demo.aggregation`); ``count`` and ``rate`` count
+    user records.
     """
     stop = stop or threading.Event()
     started, written = time.monotonic(), 0
-    for ids in _batches(count, first_id):
+    per_call = min(BATCH * aggregate, _REQUEST_BYTES // (size + 60))  # a PutRecords request: 5 MB at most
+    for ids in _batches(count, first_id, per_call):
         if stop.is_set():
             break
-        if not _put(kinesis, stream, [test_record(i, keys, size) for i in ids], stop):
+        entries = [test_record(i, keys, size) for i in ids]
+        if aggregate > 1:
+            users = [(e["PartitionKey"], e["Data"], None) for e in entries]
+            entries = list(aggregated_entries(users, aggregate))
+        if not _put(kinesis, stream, entries, stop):
             break
         written += len(ids)
         on_batch(ids)

@@ -23,6 +23,7 @@ from .coordination.runtime import Runtime
 from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
 from .errors import AlreadyStarted, CheckpointModeError, ConfigError, KinsumerError, NotStarted
+from .reading.position import Position
 from .record import Record
 from .stats import GuardedStats
 from .status import ClientStatus, OwnedShard
@@ -228,8 +229,7 @@ class Kinsumer:
             client_index=coordinator.client_index,
             client_count=coordinator.client_count,
             shards=tuple(
-                OwnedShard(w.shard_id, w.captured, w.checkpoint, w.millis_behind_latest)
-                for w in coordinator.workers()
+                _owned(w.shard_id, w.captured, w.checkpoint, w.millis_behind_latest) for w in coordinator.workers()
             ),
         )
 
@@ -283,6 +283,11 @@ class Kinsumer:
 
     def _next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
         return self._delivery.next_manual(timeout)
+
+
+def _owned(shard_id: str, captured: bool, checkpoint: Position | None, lag: int | None) -> OwnedShard:
+    sequence_number, sub_sequence = checkpoint if checkpoint is not None else (None, None)
+    return OwnedShard(shard_id, captured, sequence_number, lag, sub_sequence)
 
 
 def _admin(operation: str, action: Callable[[], None]) -> None:

@@ -49,6 +49,7 @@ class _Window:
         self.handoffs_clean = 0
         self.handoffs_timed_out = 0
         self.retried: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self.malformed_aggregates = 0
         self.latency_sum = 0.0
         self.latency_max = 0.0
 
@@ -162,6 +163,14 @@ class LoggingStatReceiver(StatReceiver):
             self._total.retried[(operation, error)] += 1
         self._emit(line)
 
+    def malformed_aggregates(self, shard_id: str, count: int) -> None:
+        now = self._clock()
+        with self._lock:
+            line = self._roll(now)
+            self._window.malformed_aggregates += count
+            self._total.malformed_aggregates += count
+        self._emit(line)
+
     # ----------------------------------------------------------------- reading
 
     def summary(self) -> str:
@@ -175,8 +184,8 @@ class LoggingStatReceiver(StatReceiver):
         Keys: ``records_fetched`` and ``records_delivered`` ({shard: count}),
         ``millis_behind_latest`` ({shard: ms}, shards currently owned), ``checkpoints_written``,
         ``shards_gained``, ``shards_lost``, ``handoffs_clean``, ``handoffs_timed_out``,
-        ``errors_retried`` ({(operation, error): count}), ``delivery_latency_avg_seconds``,
-        ``delivery_latency_max_seconds``.
+        ``errors_retried`` ({(operation, error): count}), ``malformed_aggregates``,
+        ``delivery_latency_avg_seconds``, ``delivery_latency_max_seconds``.
         """
         with self._lock:
             t = self._total
@@ -190,6 +199,7 @@ class LoggingStatReceiver(StatReceiver):
                 "handoffs_clean": t.handoffs_clean,
                 "handoffs_timed_out": t.handoffs_timed_out,
                 "errors_retried": dict(t.retried),
+                "malformed_aggregates": t.malformed_aggregates,
                 "delivery_latency_avg_seconds": t.latency_avg,
                 "delivery_latency_max_seconds": t.latency_max,
             }
@@ -234,6 +244,8 @@ class LoggingStatReceiver(StatReceiver):
             f"max_lag_ms={max(self._lag.values(), default=0)}",
             f"errors_retried={sum(w.retried.values())}",
         ]
+        if t.malformed_aggregates:
+            parts.append(f"malformed_aggregates={w.malformed_aggregates}")
         parts.extend(f"retried[{op}/{err}]={n}" for (op, err), n in sorted(w.retried.items()))
         shards = sorted(set(w.fetched) | set(w.delivered) | set(self._lag))
         for shard in shards[:_SHARDS_SHOWN]:
@@ -314,6 +326,13 @@ class PrometheusStatReceiver(StatReceiver):
             namespace=ns,
             registry=reg,
         )
+        self._malformed = Counter(
+            "malformed_aggregates",
+            "Records that started like KPL aggregates but were not valid ones (delivered as they are)",
+            ["shard"],
+            namespace=ns,
+            registry=reg,
+        )
         self._start_http_server = prometheus_client.start_http_server
         self._server_lock = threading.Lock()
         self._server: WSGIServer | None = None
@@ -349,6 +368,9 @@ class PrometheusStatReceiver(StatReceiver):
 
     def error_retried(self, operation: str, error: str) -> None:
         self._retried.labels(operation, error).inc()
+
+    def malformed_aggregates(self, shard_id: str, count: int) -> None:
+        self._malformed.labels(shard_id).inc(count)
 
     # ----------------------------------------------------------------- exposition
 

@@ -37,6 +37,10 @@ class StatReceiver:
     def error_retried(self, operation: str, error: str) -> None:
         """A transient error (throttling, 5xx, connection, expired iterator) was retried."""
 
+    def malformed_aggregates(self, shard_id: str, count: int) -> None:
+        """``count`` records started like KPL aggregates but were not valid ones (a wrong MD5, a body
+        that does not parse): they were delivered as they are, each as one record."""
+
 
 class GuardedStats(StatReceiver):
     """Calls a user's receiver; an exception it raises is logged once per method, never raised.
@@ -78,3 +82,6 @@ class GuardedStats(StatReceiver):
 
     def error_retried(self, operation: str, error: str) -> None:
         self._call("error_retried", operation, error)
+
+    def malformed_aggregates(self, shard_id: str, count: int) -> None:
+        self._call("malformed_aggregates", shard_id, count)

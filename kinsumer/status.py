@@ -23,8 +23,10 @@ __all__ = ["ApplicationStatus", "ClientStatus", "OwnedShard", "read_status"]
 class OwnedShard:
     shard_id: str
     captured: bool  # False while waiting for the previous owner to let go
-    checkpoint: str | None
+    checkpoint: str | None  # sequence number
     millis_behind_latest: int | None
+    #: inside a KPL aggregate: the index of the last user record processed
+    checkpoint_sub_sequence_number: int | None = None
 
 
 @attrs.frozen
@@ -61,6 +63,8 @@ class ShardInfoRow:
     finished: bool
     millis_behind_latest: int | None
     last_update_age: float | None  # seconds since the owner last committed
+    #: inside a KPL aggregate: the index of the last user record processed
+    checkpoint_sub_sequence_number: int | None = None
 
 
 @attrs.frozen
@@ -115,6 +119,7 @@ def read_status(
                 finished=row.finished,
                 millis_behind_latest=row.millis_behind_latest,
                 last_update_age=_age(row.last_update, now) if row.last_update else None,
+                checkpoint_sub_sequence_number=row.sub_sequence_number,
             )
         )
     return ApplicationStatus(

@@ -28,7 +28,8 @@ from benchlib.common import REPO, Measure, Row, median, rate_text  # noqa: E402
 from demo import servers  # noqa: E402
 from tests.support.kinesalite import start_kinesalite  # noqa: E402
 
-SECTIONS = ("throughput", "overhead", "spark", "failover", "rebalance", "steady")
+SECTIONS = ("throughput", "kpl", "overhead", "spark", "failover", "rebalance", "steady")
+KPL_PER_RECORD = 100  # user records per Kinesis record in the KPL line
 SHARDS = 8
 RECORD_SIZE = 100
 KINESALITE_DIR = REPO / "tests" / "kinesalite"
@@ -72,10 +73,11 @@ def runs_of(count: int, what: str, measure: Callable[[], Measure | str]) -> list
 def throughput_rows(
     server: servers.LocalServer, name: str, args: argparse.Namespace, dynamodb: servers.LocalServer
 ) -> list[Row]:
-    say(f"{name}: filling an {SHARDS}-shard stream with {args.records} records of {RECORD_SIZE} bytes")
-    filled = throughput.fill(server, SHARDS, args.records, RECORD_SIZE, dynamodb)
-    spark = server is dynamodb  # the Spark source keeps its state in DynamoDB too: on moto only
+    spark = server is dynamodb and "spark" in args.only  # the Spark source keeps its state in DynamoDB: moto only
     rows: list[Row] = []
+    if "throughput" in args.only or spark:
+        say(f"{name}: filling an {SHARDS}-shard stream with {args.records} records of {RECORD_SIZE} bytes")
+        filled = throughput.fill(server, SHARDS, args.records, RECORD_SIZE, dynamodb)
     if "throughput" in args.only:
         rates: dict[str, list[float]] = {"single": [], "threads": [], "kinsumer": [], "peer": []}
         startups: list[float] = []
@@ -122,9 +124,31 @@ def throughput_rows(
             )
         else:
             rows.append(Row("async-kinesis, 1 consumer", name, "—", peer_problem))
-    if spark and "spark" in args.only:
+    if spark:
         rows += spark_rows(filled, args.runs)
+    if "kpl" in args.only:
+        rows += kpl_rows(server, name, args, dynamodb)
     return rows
+
+
+def kpl_rows(
+    server: servers.LocalServer, name: str, args: argparse.Namespace, dynamodb: servers.LocalServer
+) -> list[Row]:
+    say(f"{name}: {args.records} user records in KPL aggregates of {KPL_PER_RECORD}")
+    filled = throughput.fill_aggregated(server, SHARDS, args.records, RECORD_SIZE, KPL_PER_RECORD, dynamodb)
+    result = runs_of(args.runs, f"kinsumer over KPL aggregates ({name})", lambda: throughput.kinsumer_next(filled))
+    assert not isinstance(result, str)
+    after_first = [(m.records - 1) / (m.seconds - (m.startup or 0.0)) for m in result]
+    startup = median([m.startup or 0.0 for m in result])
+    return [
+        Row(
+            f"kinsumer, 1 client, `next()`, KPL aggregates of {KPL_PER_RECORD} (user records)",
+            name,
+            rate_text(median([m.rate for m in result])),
+            f"{rate_text(median(after_first))} after the first record (which came after {startup:.2f} s); "
+            f"{args.records} user records in {args.records // KPL_PER_RECORD} Kinesis records; goal ≥ 100k/s",
+        )
+    ]
 
 
 def spark_rows(filled: throughput.Filled, runs: int) -> list[Row]:
@@ -268,9 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[Row] = []
     with servers.moto_server() as server:
         say(f"moto server at {server.endpoint}")
-        if {"throughput", "spark"} & set(args.only.split(",")):
+        if {"throughput", "spark", "kpl"} & set(args.only.split(",")):
             rows += throughput_rows(server, "moto", args, dynamodb=server)
-        if "throughput" in args.only:
+        if {"throughput", "kpl"} & set(args.only.split(",")):
             with tempfile.TemporaryDirectory() as logs:
                 kinesalite = start_kinesalite(pathlib.Path(logs) / "kinesalite.log")
                 with kinesalite:

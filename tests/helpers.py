@@ -223,3 +223,7 @@ class CountingStats(StatReceiver):
     def error_retried(self, operation: str, error: str) -> None:
         with self._lock:
             self.retried[(operation, error)] += 1
+
+    def malformed_aggregates(self, shard_id: str, count: int) -> None:
+        with self._lock:
+            self.calls["malformed_aggregates"] += count

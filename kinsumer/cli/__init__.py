@@ -108,6 +108,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--partition-keys", type=int, default=100, help="distinct partition keys (default 100)")
     sub.add_argument("--size", type=int, default=100, help="bytes per record, at least (default 100)")
     sub.add_argument("--first-id", type=int, default=0, help="id of the first record (default 0)")
+    sub.add_argument(
+        "--aggregate", type=int, default=1, metavar="N",
+        help="pack N records into each Kinesis record, as the KPL does (default 1: no aggregation)",
+    )  # fmt: skip
     sub.set_defaults(run=_produce)
 
     # listed for --help; main() hands `demo ...` to the demo itself
@@ -236,6 +240,7 @@ def _produce(args: argparse.Namespace) -> int:
     _positive("--rate", args.rate, 0.001)
     _positive("--partition-keys", args.partition_keys)
     _positive("--size", args.size)
+    _positive("--aggregate", args.aggregate)
     produce = checkout_module("produce", "demo.producer").produce
     kinesis, _ = clients(args)
     ensure_stream_active(kinesis, args.stream)
@@ -250,7 +255,7 @@ def _produce(args: argparse.Namespace) -> int:
     try:
         produce(
             kinesis, args.stream, count=args.count or None, rate=args.rate, keys=args.partition_keys,
-            size=args.size, first_id=args.first_id, stop=stop, on_batch=progress,
+            size=args.size, first_id=args.first_id, stop=stop, on_batch=progress, aggregate=args.aggregate,
         )  # fmt: skip
     except KeyboardInterrupt:
         stop.set()

@@ -13,6 +13,11 @@ def _short(sequence_number: str | None) -> str:
     return sequence_number if len(sequence_number) <= 14 else "…" + sequence_number[-12:]
 
 
+def _checkpoint(sequence_number: str | None, sub_sequence: int | None) -> str:
+    """The sequence number, shortened, and ``/N`` inside a KPL aggregate (user record N)."""
+    return _short(sequence_number) + ("" if sub_sequence is None else f"/{sub_sequence}")
+
+
 def _state(shard: ShardInfoRow) -> str:
     if shard.finished:
         return "finished"
@@ -56,7 +61,7 @@ def render(status: ApplicationStatus) -> str:
                 s.shard_id,
                 _state(s),
                 s.owner_name or "-",
-                _short(s.checkpoint),
+                _checkpoint(s.checkpoint, s.checkpoint_sub_sequence_number),
                 "-" if s.millis_behind_latest is None else f"{s.millis_behind_latest} ms",
                 "-" if s.last_update_age is None else f"{s.last_update_age:.1f} s ago",
             ]

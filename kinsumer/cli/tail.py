@@ -109,7 +109,7 @@ class StreamTail:
 
 
 def format_record(record: Record, stream: str, as_json: bool) -> str:
-    """One line: ``shard sequence key data`` or a JSON object."""
+    """One line: ``shard sequence[/sub-sequence] key data`` or a JSON object."""
     try:
         text, binary = record.data.decode(), False
     except UnicodeDecodeError:
@@ -120,8 +120,13 @@ def format_record(record: Record, stream: str, as_json: bool) -> str:
             "shard_id": record.shard_id,
             "sequence_number": record.sequence_number,
             "partition_key": record.partition_key,
+            "sub_sequence_number": record.sub_sequence_number,
+            "explicit_hash_key": record.explicit_hash_key,
             "approximate_arrival_timestamp": record.approximate_arrival_timestamp.isoformat(),
             "data_base64" if binary else "data": text,
         }
         return json.dumps(body)
-    return f"{record.shard_id} {record.sequence_number} {record.partition_key} {'base64:' if binary else ''}{text}"
+    position = record.sequence_number
+    if record.sub_sequence_number is not None:  # a user record of a KPL aggregate
+        position += f"/{record.sub_sequence_number}"
+    return f"{record.shard_id} {position} {record.partition_key} {'base64:' if binary else ''}{text}"

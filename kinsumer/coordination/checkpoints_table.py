@@ -1,7 +1,9 @@
 """The checkpoints table: one row per shard, owned by at most one live client.
 
 Row: ``Shard`` (hash key), ``SequenceNumber`` (string: Kinesis sequence numbers exceed
-DynamoDB's 38 digits), ``OwnerID``, ``OwnerName``, ``LastUpdate`` (epoch ms), ``Finished``
+DynamoDB's 38 digits), ``SubSequenceNumber`` (inside a KPL aggregate: the index of the last
+processed user record; absent when the whole Kinesis record is processed, and in rows of
+versions before it), ``OwnerID``, ``OwnerName``, ``LastUpdate`` (epoch ms), ``Finished``
 (epoch ms, set once the shard is closed and fully processed), ``ParentShardIds``.
 
 Capture is conditional on the row being free or stale; commit and release are conditional
@@ -18,6 +20,7 @@ import botocore.exceptions
 
 from ..aws.error_codes import is_condition_failure
 from ..aws.tables import now_ms
+from ..reading.position import Position
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -27,6 +30,7 @@ __all__ = ["CheckpointRow", "capture", "commit", "delete_rows", "load_rows", "re
 _NAMES = {
     "#lag": "MillisBehindLatest",
     "#seq": "SequenceNumber",
+    "#sub": "SubSequenceNumber",
     "#owner": "OwnerID",
     "#oname": "OwnerName",
     "#lu": "LastUpdate",
@@ -39,6 +43,7 @@ _NAMES = {
 class CheckpointRow:
     shard_id: str
     sequence_number: str | None = None
+    sub_sequence_number: int | None = None
     owner_id: str | None = None
     owner_name: str | None = None
     last_update: int = 0
@@ -51,6 +56,7 @@ class CheckpointRow:
         return cls(
             shard_id=item["Shard"]["S"],
             sequence_number=item.get("SequenceNumber", {}).get("S"),
+            sub_sequence_number=int(item["SubSequenceNumber"]["N"]) if "SubSequenceNumber" in item else None,
             owner_id=item.get("OwnerID", {}).get("S"),
             owner_name=item.get("OwnerName", {}).get("S"),
             last_update=int(item.get("LastUpdate", {}).get("N", "0")),
@@ -58,6 +64,13 @@ class CheckpointRow:
             parent_shard_ids=tuple(v["S"] for v in item.get("ParentShardIds", {}).get("L", [])),
             millis_behind_latest=int(item["MillisBehindLatest"]["N"]) if "MillisBehindLatest" in item else None,
         )
+
+    @property
+    def checkpoint(self) -> Position | None:
+        """Where the shard is processed up to, if anywhere."""
+        if self.sequence_number is None:
+            return None
+        return self.sequence_number, self.sub_sequence_number
 
 
 def _names(expression: str) -> dict[str, str]:
@@ -136,11 +149,24 @@ def _owned_update(
     return _conditional_update(db, table, shard_id, update, "#owner = :me", values) is not None
 
 
-def _set_checkpoint(sequence_number: str | None) -> tuple[str, dict[str, Any]]:
-    """The start of an owner's update: LastUpdate, and the checkpoint if there is one."""
-    if sequence_number is None:
-        return "SET #lu = :now", {}
-    return "SET #lu = :now, #seq = :seq", {":seq": {"S": sequence_number}}
+def _owner_update(
+    checkpoint: Position | None, sets: list[str], removes: list[str], values: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """An owner's update expression: LastUpdate, the checkpoint if there is one, and ``sets`` / ``removes``."""
+    sets = ["#lu = :now", *sets]
+    if checkpoint is not None:
+        sequence_number, sub_sequence = checkpoint
+        sets.append("#seq = :seq")
+        values = {**values, ":seq": {"S": sequence_number}}
+        if sub_sequence is None:
+            removes = [*removes, "#sub"]
+        else:
+            sets.append("#sub = :sub")
+            values[":sub"] = {"N": str(sub_sequence)}
+    update = "SET " + ", ".join(sets)
+    if removes:
+        update += " REMOVE " + ", ".join(removes)
+    return update, values
 
 
 def commit(
@@ -149,14 +175,15 @@ def commit(
     shard_id: str,
     *,
     owner_id: str,
-    sequence_number: str | None,
+    checkpoint: Position | None,
     millis_behind_latest: int | None = None,
 ) -> bool:
-    """Refresh our lease and store ``sequence_number`` (and the lag) if given. False: not ours."""
-    update, values = _set_checkpoint(sequence_number)
+    """Refresh our lease and store ``checkpoint`` (and the lag) if given. False: not ours."""
+    sets, values = [], {}
     if millis_behind_latest is not None:
-        update += ", #lag = :lag"
+        sets.append("#lag = :lag")
         values[":lag"] = {"N": str(millis_behind_latest)}
+    update, values = _owner_update(checkpoint, sets, [], values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
 
 
@@ -166,14 +193,11 @@ def release(
     shard_id: str,
     *,
     owner_id: str,
-    sequence_number: str | None,
+    checkpoint: Position | None,
     finished: bool = False,
 ) -> bool:
     """Give the shard up, storing the final checkpoint (and Finished). False: not ours any more."""
-    update, values = _set_checkpoint(sequence_number)
-    if finished:
-        update += ", #fin = :now"
-    update += " REMOVE #owner, #oname"
+    update, values = _owner_update(checkpoint, ["#fin = :now"] if finished else [], ["#owner", "#oname"], {})
     return _owned_update(db, table, shard_id, owner_id, update, values)
 
 

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Protocol
 
-from ..aws.error_codes import error_code, is_transient
+from ..reading.position import Position
 from .commit_schedule import CommitSchedule
 from .lease import ShardLease
 from .runtime import Runtime
@@ -32,7 +32,7 @@ class Committable(Protocol):
     @property
     def lease(self) -> ShardLease: ...
 
-    def to_commit(self) -> tuple[str | None, int | None]:
+    def to_commit(self) -> tuple[Position | None, int | None]:
         """(the checkpoint to store, the lag to store with it)."""
         ...
 
@@ -103,9 +103,7 @@ class Committer:
         try:
             owned = shard.lease.commit(checkpoint, lag, self._rt.call_until(deadline))
         except Exception as exc:  # noqa: BLE001 - transient: next time; anything else stops the consumer
-            if is_transient(exc):
-                log.warning("commit of %s failed (%s); retrying at the next commit", shard.shard_id, error_code(exc))
-            else:
+            if not self._rt.retry_later(exc, f"the commit of {shard.shard_id}"):
                 self._rt.fail(exc, f"the commit of {shard.shard_id}")
             return
         if not owned:

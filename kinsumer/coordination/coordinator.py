@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..aws.error_codes import is_transient
 from ..aws.retry import Stopped
 from ..aws.tables import now_ms as tables_now_ms
 from ..reading.reader import ReaderFactory
@@ -108,9 +107,7 @@ class Coordinator:
             except Stopped:
                 break
             except Exception as exc:  # noqa: BLE001
-                if is_transient(exc):
-                    log.warning("membership round failed (%s); retrying next round", exc)
-                else:
+                if not self._rt.retry_later(exc, "the membership round"):
                     self._rt.fail(exc, "the coordinator")
                     break
             next_tick = max(next_tick + period, time.monotonic())

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..reading.position import Position, position_order
 from . import checkpoints_table
 from .checkpoints_table import CheckpointRow
 from .runtime import Runtime
@@ -53,8 +54,8 @@ class ShardLease:
         self._fresh_for = runtime.max_age / 2  # seconds a successful write vouches for the lease
         self._confirmed_at = -float("inf")  # monotonic start of the last successful capture or commit
         self.state = LeaseState.UNCLAIMED
-        #: The sequence number stored in the row (as captured, then as last written by us).
-        self.committed: str | None = None
+        #: The checkpoint stored in the row (as captured, then as last written by us).
+        self.committed: Position | None = None
 
     def read_row(self, call: Call) -> CheckpointRow | None:
         """The row as stored now (to learn why a capture failed)."""
@@ -81,7 +82,7 @@ class ShardLease:
             )  # fmt: skip
             if row is not None:
                 self.state = LeaseState.OWNED
-                self.committed = row.sequence_number
+                self.committed = row.checkpoint
                 self._confirmed_at = started
             return row
 
@@ -89,14 +90,14 @@ class ShardLease:
         """Owned, and confirmed by a write recently enough that no other client can have taken it."""
         return self.state is LeaseState.OWNED and time.monotonic() - self._confirmed_at < self._fresh_for
 
-    def commit(self, checkpoint: str | None, millis_behind_latest: int | None, call: Call) -> bool:
+    def commit(self, checkpoint: Position | None, millis_behind_latest: int | None, call: Call) -> bool:
         """Keep the lease alive and store ``checkpoint`` if it moved forward. False once not owned."""
         rt = self._rt
         with self._lock:
             if self.state is not LeaseState.OWNED:
                 return self.state is not LeaseState.LOST
             new = checkpoint if checkpoint is not None and checkpoint != self.committed else None
-            if new is not None and self.committed is not None and int(new) < int(self.committed):
+            if new is not None and self.committed is not None and position_order(new) < position_order(self.committed):
                 log.error("refusing to move the checkpoint of %s back (%s < %s)", self.shard_id, new, self.committed)
                 new = None
             started = time.monotonic()
@@ -104,7 +105,7 @@ class ShardLease:
                 call,
                 lambda: checkpoints_table.commit(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
-                    sequence_number=new, millis_behind_latest=millis_behind_latest,
+                    checkpoint=new, millis_behind_latest=millis_behind_latest,
                 ),
             ):  # fmt: skip
                 return False
@@ -114,7 +115,7 @@ class ShardLease:
                 rt.stats.checkpoint_written(self.shard_id)
             return True
 
-    def release(self, checkpoint: str | None, *, finished: bool, call: Call) -> bool:
+    def release(self, checkpoint: Position | None, *, finished: bool, call: Call) -> bool:
         """Store the final checkpoint (and Finished) and give the row up; False if it was not ours."""
         rt = self._rt
         with self._lock:
@@ -125,7 +126,7 @@ class ShardLease:
                 call,
                 lambda: checkpoints_table.release(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
-                    sequence_number=moved, finished=finished,
+                    checkpoint=moved, finished=finished,
                 ),
             ):  # fmt: skip
                 return False

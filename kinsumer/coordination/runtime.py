@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import botocore.exceptions
 
-from ..aws.error_codes import is_not_found, to_kinsumer_error
+from ..aws.error_codes import error_code, is_not_found, is_transient, to_kinsumer_error
 from ..aws.retry import retry_call
 from ..aws.tables import Tables, ensure_tables_ready
 from ..config import Config
@@ -72,6 +72,16 @@ class Runtime:
             return self.call(fn, operation, deadline=deadline)
 
         return call
+
+    def retry_later(self, exc: BaseException, what: str) -> bool:
+        """A call that failed past its retry deadline: True (counted and logged) if it is transient
+        and will be tried again on the next round; False if it is not, for the caller to raise."""
+        if not is_transient(exc):
+            return False
+        operation = getattr(exc, "operation_name", None) or what
+        self.stats.error_retried(operation, error_code(exc))
+        log.warning("%s failed (%s); trying again", what, error_code(exc))
+        return True
 
     def fail(self, exc: BaseException, where: str) -> None:
         """Record a failure that retrying cannot fix and have the Kinsumer stop."""

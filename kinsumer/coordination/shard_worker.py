@@ -16,10 +16,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..aws.error_codes import is_transient
 from ..aws.retry import Stopped
 from ..delivery.progress import ShardProgress
-from ..reading.position import StartPosition
+from ..reading.position import Position, StartPosition
 from ..reading.reader import ReaderFactory, ShardReader
 from ..record import Record
 from .checkpoints_table import CheckpointRow
@@ -92,12 +91,12 @@ class ShardWorker:
         return self.lease.state is not LeaseState.UNCLAIMED
 
     @property
-    def checkpoint(self) -> str | None:
-        """The sequence number up to which this client processed the shard."""
+    def checkpoint(self) -> Position | None:
+        """How far this client processed the shard."""
         progress = self._progress
         return progress.checkpoint if progress is not None else self.lease.committed
 
-    def to_commit(self) -> tuple[str | None, int | None]:
+    def to_commit(self) -> tuple[Position | None, int | None]:
         return self.checkpoint, self.millis_behind_latest
 
     # ----------------------------------------------------------------- the thread
@@ -116,14 +115,14 @@ class ShardWorker:
 
     def _own(self, row: CheckpointRow) -> None:
         rt = self._rt
-        self._progress = progress = rt.delivery.open_shard(self.shard_id, row.sequence_number)
+        self._progress = progress = rt.delivery.open_shard(self.shard_id, row.checkpoint)
         if self._stop.is_set():
             progress.revoke()
         self._committer.add(self)
         rt.stats.shard_gained(self.shard_id)
-        log.info("captured %s at %s", self.shard_id, row.sequence_number or rt.config.initial_position)
+        log.info("captured %s at %s", self.shard_id, row.checkpoint or rt.config.initial_position)
         try:
-            if self._read(progress, row.sequence_number) and self._finish(progress):
+            if self._read(progress, row.checkpoint) and self._finish(progress):
                 return
             if self.lease.state is LeaseState.LOST:
                 self._abandon(progress)
@@ -175,12 +174,12 @@ class ShardWorker:
 
     # ----------------------------------------------------------------- reading
 
-    def _read(self, progress: ShardProgress, checkpoint: str | None) -> bool:
+    def _read(self, progress: ShardProgress, checkpoint: Position | None) -> bool:
         """Read into the delivery until the shard ends (True) or a stop request (False)."""
         rt = self._rt
         cfg = rt.config
         if checkpoint is not None:
-            start = StartPosition.after(checkpoint)
+            start = StartPosition.after_position(checkpoint)
         else:
             start = StartPosition.initial(cfg.initial_position, cfg.initial_timestamp)
         self.state = ShardState.READING
@@ -231,7 +230,7 @@ class ShardWorker:
                 if not lease.commit(checkpoint, lag, self._rt.call_until(deadline)):
                     return False
             except Exception as exc:
-                if not is_transient(exc):
+                if not rt.retry_later(exc, f"confirming the lease of {self.shard_id}"):
                     raise
                 self._sleep(rt.config.throttle_delay)
         return not self._stop.is_set()

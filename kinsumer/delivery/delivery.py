@@ -21,6 +21,7 @@ from collections.abc import Callable, Hashable, Sequence
 import attrs
 
 from ..errors import KinsumerError, NoRecordWithin
+from ..reading.position import Position
 from ..record import Record
 from ..stats import GuardedStats
 from .progress import Checkpoint, ShardProgress
@@ -39,7 +40,7 @@ class HandoffResult:
     #: Every delivered record was acknowledged in time.
     clean: bool
     #: The checkpoint to store on release: the contiguous prefix of acknowledged records.
-    checkpoint: str | None
+    checkpoint: Position | None
     #: Records of the shard dropped from the queue (the next owner delivers them); those
     #: next*() had already taken from the queue in its batch are skipped when their turn comes.
     dropped: int
@@ -65,7 +66,7 @@ class Delivery:
 
     # ----------------------------------------------------------------- the shard workers' side
 
-    def open_shard(self, shard_id: str, checkpoint: str | None) -> ShardProgress:
+    def open_shard(self, shard_id: str, checkpoint: Position | None) -> ShardProgress:
         """The bookkeeping of one capture of a shard, starting at its stored checkpoint."""
         return ShardProgress(shard_id, checkpoint)
 
@@ -149,7 +150,7 @@ class Delivery:
         if taken is None:
             return None, None
         record, progress, token = taken
-        return record, Checkpoint(record.shard_id, record.sequence_number, progress, token)
+        return record, Checkpoint(record.shard_id, record.sequence_number, record.sub_sequence_number, progress, token)
 
     def acknowledge_held(self) -> None:
         """A clean stop: the record each holder has in hand counts as processed."""
@@ -211,7 +212,7 @@ class Delivery:
                     return taken
                 batch.extend(taken)
             record, progress = batch.popleft()
-            token = progress.deliver(record.sequence_number)
+            token = progress.deliver((record.sequence_number, record.sub_sequence_number))
         finally:
             lock.release()
         if token is not None and self._stats.wants_deliveries:

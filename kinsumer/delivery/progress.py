@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import attrs
 
+from ..reading.position import Position
 from .tracker import CheckpointTracker
 
 __all__ = ["Checkpoint", "ShardProgress"]
@@ -35,7 +36,7 @@ class ShardProgress:
         "shard_id",
     )
 
-    def __init__(self, shard_id: str, checkpoint: str | None) -> None:
+    def __init__(self, shard_id: str, checkpoint: Position | None) -> None:
         self.shard_id = shard_id
         self._lock = threading.Lock()  # taken directly on the per-record paths
         self._cond = threading.Condition(self._lock)
@@ -48,7 +49,7 @@ class ShardProgress:
         self._released = False  # no more acknowledgements (shard given up)
 
     @property
-    def checkpoint(self) -> str | None:
+    def checkpoint(self) -> Position | None:
         with self._lock:
             return self._tracker.checkpoint
 
@@ -62,13 +63,13 @@ class ShardProgress:
         with self._lock:
             self._pushed += count
 
-    def deliver(self, sequence_number: str) -> int | None:
+    def deliver(self, position: Position) -> int | None:
         """Register a delivery; None if the shard is being handed off (drop the record)."""
         with self._lock:
             if self._revoked:
                 return None
             self._delivered += 1
-            return self._tracker.deliver(sequence_number)
+            return self._tracker.deliver(position)
 
     def ack(self, token: int) -> None:
         """Acknowledge a delivered record; a no-op once the shard is released."""
@@ -90,7 +91,7 @@ class ShardProgress:
         if self._waiting:
             self._cond.notify_all()
 
-    def release(self) -> str | None:
+    def release(self) -> Position | None:
         """Stop acknowledgements; returns the final checkpoint."""
         with self._lock:
             self._released = True
@@ -138,6 +139,8 @@ class Checkpoint:
 
     shard_id: str
     sequence_number: str
+    #: The record's index in its KPL aggregate; None for a record that was not aggregated.
+    sub_sequence_number: int | None
     _progress: ShardProgress = attrs.field(repr=False, eq=False)
     _token: int = attrs.field(repr=False)
 

@@ -1,13 +1,16 @@
 """The contiguous-prefix checkpoint tracker of one shard. Pure, no I/O, not thread-safe.
 
-Records are registered in delivery order (which is shard order). Each may be acknowledged
-in any order; the checkpoint is the sequence number of the last record of the longest
-acknowledged prefix, so a stored checkpoint never skips an unprocessed record.
+Records are registered in delivery order (which is shard order: by sequence number, and by
+sub-sequence inside a KPL aggregate). Each may be acknowledged in any order; the checkpoint is
+the position of the last record of the longest acknowledged prefix, so a stored checkpoint
+never skips an unprocessed record.
 """
 
 from __future__ import annotations
 
 from collections import deque
+
+from ..reading.position import Position
 
 __all__ = ["CheckpointTracker"]
 
@@ -17,15 +20,15 @@ class CheckpointTracker:
 
     __slots__ = ("_acked", "_base", "_checkpoint", "_pending")
 
-    def __init__(self, checkpoint: str | None = None) -> None:
+    def __init__(self, checkpoint: Position | None = None) -> None:
         self._checkpoint = checkpoint
-        self._pending: deque[str] = deque()  # sequence numbers of delivered, unreleased records
+        self._pending: deque[Position] = deque()  # positions of delivered, unreleased records
         self._acked: set[int] = set()  # tokens acknowledged out of order
         self._base = 0  # token of self._pending[0]
 
     @property
-    def checkpoint(self) -> str | None:
-        """Sequence number up to which every delivered record is acknowledged."""
+    def checkpoint(self) -> Position | None:
+        """Position up to which every delivered record is acknowledged."""
         return self._checkpoint
 
     @property
@@ -33,9 +36,9 @@ class CheckpointTracker:
         """Delivered records not yet covered by the checkpoint."""
         return len(self._pending)
 
-    def deliver(self, sequence_number: str) -> int:
+    def deliver(self, position: Position) -> int:
         """Register the next delivered record; returns its token for :meth:`ack`."""
-        self._pending.append(sequence_number)
+        self._pending.append(position)
         return self._base + len(self._pending) - 1
 
     def ack(self, token: int) -> bool:

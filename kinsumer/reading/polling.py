@@ -3,7 +3,7 @@
 The only place kinsumer calls GetRecords. At most one call per ``throttle_delay`` per shard,
 retries included; transient faults are retried with backoff; an expired iterator is renewed
 after the last record handed on; a shard that left the stream (past retention) ends like a
-closed one.
+closed one. KPL aggregates become their user records here (:mod:`.kpl`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ..aws.error_codes import is_expired_iterator, is_not_found
 from ..aws.kinesis import stream_exists
 from ..aws.retry import Stopped, retry_call
 from ..stats import StatReceiver
+from .kpl import deaggregate
 from .position import StartPosition
 from .reader import ApiRecord, Page, ReaderSettings
 
@@ -142,9 +143,14 @@ class PollingReader:
         retrieved_at = dt.datetime.now(dt.UTC)
         if raw:
             self._position = StartPosition.after(raw[-1]["SequenceNumber"])
+            raw, malformed = deaggregate(raw)
+            if malformed:
+                log.warning("%d records of %s looked like KPL aggregates but were not; delivered as they are",
+                            malformed, self._shard_id)  # fmt: skip
+                self._stats.malformed_aggregates(self._shard_id, malformed)
             if self._skip_from is not None:
                 skip, self._skip_from = self._skip_from, None
-                raw = [r for r in raw if not skip.is_done(r["SequenceNumber"], None)]
+                raw = [r for r in raw if not skip.is_done(r["SequenceNumber"], r.get("SubSequenceNumber"))]
         self._iterator = response.get("NextShardIterator")
         if self._iterator is not None:
             return Page(self._shard_id, raw, retrieved_at, behind)

@@ -9,13 +9,24 @@ records that were already processed (:meth:`StartPosition.is_done`).
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Any, Literal
 
 import attrs
 
-__all__ = ["IteratorType", "StartPosition"]
+__all__ = ["IteratorType", "Position", "StartPosition", "position_order"]
 
 IteratorType = Literal["AFTER_SEQUENCE_NUMBER", "AT_SEQUENCE_NUMBER", "TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"]
+
+#: How far a shard is processed: the sequence number of a Kinesis record and, inside a KPL
+#: aggregate, the index of the last user record processed (None: the whole Kinesis record).
+Position = tuple[str, int | None]
+
+
+def position_order(position: Position) -> tuple[int, float]:
+    """A sort key: by sequence number (as an integer), then by sub-sequence; a whole record last."""
+    sequence_number, sub_sequence = position
+    return int(sequence_number), math.inf if sub_sequence is None else sub_sequence
 
 
 @attrs.frozen
@@ -34,6 +45,11 @@ class StartPosition:
         if sub_sequence is None:
             return cls("AFTER_SEQUENCE_NUMBER", sequence_number=sequence_number)
         return cls("AT_SEQUENCE_NUMBER", sequence_number=sequence_number, sub_sequence=sub_sequence)
+
+    @classmethod
+    def after_position(cls, position: Position) -> StartPosition:
+        """After a checkpoint position (see :data:`Position`)."""
+        return cls.after(*position)
 
     @classmethod
     def at_timestamp(cls, timestamp: dt.datetime) -> StartPosition:

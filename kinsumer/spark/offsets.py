@@ -5,14 +5,15 @@ each shard *ended* in batch N (see ``batch_ends``), and the driver turns those e
 the offset of batch N+1. Spark compares offsets as JSON text, so every dict is built in
 sorted key order.
 
-Position strings: ``TRIM_HORIZON``, ``AT_TIMESTAMP:<epoch ms>``, ``AFTER:<sequence number>``
-and, for a recorded end only, ``SHARD_END``.
+Position strings: ``TRIM_HORIZON``, ``AT_TIMESTAMP:<epoch ms>``, ``AFTER:<sequence number>``,
+``AFTER:<sequence number>:<sub-sequence>`` (after that user record of a KPL aggregate) and,
+for a recorded end only, ``SHARD_END``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -21,14 +22,52 @@ from ..errors import ConfigError
 from ..reading.frontier import ShardInfo, consumable_frontier
 from ..reading.position import StartPosition
 
-__all__ = ["SHARD_END", "TRIM_HORIZON", "BatchOffset", "after", "at_timestamp", "next_offset", "to_start_position"]
+__all__ = [
+    "SHARD_END",
+    "TRIM_HORIZON",
+    "BatchOffset",
+    "after",
+    "after_record",
+    "at_timestamp",
+    "end_index",
+    "next_offset",
+    "to_start_position",
+]
 
 TRIM_HORIZON = "TRIM_HORIZON"
 SHARD_END = "SHARD_END"
 
 
-def after(sequence_number: str) -> str:
-    return f"AFTER:{sequence_number}"
+def after(sequence_number: str, sub_sequence: int | None = None) -> str:
+    """After a record, or after user record ``sub_sequence`` of an aggregate."""
+    return f"AFTER:{sequence_number}" if sub_sequence is None else f"AFTER:{sequence_number}:{sub_sequence}"
+
+
+def after_record(record: Mapping[str, Any]) -> str:
+    """After ``record`` (as the reader hands records on: a user record has a ``SubSequenceNumber``)."""
+    return after(record["SequenceNumber"], record.get("SubSequenceNumber"))
+
+
+def end_index(records: Sequence[Mapping[str, Any]], end: str) -> int | None:
+    """The index of the last of ``records`` that a recorded end ``AFTER:...`` covers; None if none.
+
+    ``AFTER:<seq>:<sub>`` names one user record; ``AFTER:<seq>`` a whole Kinesis record, so
+    every user record of an aggregate at that sequence number (ends recorded before the source
+    deaggregated still replay).
+    """
+    kind, _, value = end.partition(":")
+    if kind != "AFTER":
+        return None
+    sequence_number, _, sub_sequence = value.partition(":")
+    found = None
+    for i, record in enumerate(records):
+        if record["SequenceNumber"] != sequence_number:
+            if found is not None:
+                break
+            continue
+        if not sub_sequence or str(record.get("SubSequenceNumber")) == sub_sequence:
+            found = i
+    return found
 
 
 def at_timestamp(when: dt.datetime) -> str:
@@ -39,7 +78,8 @@ def to_start_position(position: str) -> StartPosition:
     """The GetShardIterator position a position string stands for."""
     kind, _, value = position.partition(":")
     if kind == "AFTER":
-        return StartPosition.after(value)
+        sequence_number, _, sub_sequence = value.partition(":")
+        return StartPosition.after(sequence_number, int(sub_sequence) if sub_sequence else None)
     if kind == "AT_TIMESTAMP":
         return StartPosition.at_timestamp(dt.datetime.fromtimestamp(int(value) / 1000, dt.UTC))
     if position == TRIM_HORIZON:

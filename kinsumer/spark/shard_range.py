@@ -18,7 +18,7 @@ from ..reading.polling import PollingReader
 from ..reading.reader import MAX_RECORDS_PER_CALL, ApiRecord
 from ..stats import StatReceiver
 from .batch_ends import BatchEnds
-from .offsets import SHARD_END, after, to_start_position
+from .offsets import SHARD_END, after_record, end_index, to_start_position
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -71,35 +71,39 @@ class _RangeReader:
         self.records: list[ApiRecord] = []
 
     def live(self) -> tuple[list[ApiRecord], str]:
-        """Up to the limit, the end of the shard, the tip of an open shard or the time budget."""
+        """Up to the limit, the end of the shard, the tip of an open shard or the time budget.
+
+        The limit counts user records: a batch may end inside a KPL aggregate, and the next
+        one starts with the aggregate's following user record.
+        """
         part, records = self._part, self.records
         deadline = time.monotonic() + part.time_budget
         while True:
             want = min(MAX_RECORDS_PER_CALL, part.limit - len(records)) if part.limit else MAX_RECORDS_PER_CALL
             page = self._reader.next_page(want)
-            records.extend(page.raw)
-            if page.end_of_shard:
+            room = part.limit - len(records) if part.limit else len(page.raw)
+            records.extend(page.raw[:room])
+            if page.end_of_shard and room >= len(page.raw):
                 return records, SHARD_END
             # an open shard is done at the tip; a closed one only at its end
             behind = page.millis_behind_latest
             at_tip = not part.closed and (behind == 0 or (behind is None and not page.raw))
             if (part.limit and len(records) >= part.limit) or at_tip or time.monotonic() >= deadline:
-                return records, after(records[-1]["SequenceNumber"]) if records else part.start
+                return records, after_record(records[-1]) if records else part.start
 
     def replay(self, stop_at: str) -> list[ApiRecord]:
         """Exactly the records up to the recorded end ``stop_at``."""
-        stop_seq = None if stop_at == SHARD_END else stop_at.partition(":")[2]
         deadline = time.monotonic() + _REPLAY_BUDGET
         records = self.records
         while time.monotonic() < deadline:
             page = self._reader.next_page()
-            for i, record in enumerate(page.raw):
-                if record["SequenceNumber"] == stop_seq:
-                    records.extend(page.raw[: i + 1])
-                    return records
+            last = end_index(page.raw, stop_at)
+            if last is not None:
+                records.extend(page.raw[: last + 1])
+                return records
             records.extend(page.raw)
             if page.end_of_shard:
-                if stop_seq is None:
+                if stop_at == SHARD_END:
                     return records
                 break
         raise ReplayError(

@@ -37,7 +37,7 @@ __all__ = ["SCHEMA", "KinsumerDataSource", "SourceOptions"]
 
 SCHEMA = (
     "data binary, partition_key string, sequence_number string, shard_id string, "
-    "approximate_arrival_timestamp timestamp, stream string"
+    "approximate_arrival_timestamp timestamp, stream string, sub_sequence_number long, explicit_hash_key string"
 )
 _ARROW_SCHEMA = pa.schema(  # SCHEMA, as the Arrow batches read() yields
     [
@@ -47,6 +47,8 @@ _ARROW_SCHEMA = pa.schema(  # SCHEMA, as the Arrow batches read() yields
         ("shard_id", pa.string()),
         ("approximate_arrival_timestamp", pa.timestamp("us", tz="UTC")),
         ("stream", pa.string()),
+        ("sub_sequence_number", pa.int64()),
+        ("explicit_hash_key", pa.string()),
     ]
 )
 _LISTING_TTL = 1.0  # seconds a ListShards answer is reused by the driver
@@ -266,6 +268,8 @@ def _arrow_batch(records: list[ApiRecord], part: ShardRange) -> Any:
             pa.array([part.shard] * count, pa.string()),
             pa.array([r["ApproximateArrivalTimestamp"] for r in records], pa.timestamp("us", tz="UTC")),
             pa.array([part.stream] * count, pa.string()),
+            pa.array([r.get("SubSequenceNumber") for r in records], pa.int64()),
+            pa.array([r.get("ExplicitHashKey") for r in records], pa.string()),
         ],
         schema=_ARROW_SCHEMA,
     )

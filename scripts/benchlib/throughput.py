@@ -17,15 +17,17 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from demo.aggregation import aggregated_entries
 from demo.servers import LocalServer
 from kinsumer import Config, Kinsumer
 
 from .common import HERE, Measure, new_stream, read_through_next
 
-__all__ = ["Filled", "async_kinesis", "bare_loop", "bare_threads", "fill", "kinsumer_next"]
+__all__ = ["Filled", "async_kinesis", "bare_loop", "bare_threads", "fill", "fill_aggregated", "kinsumer_next"]
 
 PUT_BATCH = 500
 GET_LIMIT = 10_000
+AGGREGATES_PER_PUT = 100  # aggregates of 100 records of ~100 bytes: about 1.1 MB per PutRecords
 
 
 class Filled:
@@ -54,6 +56,30 @@ def fill(server: LocalServer, shards: int, records: int, size: int, dynamodb: Lo
             response = kinesis.put_records(StreamName=stream, Records=batch)
             per_shard.update(r["ShardId"] for r in response["Records"] if "ShardId" in r)
             batch = [e for e, r in zip(batch, response["Records"], strict=True) if "ErrorCode" in r]
+    return Filled(server, stream, dict(per_shard), dynamodb or server)
+
+
+def fill_aggregated(
+    server: LocalServer, shards: int, records: int, size: int, per_record: int, dynamodb: LocalServer | None = None
+) -> Filled:
+    """Like :func:`fill`, with the records written as KPL aggregates of ``per_record`` user records."""
+    kinesis = server.client("kinesis")
+    stream = new_stream(kinesis, "bench-kpl", shards)
+    pad = b"x" * max(0, size - 12)
+    entries = []  # (PutRecords entry, user records in it)
+    for start in range(0, records, per_record):
+        users = [(f"key-{i}", b"%012d" % i + pad, None) for i in range(start, min(records, start + per_record))]
+        (entry,) = aggregated_entries(users, per_record)
+        entries.append((entry, len(users)))
+    per_shard: Counter[str] = Counter()
+    for start in range(0, len(entries), AGGREGATES_PER_PUT):
+        batch = entries[start : start + AGGREGATES_PER_PUT]
+        while batch:
+            response = kinesis.put_records(StreamName=stream, Records=[entry for entry, _ in batch])
+            for (_, count), answer in zip(batch, response["Records"], strict=True):
+                if "ShardId" in answer:
+                    per_shard[answer["ShardId"]] += count
+            batch = [b for b, r in zip(batch, response["Records"], strict=True) if "ErrorCode" in r]
     return Filled(server, stream, dict(per_shard), dynamodb or server)
 
 

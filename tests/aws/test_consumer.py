@@ -419,6 +419,33 @@ def test_a_lease_not_confirmed_for_half_the_max_age_hands_nothing_on_until_confi
     assert log.events[:4] == ["gained", "lost", "gained", "delivered b"], log.events
 
 
+def test_a_commit_that_fails_past_its_deadline_is_counted_as_retried_and_tried_again(
+    kinesis: Any, db: Any, stream: str
+) -> None:
+    stats = CountingStats()
+    injected: list[float] = []
+
+    def slow_failure(params: dict[str, Any], **_: Any) -> None:
+        on_the_clock = threading.current_thread().name == "kinsumer-commits"
+        if on_the_clock and "REMOVE" not in params["UpdateExpression"] and len(injected) < 2:
+            injected.append(time.monotonic())
+            time.sleep(FAST.commit_frequency * 1.5)  # past the round's deadline: no retry within the call
+            raise botocore.exceptions.ClientError(
+                {"Error": {"Code": "InternalServerError", "Message": "injected"}}, "UpdateItem"
+            )
+
+    db.meta.events.register("provide-client-params.dynamodb.UpdateItem", slow_failure)
+    put(kinesis, b"a", b"b")
+    with make(kinesis, db, attrs.evolve(FAST, stats=stats)) as k:
+        assert k.next(timeout=10) == b"a"
+        wait_until(lambda: len(injected) == 2, 10, "two failed commits")
+        second = k.next_record(timeout=10)
+        assert second is not None and second.data == b"b"
+    assert stats.retried[("UpdateItem", "InternalServerError")] == len(injected) == 2
+    stored = stored_checkpoint(db)  # later writes got through: the clean stop stored the record in hand
+    assert stored is not None and stored.sequence_number == second.sequence_number
+
+
 def test_record_payloads_are_never_logged(kinesis: Any, db: Any, stream: str, caplog: pytest.LogCaptureFixture) -> None:
     secret = b"payload-5f3c9e-must-not-be-logged"
     caplog.set_level(logging.DEBUG, logger="kinsumer")

@@ -52,19 +52,23 @@ def test_capture_commit_release(lease: ShardLease, db: Any, tables: Tables) -> N
     captured = lease.try_capture(call)
     assert captured is not None and lease.state is LeaseState.OWNED and lease.committed is None
     assert row(db, tables).parent_shard_ids == ("shardId-parent",)
-    assert lease.commit("100", 7, call)
+    assert lease.commit(("100", None), 7, call)
     assert (row(db, tables).sequence_number, row(db, tables).millis_behind_latest) == ("100", 7)
-    assert lease.commit("90", None, call)  # backwards: refused, the lease stays alive
-    assert row(db, tables).sequence_number == "100" and lease.committed == "100"
-    assert lease.release("120", finished=False, call=call)
+    assert lease.commit(("90", None), None, call)  # backwards: refused, the lease stays alive
+    assert row(db, tables).sequence_number == "100" and lease.committed == ("100", None)
+    assert lease.commit(("120", 3), None, call)  # inside an aggregate: user record 3 of record 120
+    assert row(db, tables).checkpoint == ("120", 3)
+    assert lease.commit(("120", 1), None, call)  # back inside the same aggregate: refused too
+    assert row(db, tables).checkpoint == ("120", 3)
+    assert lease.release(("120", None), finished=False, call=call)  # the whole record: the sub-sequence goes
     assert lease.state is LeaseState.RELEASED
     released = row(db, tables)
-    assert (released.sequence_number, released.owner_id, released.finished) == ("120", None, False)
+    assert (released.checkpoint, released.owner_id, released.finished) == (("120", None), None, False)
 
 
 def test_finish_marks_the_row(lease: ShardLease, db: Any, tables: Tables) -> None:
     lease.try_capture(call)
-    assert lease.release("5", finished=True, call=call)
+    assert lease.release(("5", None), finished=True, call=call)
     assert lease.state is LeaseState.FINISHED and row(db, tables).finished
 
 
@@ -78,16 +82,16 @@ def test_a_live_owner_keeps_the_shard(
 
 def test_once_another_client_took_the_row_nothing_more_is_written(lease: ShardLease, db: Any, tables: Tables) -> None:
     lease.try_capture(call)
-    assert lease.commit("10", None, call)
+    assert lease.commit(("10", None), None, call)
     # another client captures the row, as it may once ours looks stale (max_age=0: at once)
     taken = checkpoints_table.capture(db, tables.checkpoints, SHARD, owner_id="new", owner_name="new", max_age=0)
     assert taken is not None
-    checkpoints_table.commit(db, tables.checkpoints, SHARD, owner_id="new", sequence_number="50")
-    assert not lease.commit("20", None, call)
+    checkpoints_table.commit(db, tables.checkpoints, SHARD, owner_id="new", checkpoint=("50", None))
+    assert not lease.commit(("20", None), None, call)
     assert lease.state is LeaseState.LOST
     updates = count_updates(db)
-    assert not lease.commit("30", None, call)
-    assert not lease.release("40", finished=True, call=call)
+    assert not lease.commit(("30", None), None, call)
+    assert not lease.release(("40", None), finished=True, call=call)
     assert updates == []  # fenced: not even tried
     stored = row(db, tables)
     assert (stored.sequence_number, stored.owner_id, stored.finished) == ("50", "new", False)

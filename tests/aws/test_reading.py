@@ -13,7 +13,9 @@ import botocore.exceptions
 import pytest
 
 import kinsumer
+from demo.aggregation import aggregated_entries
 from kinsumer.aws.retry import Stopped
+from kinsumer.reading.kpl import MAGIC
 from kinsumer.reading.polling import PollingReader
 from kinsumer.reading.position import StartPosition
 from kinsumer.reading.reader import ReaderSettings
@@ -172,3 +174,34 @@ def test_get_records_and_get_shard_iterator_are_called_in_one_place() -> None:
         for path in package.rglob("*.py")
     }
     assert {path: n for path, n in calls.items() if n} == {"reading/polling.py": 2}
+
+
+def put_aggregate(kinesis: Any, users: list[tuple[str, bytes, str | None]]) -> str:
+    (entry,) = aggregated_entries(users, per_record=len(users))
+    return str(kinesis.put_record(StreamName="s", **entry)["SequenceNumber"])
+
+
+def test_kpl_aggregates_are_read_as_their_user_records(kinesis: Any, stream: str) -> None:
+    stats = CountingStats()
+    put(kinesis, b"plain")
+    seq = put_aggregate(kinesis, [("user-a", b"one", None), ("user-b", b"two", "12345"), ("user-a", b"three", None)])
+    kinesis.put_record(StreamName="s", Data=MAGIC + b"not an aggregate", PartitionKey="k")
+    r = reader(kinesis, StartPosition.trim_horizon(), stats=stats)
+    records = [record for _ in range(3) for record in r.next_page().records()]
+    assert [(x.data, x.partition_key, x.sub_sequence_number, x.explicit_hash_key) for x in records] == [
+        (b"plain", "k", None, None),
+        (b"one", "user-a", 0, None),
+        (b"two", "user-b", 1, "12345"),
+        (b"three", "user-a", 2, None),
+        (MAGIC + b"not an aggregate", "k", None, None),
+    ]
+    assert {r.sequence_number for r in records[1:4]} == {seq}
+    assert stats.calls["malformed_aggregates"] == 1
+
+
+def test_a_checkpoint_inside_an_aggregate_resumes_at_its_next_user_record(kinesis: Any, stream: str) -> None:
+    seq = put_aggregate(kinesis, [("k", b"%d" % i, None) for i in range(5)])
+    put(kinesis, b"after")
+    assert read_all(reader(kinesis, StartPosition.after(seq, 2))) == [b"3", b"4", b"after"]
+    assert read_all(reader(kinesis, StartPosition.after(seq, 4))) == [b"after"]
+    assert read_all(reader(kinesis, StartPosition.after(seq))) == [b"after"]

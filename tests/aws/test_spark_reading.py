@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from demo.aggregation import aggregated_entries
 from kinsumer import ConfigError, ReplayError
 from kinsumer.aws.tables import create_table
 from kinsumer.spark.batch_ends import BatchEnds
@@ -99,3 +100,32 @@ def test_options_arrive_lower_cased_and_have_defaults() -> None:
     assert opts.at_timestamp is not None and opts.at_timestamp.tzinfo is not None
     assert opts.table == "kinsumer-spark-clicks_metadata"
     assert opts.max_records_per_shard == 10_000
+
+
+def test_a_batch_that_ends_inside_an_aggregate_replays_it_and_the_next_batch_goes_on_from_there(
+    kinesis: Any, ends: BatchEnds
+) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    (entry,) = aggregated_entries([(f"user-{i}", b"a%d" % i, None) for i in range(5)], per_record=5)
+    aggregate_seq = kinesis.put_record(StreamName="s", **entry)["SequenceNumber"]
+    put(kinesis, 1, start=99)
+    ends.plan(0)
+    first = read_shard_range(kinesis, ends, part(0, limit=3))  # maxRecordsPerShard counts user records
+    assert [(r["Data"], r["SubSequenceNumber"]) for r in first] == [(b"a0", 0), (b"a1", 1), (b"a2", 2)]
+    assert ends.ends(0) == {SHARD: after(aggregate_seq, 2)}
+    again = read_shard_range(kinesis, ends, part(0, limit=3))  # a replay: the same user records
+    assert again == first
+    ends.plan(1)
+    second = read_shard_range(kinesis, ends, part(1, start=after(aggregate_seq, 2), limit=10))
+    assert [r["Data"] for r in second] == [b"a3", b"a4", b"99"]
+    assert [r.get("SubSequenceNumber") for r in second] == [3, 4, None]
+
+
+def test_an_end_recorded_before_deaggregation_replays_the_whole_aggregate(kinesis: Any, ends: BatchEnds) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    (entry,) = aggregated_entries([("k", b"a%d" % i, None) for i in range(4)], per_record=4)
+    aggregate_seq = kinesis.put_record(StreamName="s", **entry)["SequenceNumber"]
+    put(kinesis, 1, start=7)
+    ends.plan(0)
+    assert ends.record(0, SHARD, after(aggregate_seq), 1)  # as the source recorded it before
+    assert [r["Data"] for r in read_shard_range(kinesis, ends, part(0))] == [b"a0", b"a1", b"a2", b"a3"]

@@ -55,7 +55,7 @@ def test_refresh_holds_back_children_until_their_parent_is_finished(kinesis: Any
     assert cache.shard_ids == ("shardId-000000000000",)
     checkpoints_table.capture(db, tables.checkpoints, "shardId-000000000000", owner_id="A", owner_name="a", max_age=10)
     checkpoints_table.release(
-        db, tables.checkpoints, "shardId-000000000000", owner_id="A", sequence_number="1", finished=True
+        db, tables.checkpoints, "shardId-000000000000", owner_id="A", checkpoint=("1", None), finished=True
     )
     cache = refresh_shard_cache(kinesis, db, "s", tables, cache)
     assert cache.shard_ids == ("shardId-000000000001", "shardId-000000000002")
@@ -71,7 +71,7 @@ def test_refresh_yields_to_a_concurrent_writer(kinesis: Any, db: Any, tables: Ta
     kinesis.split_shard(StreamName="s", ShardToSplit="shardId-000000000000", NewStartingHashKey=str(2**127))
     checkpoints_table.capture(db, tables.checkpoints, "shardId-000000000000", owner_id="A", owner_name="a", max_age=10)
     checkpoints_table.release(
-        db, tables.checkpoints, "shardId-000000000000", owner_id="A", sequence_number="1", finished=True
+        db, tables.checkpoints, "shardId-000000000000", owner_id="A", checkpoint=("1", None), finished=True
     )
     result = refresh_shard_cache(kinesis, db, "s", tables, stale)
     assert result.shard_ids == ("other",)  # the newer write wins; the next round recomputes

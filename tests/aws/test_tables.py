@@ -91,7 +91,7 @@ def test_capture_a_new_shard_then_refuse_a_second_owner(db: Any, tables: Tables)
 
 def test_capture_a_stale_shard_keeps_its_checkpoint(db: Any, tables: Tables) -> None:
     assert capture(db, tables, "A") is not None
-    assert checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="42")
+    assert checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", checkpoint=("42", None))
     db.update_item(
         TableName=tables.checkpoints,
         Key={"Shard": {"S": "s1"}},
@@ -104,15 +104,15 @@ def test_capture_a_stale_shard_keeps_its_checkpoint(db: Any, tables: Tables) -> 
 
 def test_commit_only_by_the_owner(db: Any, tables: Tables) -> None:
     capture(db, tables, "A")
-    assert checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="7")
-    assert not checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="B", sequence_number="9")
+    assert checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", checkpoint=("7", None))
+    assert not checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="B", checkpoint=("9", None))
     row = checkpoints_table.read_row(db, tables.checkpoints, "s1")
     assert row is not None and row.sequence_number == "7"
 
 
 def test_idle_commit_refreshes_the_lease_without_touching_the_checkpoint(db: Any, tables: Tables) -> None:
     capture(db, tables, "A")
-    checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="7")
+    checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", checkpoint=("7", None))
     before = checkpoints_table.read_row(db, tables.checkpoints, "s1")
     db.update_item(
         TableName=tables.checkpoints,
@@ -120,7 +120,7 @@ def test_idle_commit_refreshes_the_lease_without_touching_the_checkpoint(db: Any
         UpdateExpression="SET LastUpdate = :old",
         ExpressionAttributeValues={":old": {"N": "1"}},
     )
-    assert checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number=None)
+    assert checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", checkpoint=None)
     after = checkpoints_table.read_row(db, tables.checkpoints, "s1")
     assert before is not None and after is not None
     assert after.sequence_number == "7" and after.last_update > 1
@@ -128,18 +128,18 @@ def test_idle_commit_refreshes_the_lease_without_touching_the_checkpoint(db: Any
 
 def test_release_frees_the_shard_and_only_the_owner_may(db: Any, tables: Tables) -> None:
     capture(db, tables, "A")
-    assert not checkpoints_table.release(db, tables.checkpoints, "s1", owner_id="B", sequence_number="5")
-    assert checkpoints_table.release(db, tables.checkpoints, "s1", owner_id="A", sequence_number="8")
+    assert not checkpoints_table.release(db, tables.checkpoints, "s1", owner_id="B", checkpoint=("5", None))
+    assert checkpoints_table.release(db, tables.checkpoints, "s1", owner_id="A", checkpoint=("8", None))
     row = checkpoints_table.read_row(db, tables.checkpoints, "s1")
     assert row is not None and row.owner_id is None and row.sequence_number == "8" and not row.finished
     taken = capture(db, tables, "B")
     assert taken is not None and taken.sequence_number == "8"
-    assert not checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", sequence_number="9")
+    assert not checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", checkpoint=("9", None))
 
 
 def test_a_finished_shard_cannot_be_captured_and_gets_reaped(db: Any, tables: Tables) -> None:
     capture(db, tables, "A")
-    assert checkpoints_table.release(db, tables.checkpoints, "s1", owner_id="A", sequence_number="8", finished=True)
+    assert checkpoints_table.release(db, tables.checkpoints, "s1", owner_id="A", checkpoint=("8", None), finished=True)
     assert capture(db, tables, "B") is None
     row = checkpoints_table.read_row(db, tables.checkpoints, "s1")
     assert row is not None and row.finished

@@ -77,6 +77,27 @@ def test_produce_then_tail_without_tables(moto_server: LocalServer, new_stream: 
     assert shard.startswith("shardId-") and sequence.isdigit() and key.startswith("key-") and data.startswith("{")
 
 
+def test_produce_aggregated_records_and_tail_shows_the_user_records(
+    moto_server: LocalServer, new_stream: Callable[[int], str]
+) -> None:
+    stream = new_stream(1)
+    wrote = run(moto_server, "produce", stream, "--count", "95", "--aggregate", "10")
+    assert wrote.returncode == 0, wrote.stderr
+    stored = moto_server.client("kinesis").get_records(
+        ShardIterator=moto_server.client("kinesis").get_shard_iterator(
+            StreamName=stream, ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+    )["Records"]
+    assert len(stored) == 10  # 9 aggregates of 10 and one of 5
+    tailed = run(moto_server, "tail", stream, "--from", "trim-horizon", "--json", "--count", "95")
+    assert tailed.returncode == 0, tailed.stderr
+    records = [json.loads(line) for line in tailed.stdout.splitlines()]
+    assert [json.loads(r["data"])["id"] for r in records] == list(range(95))
+    assert [r["sub_sequence_number"] for r in records] == [i % 10 for i in range(95)]
+    plain = run(moto_server, "tail", stream, "--from", "trim-horizon", "--count", "2")
+    assert [line.split(" ")[1].rsplit("/", 1)[1] for line in plain.stdout.splitlines()] == ["0", "1"]
+
+
 def test_tail_as_a_client_of_an_application_checkpoints(
     moto_server: LocalServer, new_stream: Callable[[int], str]
 ) -> None:

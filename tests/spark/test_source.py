@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from demo.aggregation import aggregated_entries
 from demo.servers import LocalServer
 from tests.conftest import unique
-from tests.helpers import Producer, produce_per_shard, wait_until
+from tests.helpers import Producer, produce_per_shard, put_all, wait_until
 from tests.reshard import merge_adjacent, new_stream, split_first
 
 pytestmark = pytest.mark.server
@@ -35,6 +36,8 @@ class BatchLog:
                 "seq": int(r.sequence_number),
                 "pk": r.partition_key,
                 "stream": r.stream,
+                "sub": r.sub_sequence_number,
+                "hash_key": r.explicit_hash_key,
                 "arrival": r.approximate_arrival_timestamp,
                 "batch": batch_id,
             }
@@ -183,6 +186,40 @@ def test_a_batch_that_failed_in_the_sink_is_replayed_with_identical_rows(
     key = lambda row: (row["shard"], row["seq"])  # noqa: E731
     assert sorted(replayed, key=key) == sorted(failed, key=key)
     assert sorted(sink.ids()) == sorted(produced)
+
+
+def test_kpl_user_records_arrive_once_across_batches_that_end_inside_aggregates_and_a_replay(
+    spark: Any, moto_server: LocalServer, new_stream: Callable[[int], str], tmp_path: pathlib.Path
+) -> None:
+    stream, app = new_stream(2), unique("app")
+    kinesis = moto_server.client("kinesis")
+    users = [(f"key-{i % 5}", json.dumps({"id": i}).encode(), str(i) if i % 4 == 0 else None) for i in range(140)]
+    put_all(kinesis, stream, list(aggregated_entries(users, per_record=7)))  # 20 aggregates of 7
+    sink = BatchLog(fail_batch=1)
+    checkpoint = tmp_path / "ckpt"
+    # 5 user records per shard per batch: most batches end inside an aggregate
+    query = start_query(spark, moto_server, moto_server, stream, app, checkpoint, sink, limit=5)
+    wait_until(lambda: query.exception() is not None, 120, "the sink to fail", poll=0.2)
+    query.stop()
+    failed = sink.attempts[1][0]
+    query = start_query(spark, moto_server, moto_server, stream, app, checkpoint, sink, limit=5)
+    try:
+        wait_for(query, lambda: len(sink.ids()) >= len(users), "every user record")
+    finally:
+        query.stop()
+    assert sorted(sink.ids()) == list(range(len(users)))  # each once
+    key = lambda row: (row["shard"], row["seq"], row["sub"])  # noqa: E731
+    assert sorted(sink.attempts[1][1], key=key) == sorted(failed, key=key)  # the replay: the same rows
+    rows = sink.final_rows()
+    per_batch_and_shard = defaultdict(int)
+    for row in rows:
+        per_batch_and_shard[(row["batch"], row["shard"])] += 1
+    assert max(per_batch_and_shard.values()) == 5  # maxRecordsPerShard counts user records
+    assert {(r["pk"], r["hash_key"]) for r in rows} == {(k, h) for k, _, h in users}
+    assert {r["sub"] for r in rows} == set(range(7))
+    for shard in {r["shard"] for r in rows}:
+        positions = [(r["batch"], r["seq"], r["sub"]) for r in rows if r["shard"] == shard]
+        assert [(seq, sub) for _, seq, sub in sorted(positions)] == sorted((seq, sub) for _, seq, sub in positions)
 
 
 def test_split_and_merge_between_batches_keep_per_key_order(

@@ -28,29 +28,29 @@ def record(seq: int, shard: str = "s") -> Record:
 
 def test_deliveries_after_revoke_are_refused_but_acks_still_count() -> None:
     progress = ShardProgress("s", None)
-    token = progress.deliver("1")
+    token = progress.deliver(("1", None))
     assert token is not None
     progress.revoke()
-    assert progress.deliver("2") is None
+    assert progress.deliver(("2", None)) is None
     progress.ack(token)
-    assert progress.checkpoint == "1"
+    assert progress.checkpoint == ("1", None)
 
 
 def test_acks_after_release_are_no_ops() -> None:
-    progress = ShardProgress("s", "5")
-    a = progress.deliver("6")
+    progress = ShardProgress("s", ("5", None))
+    a = progress.deliver(("6", None))
     assert a is not None
-    assert progress.release() == "5"
-    Checkpoint("s", "6", progress, a)()
-    assert progress.checkpoint == "5"
+    assert progress.release() == ("5", None)
+    Checkpoint("s", "6", None, progress, a)()
+    assert progress.checkpoint == ("5", None)
 
 
 def test_all_processed_needs_every_pushed_record_delivered_and_acked() -> None:
     progress = ShardProgress("s", None)
     progress.pushed(2)
-    a = progress.deliver("1")
+    a = progress.deliver(("1", None))
     assert not progress.all_processed()
-    b = progress.deliver("2")
+    b = progress.deliver(("2", None))
     assert a is not None and b is not None
     progress.ack(b)
     assert not progress.all_processed()
@@ -60,7 +60,7 @@ def test_all_processed_needs_every_pushed_record_delivered_and_acked() -> None:
 
 def test_wait_wakes_on_the_last_ack() -> None:
     progress = ShardProgress("s", None)
-    token = progress.deliver("1")
+    token = progress.deliver(("1", None))
     assert token is not None
     acker = threading.Timer(0.05, progress.ack, args=(token,))
     acker.start()
@@ -132,7 +132,7 @@ def test_taking_records_wakes_a_writer_waiting_for_room() -> None:
 
 def test_wait_sees_an_ack_that_lands_while_its_predicate_runs() -> None:
     progress = ShardProgress("s", None)
-    token = progress.deliver("1")
+    token = progress.deliver(("1", None))
     assert token is not None
     calls = []
 
@@ -200,19 +200,19 @@ def test_auto_mode_counts_a_holders_record_when_that_holder_asks_again() -> None
     assert d.next_auto("holder-b", 1) == record(3)
     assert progress.checkpoint is None  # b's record 2 is done, a's record 1 is not: no prefix yet
     d.acknowledge_held()  # a clean stop: what each holder has in hand counts
-    assert progress.checkpoint == "3"
+    assert progress.checkpoint == ("3", None)
 
 
 def test_manual_mode_hands_out_checkpoints_that_advance_the_prefix() -> None:
     d = delivery()
-    progress = d.open_shard("s", "0")
+    progress = d.open_shard("s", ("0", None))
     d.push(progress, [record(1), record(2)], _wait_for_room)
     (r1, cp1), (r2, cp2) = d.next_manual(1), d.next_manual(1)
     assert (r1, r2) == (record(1), record(2)) and cp1 is not None and cp2 is not None
     cp2()
-    assert progress.checkpoint == "0"
+    assert progress.checkpoint == ("0", None)
     cp1()
-    assert progress.checkpoint == "2"
+    assert progress.checkpoint == ("2", None)
 
 
 def test_a_timeout_is_both_a_kinsumer_error_and_a_timeout_error() -> None:
@@ -254,7 +254,7 @@ def test_a_push_gives_up_when_closed_or_told_to_stop() -> None:
 
 def test_a_handoff_drops_queued_records_and_waits_for_delivered_ones() -> None:
     d = delivery(buffer_size=16)  # next*() takes one record from the queue at a time
-    progress = d.open_shard("s", "0")
+    progress = d.open_shard("s", ("0", None))
     other = d.open_shard("t", None)
     d.push(progress, [record(1), record(2), record(3)], _wait_for_room)
     d.push(other, [record(1, "t")], _wait_for_room)
@@ -264,21 +264,21 @@ def test_a_handoff_drops_queued_records_and_waits_for_delivered_ones() -> None:
     acker.start()
     result = d.hand_off(progress, timeout=10)
     acker.join()
-    assert result == HandoffResult(clean=True, checkpoint="2", dropped=1, outstanding=0)
+    assert result == HandoffResult(clean=True, checkpoint=("2", None), dropped=1, outstanding=0)
     assert d.next_manual(1)[0] == record(1, "t")  # record 3 of s went with the handoff
 
 
 def test_a_handoff_that_times_out_keeps_the_acknowledged_prefix() -> None:
     d = delivery()
-    progress = d.open_shard("s", "0")
+    progress = d.open_shard("s", ("0", None))
     d.push(progress, [record(1), record(2)], _wait_for_room)
     (_, cp1), (_, cp2) = d.next_manual(1), d.next_manual(1)
     assert cp1 is not None and cp2 is not None
     cp1()
     result = d.hand_off(progress, timeout=0.05)
-    assert result == HandoffResult(clean=False, checkpoint="1", dropped=0, outstanding=1)
+    assert result == HandoffResult(clean=False, checkpoint=("1", None), dropped=0, outstanding=1)
     cp2()  # too late: the shard was released
-    assert progress.checkpoint == "1"
+    assert progress.checkpoint == ("1", None)
 
 
 def test_waiting_for_a_finished_shard_ends_on_a_stop_request() -> None:

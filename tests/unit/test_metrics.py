@@ -313,3 +313,18 @@ def test_per_record_delivery_stats_are_skipped_only_for_receivers_that_ignore_th
     assert GuardedStats(LoggingStatReceiver()).wants_deliveries is True
     assert GuardedStats(Deliveries()).wants_deliveries is True
     assert GuardedStats(DuckTyped()).wants_deliveries is True  # type: ignore[arg-type]
+
+
+def test_malformed_aggregates_are_counted_by_both_receivers(caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    logging_stats = LoggingStatReceiver(interval=10, clock=clock)
+    prometheus = PrometheusStatReceiver()
+    for receiver in (logging_stats, prometheus):
+        receiver.malformed_aggregates(SHARD, 2)
+        receiver.malformed_aggregates(OTHER, 1)
+    assert logging_stats.totals()["malformed_aggregates"] == 3
+    assert sample(prometheus, "kinsumer_malformed_aggregates_total", shard=SHARD) == 2
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    clock.now += 11
+    logging_stats.checkpoint_written(SHARD)  # the first call after the interval logs its line
+    assert "malformed_aggregates=3" in lines(caplog)[-1]

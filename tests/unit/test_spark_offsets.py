@@ -10,7 +10,16 @@ from hypothesis import strategies as st
 
 from kinsumer import ConfigError
 from kinsumer.reading.frontier import ShardInfo
-from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, BatchOffset, after, next_offset, to_start_position
+from kinsumer.reading.position import StartPosition
+from kinsumer.spark.offsets import (
+    SHARD_END,
+    TRIM_HORIZON,
+    BatchOffset,
+    after,
+    end_index,
+    next_offset,
+    to_start_position,
+)
 from tests.unit.test_frontier import lineages
 
 pytest.importorskip("pyspark")  # the package kinsumer.spark imports it
@@ -66,7 +75,25 @@ def test_a_child_is_never_read_before_all_its_parents_reached_shard_end(
 
 def test_start_positions() -> None:
     assert to_start_position("AFTER:42").sequence_number == "42"
+    assert to_start_position(after("42", 3)) == StartPosition.after("42", 3)  # inside a KPL aggregate
+    assert after("42", 3) == "AFTER:42:3" and after("42") == "AFTER:42"
     assert to_start_position(TRIM_HORIZON).kind == "TRIM_HORIZON"
     assert to_start_position("AT_TIMESTAMP:1700000000000").timestamp is not None
     with pytest.raises(ConfigError, match="start position"):
         to_start_position(SHARD_END)
+
+
+def test_a_recorded_end_names_a_user_record_or_a_whole_kinesis_record() -> None:
+    page = [
+        {"SequenceNumber": "1"},
+        {"SequenceNumber": "5", "SubSequenceNumber": 0},
+        {"SequenceNumber": "5", "SubSequenceNumber": 1},
+        {"SequenceNumber": "5", "SubSequenceNumber": 2},
+        {"SequenceNumber": "9"},
+    ]
+    assert end_index(page, after("1")) == 0
+    assert end_index(page, after("5", 1)) == 2
+    assert end_index(page, after("5")) == 3  # a whole aggregate: its last user record
+    assert end_index(page, after("9")) == 4
+    assert end_index(page, after("7")) is None
+    assert end_index(page, SHARD_END) is None

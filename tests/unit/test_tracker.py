@@ -3,23 +3,38 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kinsumer.delivery.tracker import CheckpointTracker
+from kinsumer.reading.position import Position, StartPosition, position_order
 
 
 class TrackerModel(RuleBasedStateMachine):
-    """The tracker against a plain model: delivered list + acknowledged set."""
+    """The tracker against a plain model: delivered list + acknowledged set.
+
+    Records are plain Kinesis records or the user records of KPL aggregates, whose positions
+    share a sequence number and count up in sub-sequence.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.tracker = CheckpointTracker("100")
-        self.delivered: list[tuple[int, str]] = []  # (token, sequence number)
+        self.tracker = CheckpointTracker(("100", None))
+        self.delivered: list[tuple[int, Position]] = []  # (token, position)
         self.acked: set[int] = set()
         self.next_seq = 101
 
+    def _deliver(self, position: Position) -> None:
+        if self.delivered:
+            assert position_order(position) > position_order(self.delivered[-1][1])
+        self.delivered.append((self.tracker.deliver(position), position))
+
     @rule(gap=st.integers(1, 5))
-    def deliver(self, gap: int) -> None:
+    def deliver_plain(self, gap: int) -> None:
         self.next_seq += gap
-        seq = str(self.next_seq)
-        self.delivered.append((self.tracker.deliver(seq), seq))
+        self._deliver((str(self.next_seq), None))
+
+    @rule(gap=st.integers(1, 5), users=st.integers(1, 6))
+    def deliver_aggregate(self, gap: int, users: int) -> None:
+        self.next_seq += gap
+        for sub in range(users):
+            self._deliver((str(self.next_seq), sub))
 
     @precondition(lambda self: self.delivered)
     @rule(data=st.data())
@@ -36,17 +51,25 @@ class TrackerModel(RuleBasedStateMachine):
         assert self.tracker.ack(token) is False
         assert self.tracker.checkpoint == before
 
-    def expected_checkpoint(self) -> str:
-        checkpoint = "100"
-        for token, seq in self.delivered:
+    def expected_checkpoint(self) -> Position:
+        checkpoint: Position = ("100", None)
+        for token, position in self.delivered:
             if token not in self.acked:
                 break
-            checkpoint = seq
+            checkpoint = position
         return checkpoint
 
     @invariant()
     def checkpoint_is_the_contiguous_prefix(self) -> None:
         assert self.tracker.checkpoint == self.expected_checkpoint()
+
+    @invariant()
+    def checkpoint_stays_before_the_first_unacknowledged_record(self) -> None:
+        checkpoint = self.tracker.checkpoint
+        assert checkpoint is not None
+        unacked = [p for t, p in self.delivered if t not in self.acked]
+        if unacked:
+            assert position_order(checkpoint) < position_order(unacked[0])
 
     @invariant()
     def outstanding_counts_records_after_the_checkpoint(self) -> None:
@@ -61,21 +84,53 @@ class TrackerModel(RuleBasedStateMachine):
 TestTrackerModel = TrackerModel.TestCase
 
 
+def resume(shard: list[Position], start: StartPosition) -> list[Position]:
+    """The user records a reader hands on from ``start``: what GetShardIterator, then the skip, give."""
+    assert start.sequence_number is not None
+    after = start.kind == "AFTER_SEQUENCE_NUMBER"
+    sequence_number = start.sequence_number
+    records = [p for p in shard if int(p[0]) > int(sequence_number) or (not after and p[0] == sequence_number)]
+    return [p for p in records if not start.is_done(p[0], p[1])]
+
+
+@given(
+    kinesis_records=st.lists(st.integers(0, 4), min_size=1, max_size=12),
+    data=st.data(),
+)
+def test_a_restart_from_the_checkpoint_resumes_at_the_first_unprocessed_record(
+    kinesis_records: list[int], data: st.DataObject
+) -> None:
+    """Each element is a Kinesis record: 0 = plain, n = an aggregate of n user records."""
+    shard: list[Position] = []
+    for i, users in enumerate(kinesis_records):
+        seq = str(1000 + 10 * i)
+        shard += [(seq, None)] if users == 0 else [(seq, sub) for sub in range(users)]
+    tracker = CheckpointTracker()
+    tokens = [tracker.deliver(p) for p in shard]
+    acked = data.draw(st.sets(st.sampled_from(range(len(shard)))))
+    for i in acked:
+        tracker.ack(tokens[i])
+    first_unprocessed = next((i for i in range(len(shard)) if i not in acked), len(shard))
+    checkpoint = tracker.checkpoint
+    resumed = shard if checkpoint is None else resume(shard, StartPosition.after_position(checkpoint))
+    assert resumed == shard[first_unprocessed:]
+
+
 @given(st.permutations(range(50)))
 def test_any_acknowledgement_order_ends_at_the_last_record(order: list[int]) -> None:
     tracker = CheckpointTracker()
-    tokens = [tracker.deliver(str(1000 + i)) for i in range(50)]
+    tokens = [tracker.deliver((str(1000 + i // 5), i % 5)) for i in range(50)]
     for i in order:
         tracker.ack(tokens[i])
-    assert tracker.checkpoint == "1049"
+    assert tracker.checkpoint == ("1009", 4)
     assert tracker.outstanding == 0
 
 
 def test_double_ack_is_idempotent() -> None:
     tracker = CheckpointTracker()
-    a, b = tracker.deliver("1"), tracker.deliver("2")
+    a, b = tracker.deliver(("1", None)), tracker.deliver(("2", None))
     assert tracker.ack(b) is False
     assert tracker.ack(b) is False
     assert tracker.ack(a) is True
     assert tracker.ack(a) is False
-    assert tracker.checkpoint == "2"
+    assert tracker.checkpoint == ("2", None)
