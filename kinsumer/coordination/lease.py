@@ -56,6 +56,8 @@ class ShardLease:
         self.state = LeaseState.UNCLAIMED
         #: The checkpoint stored in the row (as captured, then as last written by us).
         self.committed: Position | None = None
+        #: Told, after each successful capture or commit, until when the lease is fresh (monotonic).
+        self.on_confirmed: Callable[[float], None] = lambda fresh_until: None
 
     def read_row(self, call: Call) -> CheckpointRow | None:
         """The row as stored now (to learn why a capture failed)."""
@@ -83,8 +85,18 @@ class ShardLease:
             if row is not None:
                 self.state = LeaseState.OWNED
                 self.committed = row.checkpoint
-                self._confirmed_at = started
+                self._confirm(started)
             return row
+
+    def _confirm(self, started: float) -> None:
+        """A write that started at ``started`` succeeded (lock held)."""
+        self._confirmed_at = started
+        self.on_confirmed(started + self._fresh_for)
+
+    @property
+    def fresh_until(self) -> float:
+        """Until when (monotonic) the lease counts as fresh."""
+        return self._confirmed_at + self._fresh_for
 
     def fresh(self) -> bool:
         """Owned, and confirmed by a write recently enough that no other client can have taken it."""
@@ -109,7 +121,7 @@ class ShardLease:
                 ),
             ):  # fmt: skip
                 return False
-            self._confirmed_at = started
+            self._confirm(started)
             if new is not None:
                 self.committed = new
                 rt.stats.checkpoint_written(self.shard_id)

@@ -116,6 +116,8 @@ class ShardWorker:
     def _own(self, row: CheckpointRow) -> None:
         rt = self._rt
         self._progress = progress = rt.delivery.open_shard(self.shard_id, row.checkpoint)
+        progress.confirm(self.lease.fresh_until)
+        self.lease.on_confirmed = progress.confirm  # deliveries wait while the lease is not confirmed
         if self._stop.is_set():
             progress.revoke()
         self._committer.add(self)

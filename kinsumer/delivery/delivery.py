@@ -31,6 +31,7 @@ __all__ = ["Delivery", "HandoffResult"]
 
 #: Records next*() takes from the queue in one go: at most this many, and at most buffer_size / 16.
 MAX_BATCH = 64
+_LEASE_WAIT = 0.5  # seconds between two looks at a closed delivery while waiting for a lease
 
 
 @attrs.frozen
@@ -194,7 +195,9 @@ class Delivery:
 
         Records leave the queue in batches (one lock round per batch, not per record). Taking
         one and registering its delivery happen under one lock, so that with several calling
-        threads each shard's records are registered in shard order.
+        threads each shard's records are registered in shard order. A record whose shard's
+        lease is not known to be ours (not confirmed for a while: the process was paused, or
+        DynamoDB is out of reach) waits for the lease to be confirmed or lost.
         """
         lock = self._take_lock
         if not lock.acquire(blocking=False):  # the usual case: one calling thread
@@ -211,13 +214,28 @@ class Delivery:
                 if not isinstance(taken, list):
                     return taken
                 batch.extend(taken)
-            record, progress = batch.popleft()
+            record, progress = batch[0]
+            if not progress.fresh(time.monotonic()) and not self._wait_for_lease(progress, deadline):
+                return CLOSED if self._queue.closed else None
+            batch.popleft()
             token = progress.deliver((record.sequence_number, record.sub_sequence_number))
         finally:
             lock.release()
         if token is not None and self._stats.wants_deliveries:
             self._stats.record_delivered(record.shard_id, _age(record.approximate_arrival_timestamp))
         return record, progress, token
+
+    def _wait_for_lease(self, progress: ShardProgress, deadline: float | None) -> bool:
+        """Wait until the shard's lease is confirmed or lost; False at the deadline or once closed."""
+        while not progress.fresh_or_revoked():
+            if self._queue.closed:
+                return False
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return False
+            wake = _LEASE_WAIT if deadline is None else min(_LEASE_WAIT, deadline - now)
+            progress.wait(progress.fresh_or_revoked, wake)
+        return True
 
 
 def _age(timestamp: dt.datetime) -> float:

@@ -8,6 +8,7 @@ thread-safe and never blocks for long: every method holds one short lock.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ class ShardProgress:
     __slots__ = (
         "_cond",
         "_delivered",
+        "_fresh_until",
         "_lock",
         "_pushed",
         "_released",
@@ -47,6 +49,21 @@ class ShardProgress:
         self._delivered = 0  # records next*() handed over
         self._revoked = False  # no more deliveries (handoff started)
         self._released = False  # no more acknowledgements (shard given up)
+        self._fresh_until = math.inf  # monotonic time until which the shard's lease is known to be ours
+
+    def confirm(self, fresh_until: float) -> None:
+        """The shard's lease was confirmed: records may be delivered until ``fresh_until`` (monotonic)."""
+        with self._lock:
+            self._fresh_until = fresh_until
+            self._changed()
+
+    def fresh(self, now: float) -> bool:
+        """The lease was confirmed recently enough at ``now`` (a plain read: called per record)."""
+        return now < self._fresh_until
+
+    def fresh_or_revoked(self) -> bool:
+        """What a delivery waiting for the lease waits for: a confirmation, or the shard's loss."""
+        return self._revoked or time.monotonic() < self._fresh_until
 
     @property
     def checkpoint(self) -> Position | None:

@@ -22,6 +22,7 @@ from kinsumer import (
     CheckpointModeError,
     Config,
     Kinsumer,
+    NoRecordWithin,
     NotStarted,
     Record,
     StatReceiver,
@@ -415,6 +416,45 @@ def test_a_lease_not_confirmed_for_half_the_max_age_hands_nothing_on_until_confi
         put(kinesis, b"b")  # the commit clock still fails: only the reader's own confirmation gets through
         while (data := k.next(timeout=10)) != b"b":
             assert data == b"a"  # the record in hand was never committed: delivered again after a recapture
+        log.events.append("delivered b")
+    assert log.events[:4] == ["gained", "lost", "gained", "delivered b"], log.events
+
+
+def test_records_already_queued_wait_for_a_stale_lease_and_go_with_it_when_it_is_lost(
+    kinesis: Any, db: Any, stream: str
+) -> None:
+    """Records taken from Kinesis before the lease went stale (a pause) are not handed on until
+    the lease is confirmed; when a commit finds another owner they are dropped, not delivered."""
+    log = EventLog()
+    stalled = threading.Event()
+
+    def stall_the_commit_clock(params: dict[str, Any], **_: Any) -> None:
+        on_the_clock = threading.current_thread().name == "kinsumer-commits"
+        if stalled.is_set() and on_the_clock and "REMOVE" not in params["UpdateExpression"]:
+            raise botocore.exceptions.ClientError(
+                {"Error": {"Code": "InternalServerError", "Message": "injected"}}, "UpdateItem"
+            )
+
+    db.meta.events.register("provide-client-params.dynamodb.UpdateItem", stall_the_commit_clock)
+    put(kinesis, b"a", b"b", b"c")
+    config = attrs.evolve(FAST, stats=log, client_id="me", manual_checkpointing=True)
+    with make(kinesis, db, config) as k:
+        first, checkpoint = k.next_record_with_checkpointer(timeout=10)  # b and c wait in the delivery
+        assert first is not None and checkpoint is not None and first.data == b"a"
+        checkpoint()
+        wait_until(lambda: stored_checkpoint(db).sequence_number == first.sequence_number, 10, "a committed")
+        stalled.set()
+        max_age = FAST.effective_client_record_max_age
+        wait_until(lambda: time.time() - stored_checkpoint(db).last_update / 1000 > max_age, 10, "our row to age")
+        with pytest.raises(NoRecordWithin):  # the lease is stale: b is not handed on
+            k.next_record_with_checkpointer(timeout=0.3)
+        thief = checkpoints_table.capture(
+            db, "app_checkpoints", SHARD, owner_id="thief", owner_name="thief", max_age=max_age
+        )
+        assert thief is not None
+        stalled.clear()  # the next commit finds the thief: b and c are dropped, then captured again
+        again, checkpoint = k.next_record_with_checkpointer(timeout=10)
+        assert again is not None and again.data == b"b"
         log.events.append("delivered b")
     assert log.events[:4] == ["gained", "lost", "gained", "delivered b"], log.events
 

@@ -299,3 +299,27 @@ def test_waiting_for_a_finished_shard_ends_on_a_stop_request() -> None:
     d2.next_auto("h", 1)
     d2.acknowledge_held()
     assert d2.wait_processed(done, lambda: False)
+
+
+def test_a_record_of_a_lease_not_confirmed_lately_waits_for_the_lease_to_be_confirmed() -> None:
+    d = delivery()
+    progress = d.open_shard("s", None)
+    d.push(progress, [record(1), record(2)], _wait_for_room)
+    progress.confirm(time.monotonic() - 1)  # last confirmed long enough ago: maybe not ours any more
+    with pytest.raises(NoRecordWithin):
+        d.take(0.05)
+    assert d.poll() is None
+    threading.Timer(0.05, lambda: progress.confirm(time.monotonic() + 60)).start()
+    taken = d.take(10)  # handed on once the lease is confirmed, in order
+    assert taken is not None and taken[0] == record(1)
+
+
+def test_a_record_of_a_lease_found_lost_is_dropped_while_waiting() -> None:
+    d = delivery()
+    stale, other = d.open_shard("s", None), d.open_shard("t", None)
+    d.push(stale, [record(1)], _wait_for_room)
+    d.push(other, [record(1, "t")], _wait_for_room)
+    stale.confirm(time.monotonic() - 1)
+    threading.Timer(0.05, stale.revoke).start()  # a commit found another owner
+    taken = d.take(10)
+    assert taken is not None and taken[0] == record(1, "t")  # the stale shard's record went with it
