@@ -95,16 +95,23 @@ class Committer:
                     self._schedule.started(shard_id, now)
                     batch.append(self._shards[shard_id])
             for shard in batch:
-                self._commit(shard, deadline=now + period)
+                self.commit(shard, deadline=now + period)
 
-    def _commit(self, shard: Committable, deadline: float) -> None:
-        """One commit, its transient faults retried until ``deadline`` (the end of this round)."""
+    def commit(self, shard: Committable, deadline: float) -> bool | None:
+        """One commit of ``shard``, its transient faults retried until ``deadline`` (monotonic).
+
+        True: the lease is confirmed. False: another client owns the shard (its worker is told).
+        None: the commit failed; a transient fault is counted and left to the next try, anything
+        else stops the consumer. The clock calls it when a commit is due; a worker calls it to
+        confirm a lease that is not fresh.
+        """
         checkpoint, lag = shard.to_commit()
         try:
             owned = shard.lease.commit(checkpoint, lag, self._rt.call_until(deadline))
         except Exception as exc:  # noqa: BLE001 - transient: next time; anything else stops the consumer
             if not self._rt.retry_later(exc, f"the commit of {shard.shard_id}"):
                 self._rt.fail(exc, f"the commit of {shard.shard_id}")
-            return
+            return None
         if not owned:
             shard.ownership_lost()
+        return owned

@@ -226,14 +226,10 @@ class ShardWorker:
             if self._stop.is_set() or lease.state is not LeaseState.OWNED:
                 return False
             log.info("the lease of %s is not confirmed recently; confirming it before reading on", self.shard_id)
-            checkpoint, lag = self.to_commit()
-            deadline = time.monotonic() + rt.config.commit_frequency
-            try:
-                if not lease.commit(checkpoint, lag, self._rt.call_until(deadline)):
-                    return False
-            except Exception as exc:
-                if not rt.retry_later(exc, f"confirming the lease of {self.shard_id}"):
-                    raise
+            confirmed = self._committer.commit(self, deadline=time.monotonic() + rt.config.commit_frequency)
+            if confirmed is False:
+                return False
+            if confirmed is None:  # failed: try again shortly (a stop ends the wait)
                 self._sleep(rt.config.throttle_delay)
         return not self._stop.is_set()
 
