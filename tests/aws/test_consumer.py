@@ -342,13 +342,53 @@ def test_get_records_calls_on_a_shard_are_at_least_throttle_delay_apart_even_whe
     assert min(gaps) >= FAST.throttle_delay - 0.01
 
 
+def is_commit(params: dict[str, Any]) -> bool:
+    """An UpdateItem of the checkpoints table that commits: not a capture (SET #owner) nor a release
+    (REMOVE #owner); it may remove the sub-sequence of a checkpoint that covers a whole record."""
+    update = params["UpdateExpression"]
+    return params["TableName"].endswith("_checkpoints") and update.startswith("SET #lu") and "#owner" not in update
+
+
+def injected_500() -> botocore.exceptions.ClientError:
+    return botocore.exceptions.ClientError(
+        {"Error": {"Code": "InternalServerError", "Message": "injected"}}, "UpdateItem"
+    )
+
+
+def is_clock_commit(params: dict[str, Any]) -> bool:
+    """A commit made by the commit thread."""
+    return threading.current_thread().name == "kinsumer-commits" and is_commit(params)
+
+
+def stall_the_commit_clock(db: Any) -> threading.Event:
+    """While the returned event is set, every commit of the commit thread fails with a 500."""
+    stalled = threading.Event()
+
+    def fail(params: dict[str, Any], **_: Any) -> None:
+        if stalled.is_set() and is_clock_commit(params):
+            raise injected_500()
+
+    db.meta.events.register("provide-client-params.dynamodb.UpdateItem", fail)
+    return stalled
+
+
+def take_over_once_stale(db: Any) -> None:
+    """Another client captures the shard once our row has aged past the max age (it never commits)."""
+    max_age = FAST.effective_client_record_max_age
+    wait_until(lambda: time.time() - stored_checkpoint(db).last_update / 1000 > max_age, 10, "our row to age")
+    thief = checkpoints_table.capture(
+        db, "app_checkpoints", SHARD, owner_id="thief", owner_name="thief", max_age=max_age
+    )
+    assert thief is not None
+
+
 def test_commits_keep_their_own_clock_while_the_reader_retries(kinesis: Any, db: Any, stream: str) -> None:
     """Commits come from the commit thread every commit_frequency, never from a reader's retry wait."""
     commits: list[tuple[float, str]] = []
     throttled = threading.Event()
 
     def note_commit(params: dict[str, Any], **_: Any) -> None:
-        if params["UpdateExpression"].startswith("SET #lu") and "REMOVE" not in params["UpdateExpression"]:
+        if is_commit(params):
             commits.append((time.monotonic(), threading.current_thread().name))
 
     def throttle(**_: Any) -> None:
@@ -393,26 +433,12 @@ def test_a_lease_not_confirmed_for_half_the_max_age_hands_nothing_on_until_confi
     """A client whose commit clock stalled (a slow DynamoDB call, a pause) delivers nothing more of
     a shard another client took meanwhile: it confirms the lease before handing records on."""
     log = EventLog()
-    failing = threading.Event()
-
-    def fail_our_commits(params: dict[str, Any], **_: Any) -> None:
-        on_the_clock = threading.current_thread().name == "kinsumer-commits"
-        if failing.is_set() and on_the_clock and "REMOVE" not in params["UpdateExpression"]:
-            raise botocore.exceptions.ClientError(
-                {"Error": {"Code": "InternalServerError", "Message": "injected"}}, "UpdateItem"
-            )
-
-    db.meta.events.register("provide-client-params.dynamodb.UpdateItem", fail_our_commits)
+    stalled = stall_the_commit_clock(db)
     put(kinesis, b"a")
     with make(kinesis, db, attrs.evolve(FAST, stats=log, client_id="me")) as k:
         assert k.next(timeout=10) == b"a"
-        failing.set()
-        max_age = FAST.effective_client_record_max_age
-        wait_until(lambda: time.time() - stored_checkpoint(db).last_update / 1000 > max_age, 10, "our row to age")
-        thief = checkpoints_table.capture(
-            db, "app_checkpoints", SHARD, owner_id="thief", owner_name="thief", max_age=max_age
-        )
-        assert thief is not None  # another client took the shard; it never commits, so it turns stale again
+        stalled.set()
+        take_over_once_stale(db)  # another client took the shard; it never commits, so it turns stale again
         put(kinesis, b"b")  # the commit clock still fails: only the reader's own confirmation gets through
         while (data := k.next(timeout=10)) != b"b":
             assert data == b"a"  # the record in hand was never committed: delivered again after a recapture
@@ -426,16 +452,7 @@ def test_records_already_queued_wait_for_a_stale_lease_and_go_with_it_when_it_is
     """Records taken from Kinesis before the lease went stale (a pause) are not handed on until
     the lease is confirmed; when a commit finds another owner they are dropped, not delivered."""
     log = EventLog()
-    stalled = threading.Event()
-
-    def stall_the_commit_clock(params: dict[str, Any], **_: Any) -> None:
-        on_the_clock = threading.current_thread().name == "kinsumer-commits"
-        if stalled.is_set() and on_the_clock and "REMOVE" not in params["UpdateExpression"]:
-            raise botocore.exceptions.ClientError(
-                {"Error": {"Code": "InternalServerError", "Message": "injected"}}, "UpdateItem"
-            )
-
-    db.meta.events.register("provide-client-params.dynamodb.UpdateItem", stall_the_commit_clock)
+    stalled = stall_the_commit_clock(db)
     put(kinesis, b"a", b"b", b"c")
     config = attrs.evolve(FAST, stats=log, client_id="me", manual_checkpointing=True)
     with make(kinesis, db, config) as k:
@@ -444,14 +461,9 @@ def test_records_already_queued_wait_for_a_stale_lease_and_go_with_it_when_it_is
         checkpoint()
         wait_until(lambda: stored_checkpoint(db).sequence_number == first.sequence_number, 10, "a committed")
         stalled.set()
-        max_age = FAST.effective_client_record_max_age
-        wait_until(lambda: time.time() - stored_checkpoint(db).last_update / 1000 > max_age, 10, "our row to age")
+        take_over_once_stale(db)
         with pytest.raises(NoRecordWithin):  # the lease is stale: b is not handed on
             k.next_record_with_checkpointer(timeout=0.3)
-        thief = checkpoints_table.capture(
-            db, "app_checkpoints", SHARD, owner_id="thief", owner_name="thief", max_age=max_age
-        )
-        assert thief is not None
         stalled.clear()  # the next commit finds the thief: b and c are dropped, then captured again
         again, checkpoint = k.next_record_with_checkpointer(timeout=10)
         assert again is not None and again.data == b"b"
@@ -466,13 +478,10 @@ def test_a_commit_that_fails_past_its_deadline_is_counted_as_retried_and_tried_a
     injected: list[float] = []
 
     def slow_failure(params: dict[str, Any], **_: Any) -> None:
-        on_the_clock = threading.current_thread().name == "kinsumer-commits"
-        if on_the_clock and "REMOVE" not in params["UpdateExpression"] and len(injected) < 2:
+        if is_clock_commit(params) and len(injected) < 2:
             injected.append(time.monotonic())
             time.sleep(FAST.commit_frequency * 1.5)  # past the round's deadline: no retry within the call
-            raise botocore.exceptions.ClientError(
-                {"Error": {"Code": "InternalServerError", "Message": "injected"}}, "UpdateItem"
-            )
+            raise injected_500()
 
     db.meta.events.register("provide-client-params.dynamodb.UpdateItem", slow_failure)
     put(kinesis, b"a", b"b")
