@@ -125,9 +125,7 @@ class Config:
     #: The timestamp for initial_position="AT_TIMESTAMP" (timezone-aware).
     initial_timestamp: dt.datetime | None = attrs.field(default=None, validator=_timestamp)
     #: The Limit of each GetRecords call.
-    max_records_per_call: int = attrs.field(
-        default=MAX_RECORDS_PER_CALL, validator=_integer(1, MAX_RECORDS_PER_CALL)
-    )
+    max_records_per_call: int = attrs.field(default=MAX_RECORDS_PER_CALL, validator=_integer(1, MAX_RECORDS_PER_CALL))
     #: How long a client that gives up a shard waits for delivered records to be checkpointed.
     handoff_timeout: float = attrs.field(default=10.0, converter=_as_float, validator=_seconds(0, inclusive=True))
     #: Receives counters and timings; the default does nothing.

@@ -21,6 +21,7 @@ __all__ = ["Stopped", "retry_call"]
 log = logging.getLogger("kinsumer.retry")
 T = TypeVar("T")
 
+
 class Stopped(Exception):
     """Raised by :func:`retry_call` when the caller asked to stop while retrying."""
 

@@ -24,7 +24,9 @@ if _missing:  # pragma: no cover - depends on the environment
 
 from pyspark.sql import SparkSession  # noqa: E402 - after the check above
 
-from .source import SCHEMA, KinsumerDataSource, SourceOptions  # noqa: E402
+from .options import SourceOptions  # noqa: E402
+from .rows import SCHEMA  # noqa: E402
+from .source import KinsumerDataSource  # noqa: E402
 
 __all__ = ["SCHEMA", "KinsumerDataSource", "SourceOptions", "local_session", "register"]
 

@@ -1,9 +1,11 @@
 """Where each shard of a micro-batch ended, kept in the application's metadata table.
 
 One item per batch (``Key = spark|<run>|<batch>``) holds a map ``Ends`` of shard -> end
-position. The driver creates the item when it plans the batch; an executor adds its
-shard's end with a conditional write, so the first recorded end of a (batch, shard) is
-final and every replay of that batch reads exactly the same records.
+position, a map ``Counts`` of shard -> records, and one attribute ``Stop|<shard>`` per shard
+saying why its read ended there (see :class:`~.offsets.Stop`). The driver creates the item
+when it plans the batch; an executor adds its shard's end with a conditional write, so the
+first recorded end of a (batch, shard) is final and every replay of that batch reads exactly
+the same records.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import botocore.exceptions
 
 from ..aws.error_codes import is_condition_failure
 from ..aws.tables import now_ms
+from .offsets import ShardEnd, Stop
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -45,16 +48,20 @@ class BatchEnds:
             if not is_condition_failure(exc):
                 raise
 
-    def record(self, batch: int, shard: str, end: str, count: int) -> bool:
+    def record(self, batch: int, shard: str, end: ShardEnd, count: int) -> bool:
         """Record where ``shard`` ended in ``batch``; False if an end was recorded already."""
         try:
             self._db.update_item(
                 TableName=self.table,
                 Key=self._key(batch),
-                UpdateExpression="SET #e.#s = :end, #c.#s = :count",
+                UpdateExpression="SET #e.#s = :end, #c.#s = :count, #stop = :stop",
                 ConditionExpression="attribute_exists(#e) AND attribute_not_exists(#e.#s)",
-                ExpressionAttributeNames={"#e": "Ends", "#c": "Counts", "#s": shard},
-                ExpressionAttributeValues={":end": {"S": end}, ":count": {"N": str(count)}},
+                ExpressionAttributeNames={"#e": "Ends", "#c": "Counts", "#s": shard, "#stop": f"Stop|{shard}"},
+                ExpressionAttributeValues={
+                    ":end": {"S": end.position},
+                    ":count": {"N": str(count)},
+                    ":stop": {"S": end.stop.value},
+                },
             )
         except botocore.exceptions.ClientError as exc:
             if is_condition_failure(exc):
@@ -62,10 +69,13 @@ class BatchEnds:
             raise
         return True
 
-    def ends(self, batch: int) -> dict[str, str]:
+    def ends(self, batch: int) -> dict[str, ShardEnd]:
         """Every recorded end of ``batch``, by shard."""
         item = self._db.get_item(TableName=self.table, Key=self._key(batch), ConsistentRead=True).get("Item", {})
-        return {shard: value["S"] for shard, value in item.get("Ends", {}).get("M", {}).items()}
+        return {
+            shard: ShardEnd(value["S"], Stop(item.get(f"Stop|{shard}", {}).get("S", Stop.MORE.value)))
+            for shard, value in item.get("Ends", {}).get("M", {}).items()
+        }
 
     def counts(self, batch: int) -> dict[str, int]:
         item = self._db.get_item(TableName=self.table, Key=self._key(batch), ConsistentRead=True).get("Item", {})

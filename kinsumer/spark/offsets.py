@@ -13,6 +13,7 @@ for a recorded end only, ``SHARD_END``.
 from __future__ import annotations
 
 import datetime as dt
+import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +27,8 @@ __all__ = [
     "SHARD_END",
     "TRIM_HORIZON",
     "BatchOffset",
+    "ShardEnd",
+    "Stop",
     "after",
     "after_record",
     "at_timestamp",
@@ -36,6 +39,22 @@ __all__ = [
 
 TRIM_HORIZON = "TRIM_HORIZON"
 SHARD_END = "SHARD_END"
+
+
+class Stop(enum.Enum):
+    """Why a shard's read in a batch ended where it did (SHARD_END aside)."""
+
+    MORE = "more"  # at the batch's limit or time budget: the shard has more
+    TIP = "tip"  # at the tip of the stream: nothing more until new records come
+    TARGET = "target"  # at the batch's ``until`` cut (Trigger.AvailableNow): nothing more for this query run
+
+
+@attrs.frozen
+class ShardEnd:
+    """Where one shard's read in one batch ended, and why."""
+
+    position: str
+    stop: Stop = Stop.MORE  # ends recorded before stops were recorded: assume more
 
 
 def after(sequence_number: str, sub_sequence: int | None = None) -> str:
@@ -92,7 +111,10 @@ class BatchOffset:
     """Batch ``batch`` of run ``run`` starts each shard of ``shards`` at its position.
 
     ``done`` lists the shards read to their end that ListShards still returns (so they are
-    not picked up again); ``initial`` is where newly consumable shards start.
+    not picked up again); ``initial`` is where newly consumable shards start. ``unread``
+    names the shards the batch does not read, with what is known of them (a :class:`Stop`
+    value); ``until`` is the Trigger.AvailableNow cut (epoch ms): records that arrived at
+    or after it are left for the next query run.
     """
 
     run: str
@@ -101,9 +123,16 @@ class BatchOffset:
     shards: Mapping[str, str] = attrs.field(factory=dict)
     done: tuple[str, ...] = ()
     limit: int = 0  # records per shard in this batch; 0: no limit
+    unread: Mapping[str, str] = attrs.field(factory=dict)
+    until: int | None = None
+
+    @property
+    def read(self) -> list[str]:
+        """The shards this batch reads, in order."""
+        return [shard for shard in sorted(self.shards) if shard not in self.unread]
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "batch": self.batch,
             "done": sorted(self.done),
             "initial": self.initial,
@@ -111,6 +140,11 @@ class BatchOffset:
             "run": self.run,
             "shards": {shard: self.shards[shard] for shard in sorted(self.shards)},
         }
+        if self.unread:  # only when set, so offsets written before these fields read back the same
+            data["unread"] = {shard: self.unread[shard] for shard in sorted(self.unread)}
+        if self.until is not None:
+            data["until"] = self.until
+        return dict(sorted(data.items()))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BatchOffset:
@@ -121,10 +155,12 @@ class BatchOffset:
             shards=dict(data.get("shards", {})),
             done=tuple(data.get("done", ())),
             limit=int(data.get("limit", 0)),
+            unread=dict(data.get("unread", {})),
+            until=None if data.get("until") is None else int(data["until"]),
         )
 
 
-def next_offset(start: BatchOffset, ends: Mapping[str, str], listing: Iterable[ShardInfo]) -> BatchOffset:
+def next_offset(start: BatchOffset, ends: Mapping[str, ShardEnd], listing: Iterable[ShardInfo]) -> BatchOffset:
     """The offset of the batch after ``start``, given where its shards ended.
 
     A shard without a recorded end starts where it started (it produced nothing). A shard
@@ -135,7 +171,8 @@ def next_offset(start: BatchOffset, ends: Mapping[str, str], listing: Iterable[S
     listed = {s.shard_id for s in listing}
     positions = dict(start.shards)
     done = set(start.done)
-    for shard, end in ends.items():
+    for shard, shard_end in ends.items():
+        end = shard_end.position
         if shard not in positions:
             continue
         if end == SHARD_END:
@@ -146,4 +183,4 @@ def next_offset(start: BatchOffset, ends: Mapping[str, str], listing: Iterable[S
     done &= listed  # a shard trimmed from the stream needs no remembering
     for shard in consumable_frontier(listing, done):
         positions.setdefault(shard, start.initial)
-    return attrs.evolve(start, batch=start.batch + 1, shards=positions, done=tuple(sorted(done)))
+    return attrs.evolve(start, batch=start.batch + 1, shards=positions, done=tuple(sorted(done)), unread={})

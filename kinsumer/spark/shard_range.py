@@ -1,7 +1,8 @@
 """Reading one shard's part of a micro-batch, on an executor. No Spark here.
 
 Live (first attempt): read from the start position up to ``limit`` records, the end of
-the shard, or the tip of the stream; record where it ended; then hand the records over.
+the shard, the tip of the stream or the batch's ``until`` cut; record where it ended and
+why; then hand the records over.
 Recording *before* handing over means any later failure (the sink, the task, the driver)
 replays exactly the recorded range. Replay: read from the start up to the recorded end.
 """
@@ -18,7 +19,8 @@ from ..reading.polling import PollingReader
 from ..reading.reader import MAX_RECORDS_PER_CALL, ApiRecord
 from ..stats import StatReceiver
 from .batch_ends import BatchEnds
-from .offsets import SHARD_END, after_record, end_index, to_start_position
+from .cut import before_cut
+from .offsets import SHARD_END, ShardEnd, Stop, after_record, end_index, to_start_position
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -39,6 +41,7 @@ class ShardRange:
     limit: int  # records; 0: until the tip of the stream
     time_budget: float  # seconds of reading at most, on a live read
     closed: bool = False  # the shard is closed: read to its end, not just to an empty page
+    until: int | None = None  # epoch ms: records that arrived at or after it are not this query run's
 
 
 def read_shard_range(
@@ -57,9 +60,9 @@ def read_shard_range(
                 f"batch {part.batch} of {part.shard} has no item in {ends.table}: it was never planned "
                 "(or was deleted); the driver plans every batch before its tasks run"
             )
-    if recorded == part.start:
+    if recorded.position == part.start:
         return []
-    return _RangeReader(kinesis, part, stats).replay(recorded)
+    return _RangeReader(kinesis, part, stats).replay(recorded.position)
 
 
 class _RangeReader:
@@ -70,8 +73,8 @@ class _RangeReader:
         self._reader = PollingReader(kinesis, part.stream, part.shard, to_start_position(part.start), stats=stats)
         self.records: list[ApiRecord] = []
 
-    def live(self) -> tuple[list[ApiRecord], str]:
-        """Up to the limit, the end of the shard, the tip of an open shard or the time budget.
+    def live(self) -> tuple[list[ApiRecord], ShardEnd]:
+        """Up to the limit, the end of the shard, the cut, the tip of an open shard or the time budget.
 
         The limit counts user records: a batch may end inside a KPL aggregate, and the next
         one starts with the aggregate's following user record.
@@ -81,15 +84,27 @@ class _RangeReader:
         while True:
             want = min(MAX_RECORDS_PER_CALL, part.limit - len(records)) if part.limit else MAX_RECORDS_PER_CALL
             page = self._reader.next_page(want)
-            room = part.limit - len(records) if part.limit else len(page.raw)
-            records.extend(page.raw[:room])
-            if page.end_of_shard and room >= len(page.raw):
-                return records, SHARD_END
+            raw, cut = before_cut(page.raw, part.until)
+            room = part.limit - len(records) if part.limit else len(raw)
+            records.extend(raw[:room])
+            if room < len(raw):
+                return records, self._end(Stop.MORE)
+            if cut:
+                return records, self._end(Stop.TARGET)
+            if page.end_of_shard:
+                return records, ShardEnd(SHARD_END)
+            if part.limit and len(records) >= part.limit:
+                return records, self._end(Stop.MORE)
             # an open shard is done at the tip; a closed one only at its end
             behind = page.millis_behind_latest
-            at_tip = not part.closed and (behind == 0 or (behind is None and not page.raw))
-            if (part.limit and len(records) >= part.limit) or at_tip or time.monotonic() >= deadline:
-                return records, after_record(records[-1]) if records else part.start
+            if not part.closed and (behind == 0 or (behind is None and not raw)):
+                return records, self._end(Stop.TIP if part.until is None else Stop.TARGET)
+            if time.monotonic() >= deadline:
+                return records, self._end(Stop.MORE)
+
+    def _end(self, stop: Stop) -> ShardEnd:
+        records = self.records
+        return ShardEnd(after_record(records[-1]) if records else self._part.start, stop)
 
     def replay(self, stop_at: str) -> list[ApiRecord]:
         """Exactly the records up to the recorded end ``stop_at``."""

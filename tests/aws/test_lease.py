@@ -72,9 +72,7 @@ def test_finish_marks_the_row(lease: ShardLease, db: Any, tables: Tables) -> Non
     assert lease.state is LeaseState.FINISHED and row(db, tables).finished
 
 
-def test_a_live_owner_keeps_the_shard(
-    lease: ShardLease, kinesis: Any, db: Any, tables: Tables
-) -> None:
+def test_a_live_owner_keeps_the_shard(lease: ShardLease, kinesis: Any, db: Any, tables: Tables) -> None:
     other = ShardLease(runtime(kinesis, db, tables, "other"), SHARD)
     assert other.try_capture(call) is not None
     assert lease.try_capture(call) is None and lease.state is LeaseState.UNCLAIMED

@@ -67,9 +67,7 @@ def test_each_start_position_reads_from_where_it_says(kinesis: Any, stream: str)
     assert read_all(future, pages=1) == []
 
 
-def test_a_position_inside_an_aggregate_starts_at_its_record_and_skips_what_is_done(
-    kinesis: Any, stream: str
-) -> None:
+def test_a_position_inside_an_aggregate_starts_at_its_record_and_skips_what_is_done(kinesis: Any, stream: str) -> None:
     seqs = put(kinesis, b"a", b"b", b"c")
     calls = iterator_calls(kinesis)
     inside = StartPosition.after(seqs[1], sub_sequence=0)  # user record 0 of record b is done

@@ -9,12 +9,11 @@ import pytest
 pytest.importorskip("pyspark")
 
 from demo.aggregation import aggregated_entries
-from kinsumer import ConfigError, ReplayError
+from kinsumer import ReplayError
 from kinsumer.aws.tables import create_table
 from kinsumer.spark.batch_ends import BatchEnds
-from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, after
+from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, ShardEnd, Stop, after
 from kinsumer.spark.shard_range import ShardRange, read_shard_range
-from kinsumer.spark.source import SourceOptions
 
 SHARD = "shardId-000000000000"
 
@@ -30,8 +29,8 @@ def put(kinesis: Any, n: int, start: int = 0) -> None:
         kinesis.put_record(StreamName="s", Data=str(i).encode(), PartitionKey="k")
 
 
-def part(batch: int, start: str = TRIM_HORIZON, limit: int = 10) -> ShardRange:
-    return ShardRange("s", SHARD, batch, start, limit, time_budget=5.0)
+def part(batch: int, start: str = TRIM_HORIZON, limit: int = 10, until: int | None = None) -> ShardRange:
+    return ShardRange("s", SHARD, batch, start, limit, time_budget=5.0, until=until)
 
 
 def test_a_live_read_records_its_end_and_a_replay_reads_the_same_records(kinesis: Any, ends: BatchEnds) -> None:
@@ -40,7 +39,7 @@ def test_a_live_read_records_its_end_and_a_replay_reads_the_same_records(kinesis
     ends.plan(0)
     first = read_shard_range(kinesis, ends, part(0))
     assert [r["Data"] for r in first] == [str(i).encode() for i in range(10)]
-    assert ends.ends(0) == {SHARD: after(first[-1]["SequenceNumber"])}
+    assert ends.ends(0) == {SHARD: ShardEnd(after(first[-1]["SequenceNumber"]), Stop.MORE)}
     put(kinesis, 5, start=15)  # more data now: a live re-read would differ
     ends.plan(0)  # planning the batch again (a replay) keeps what was recorded
     again = read_shard_range(kinesis, ends, part(0, limit=100))
@@ -57,49 +56,21 @@ def test_the_tip_of_the_stream_ends_a_live_read_and_an_empty_read_records_its_st
     ends.plan(0)
     assert len(read_shard_range(kinesis, ends, part(0, limit=100))) == 3
     start = ends.ends(0)[SHARD]
+    assert start.stop is Stop.TIP
     ends.plan(1)
-    assert read_shard_range(kinesis, ends, part(1, start=start)) == []
+    assert read_shard_range(kinesis, ends, part(1, start=start.position)) == []
     assert ends.ends(1) == {SHARD: start}
 
 
 def test_the_first_recorded_end_wins(ends: BatchEnds) -> None:
     ends.plan(4)
-    assert ends.record(4, SHARD, after("10"), 3)
-    assert not ends.record(4, SHARD, after("99"), 50)
-    assert ends.ends(4) == {SHARD: after("10")}
+    assert ends.record(4, SHARD, ShardEnd(after("10"), Stop.TIP), 3)
+    assert not ends.record(4, SHARD, ShardEnd(after("99")), 50)
+    assert ends.ends(4) == {SHARD: ShardEnd(after("10"), Stop.TIP)}
     assert ends.counts(4) == {SHARD: 3}
-    assert ends.record(4, "other", SHARD_END, 0)
+    assert ends.record(4, "other", ShardEnd(SHARD_END), 0)
     ends.forget(4)
     assert ends.ends(4) == {}
-
-
-@pytest.mark.parametrize(
-    ("options", "name"),
-    [
-        ({}, "option streamName"),
-        ({"streamName": "s", "initialPosition": "EARLIEST"}, "option initialPosition"),
-        ({"streamName": "s", "initialPosition": "AT_TIMESTAMP"}, "option atTimestamp"),
-        ({"streamName": "s", "initialPosition": "AT_TIMESTAMP", "atTimestamp": "yesterday"}, "option atTimestamp"),
-        ({"streamName": "s", "maxRecordsPerShard": "0"}, "option maxRecordsPerShard"),
-        ({"streamName": "s", "maxRecordsPerShard": "many"}, "option maxRecordsPerShard"),
-        ({"streamName": "s", "idleBatchInterval": "-1"}, "option idleBatchInterval"),
-    ],
-)
-def test_bad_options_name_the_option(options: dict[str, str], name: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        SourceOptions.from_options(options)
-    assert info.value.field == name
-
-
-def test_options_arrive_lower_cased_and_have_defaults() -> None:
-    opts = SourceOptions.from_options(
-        {"streamname": "clicks", "initialposition": "at_timestamp", "attimestamp": "2026-01-02T03:04:05"}
-    )
-    assert opts.stream == "clicks"
-    assert opts.initial_position == "AT_TIMESTAMP"
-    assert opts.at_timestamp is not None and opts.at_timestamp.tzinfo is not None
-    assert opts.table == "kinsumer-spark-clicks_metadata"
-    assert opts.max_records_per_shard == 10_000
 
 
 def test_a_batch_that_ends_inside_an_aggregate_replays_it_and_the_next_batch_goes_on_from_there(
@@ -112,7 +83,7 @@ def test_a_batch_that_ends_inside_an_aggregate_replays_it_and_the_next_batch_goe
     ends.plan(0)
     first = read_shard_range(kinesis, ends, part(0, limit=3))  # maxRecordsPerShard counts user records
     assert [(r["Data"], r["SubSequenceNumber"]) for r in first] == [(b"a0", 0), (b"a1", 1), (b"a2", 2)]
-    assert ends.ends(0) == {SHARD: after(aggregate_seq, 2)}
+    assert ends.ends(0) == {SHARD: ShardEnd(after(aggregate_seq, 2), Stop.MORE)}
     again = read_shard_range(kinesis, ends, part(0, limit=3))  # a replay: the same user records
     assert again == first
     ends.plan(1)
@@ -127,5 +98,5 @@ def test_an_end_recorded_before_deaggregation_replays_the_whole_aggregate(kinesi
     aggregate_seq = kinesis.put_record(StreamName="s", **entry)["SequenceNumber"]
     put(kinesis, 1, start=7)
     ends.plan(0)
-    assert ends.record(0, SHARD, after(aggregate_seq), 1)  # as the source recorded it before
+    assert ends.record(0, SHARD, ShardEnd(after(aggregate_seq)), 1)  # as the source recorded it before
     assert [r["Data"] for r in read_shard_range(kinesis, ends, part(0))] == [b"a0", b"a1", b"a2", b"a3"]

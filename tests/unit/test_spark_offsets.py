@@ -15,6 +15,8 @@ from kinsumer.spark.offsets import (
     SHARD_END,
     TRIM_HORIZON,
     BatchOffset,
+    ShardEnd,
+    Stop,
     after,
     end_index,
     next_offset,
@@ -26,10 +28,17 @@ pytest.importorskip("pyspark")  # the package kinsumer.spark imports it
 
 
 def test_json_is_canonical_so_spark_compares_offsets_correctly() -> None:
-    a = BatchOffset("r", 3, TRIM_HORIZON, {"s2": "AFTER:9", "s1": "AFTER:5"}, ("s0",))
-    b = BatchOffset("r", 3, TRIM_HORIZON, {"s1": "AFTER:5", "s2": "AFTER:9"}, ("s0",))
+    a = BatchOffset("r", 3, TRIM_HORIZON, {"s2": "AFTER:9", "s1": "AFTER:5"}, ("s0",), unread={"s2": "tip"}, until=7)
+    b = BatchOffset("r", 3, TRIM_HORIZON, {"s1": "AFTER:5", "s2": "AFTER:9"}, ("s0",), unread={"s2": "tip"}, until=7)
     assert json.dumps(a.to_json()) == json.dumps(b.to_json())
+    assert list(a.to_json()) == sorted(a.to_json())
     assert BatchOffset.from_json(json.loads(json.dumps(a.to_json()))) == b
+
+
+def test_an_offset_written_before_unread_and_until_existed_reads_back_as_the_same_json() -> None:
+    old = {"batch": 2, "done": [], "initial": TRIM_HORIZON, "limit": 5, "run": "r", "shards": {"s0": "AFTER:1"}}
+    assert BatchOffset.from_json(old).to_json() == old
+    assert Stop("more") is Stop.MORE and ShardEnd("AFTER:1").stop is Stop.MORE  # ends recorded before stops
 
 
 def test_first_batch_starts_the_frontier_at_the_initial_position() -> None:
@@ -42,9 +51,9 @@ def test_first_batch_starts_the_frontier_at_the_initial_position() -> None:
 def test_ends_become_starts_and_children_wait_for_shard_end() -> None:
     listing = [ShardInfo("s0", closed=True), ShardInfo("s1", parent_shard_id="s0"), ShardInfo("s2")]
     b0 = next_offset(BatchOffset("r", -1, TRIM_HORIZON), {}, listing)
-    b1 = next_offset(b0, {"s0": after("7"), "s2": after("3")}, listing)
+    b1 = next_offset(b0, {"s0": ShardEnd(after("7")), "s2": ShardEnd(after("3"))}, listing)
     assert dict(b1.shards) == {"s0": "AFTER:7", "s2": "AFTER:3"}
-    b2 = next_offset(b1, {"s0": SHARD_END}, listing)  # s2 read nothing: stays
+    b2 = next_offset(b1, {"s0": ShardEnd(SHARD_END)}, listing)  # s2 read nothing: stays
     assert dict(b2.shards) == {"s1": TRIM_HORIZON, "s2": "AFTER:3"}
     assert b2.done == ("s0",)
     trimmed = [s for s in listing if s.shard_id != "s0"]
@@ -63,10 +72,10 @@ def test_a_child_is_never_read_before_all_its_parents_reached_shard_end(
         ends = {}
         for shard in offset.shards:
             if by_id[shard].closed and data.draw(st.booleans()):
-                ends[shard] = SHARD_END
+                ends[shard] = ShardEnd(SHARD_END)
             elif data.draw(st.booleans()):
-                ends[shard] = after(str(data.draw(st.integers(1, 10**6))))
-        finished |= {s for s, e in ends.items() if e == SHARD_END}
+                ends[shard] = ShardEnd(after(str(data.draw(st.integers(1, 10**6)))))
+        finished |= {s for s, e in ends.items() if e.position == SHARD_END}
         offset = next_offset(offset, ends, listing)
         for shard in offset.shards:
             assert shard not in finished

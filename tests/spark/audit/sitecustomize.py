@@ -1,6 +1,7 @@
 """Loaded by every Python process Spark starts for the tests (PYTHONPATH): logs each AWS call.
 
-One line per call to $KINSUMER_TEST_CALL_LOG: ``pid operation parent-command``, so a test
+One line per call to $KINSUMER_TEST_CALL_LOG: ``pid operation parent-command limit`` (the
+``Limit`` parameter of a GetRecords call, else ``-``), so a test
 can tell the driver's Python processes from the executors' workers (children of
 pyspark.daemon).
 """
@@ -21,7 +22,8 @@ if _LOG:
         except OSError:
             parent = "?"
         with open(_LOG, "a") as f:
-            f.write(f"{os.getpid()} {operation_name} {parent.replace(' ', '_')}\n")
+            limit = api_params.get("Limit", "-") if operation_name == "GetRecords" else "-"
+            f.write(f"{os.getpid()} {operation_name} {parent.replace(' ', '_')} {limit}\n")
         return _original(self, operation_name, api_params)
 
     botocore.client.BaseClient._make_api_call = _logged

@@ -1,0 +1,72 @@
+"""``spark.read.format("kinsumer")``: a bounded read of what the stream holds now.
+
+For backfills and notebooks. When the read is planned, the driver takes the time as the cut;
+each shard (one partition each, closed shards included) is read on an executor from the
+starting position up to the first record that arrived at or after the cut, or its end, or
+the tip of the stream. Page by page, so an executor holds one page at a time. No ledger: a
+retried task reads the same records again (unless retention trimmed some meanwhile).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from ..aws.kinesis import list_shards, stream_exists
+from ..errors import ConfigError, StreamNotFound
+from ..reading.polling import PollingReader
+from ..reading.position import StartPosition
+from .clients import clients
+from .cut import before_cut
+from .options import SourceOptions
+from .rows import arrow_batch
+
+__all__ = ["KinsumerBatchReader"]
+
+
+class ShardSlice(InputPartition):
+    """One shard, read up to ``until`` (epoch ms)."""
+
+    def __init__(self, index: int, shard: str, until: int, closed: bool) -> None:
+        super().__init__(index)
+        self.shard = shard
+        self.until = until
+        self.closed = closed  # read to its end, not just to an empty page
+
+
+class KinsumerBatchReader(DataSourceReader):
+    """Reads every shard of the stream, each up to the time the read was planned."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        if options.initial_position == "LATEST":
+            rule = "LATEST reads nothing in a batch read: use TRIM_HORIZON or AT_TIMESTAMP"
+            raise ConfigError("option startingPosition", rule, "LATEST")
+        self._options = options
+
+    def partitions(self) -> list[ShardSlice]:
+        kinesis = clients(self._options)[0]
+        if not stream_exists(kinesis, self._options.stream):
+            raise StreamNotFound(self._options.stream)
+        until = int(time.time() * 1000)
+        shards = sorted(list_shards(kinesis, self._options.stream), key=lambda s: s.shard_id)
+        return [ShardSlice(i, shard.shard_id, until, shard.closed) for i, shard in enumerate(shards)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, ShardSlice)
+        opts = self._options
+        start = StartPosition.trim_horizon()
+        if opts.at_timestamp is not None:
+            start = StartPosition.at_timestamp(opts.at_timestamp)
+        reader = PollingReader(clients(opts)[0], opts.stream, partition.shard, start)
+        while True:
+            page = reader.next_page()
+            raw, cut = before_cut(page.raw, partition.until)
+            if raw:
+                yield arrow_batch(raw, opts.stream, partition.shard)
+            behind = page.millis_behind_latest
+            at_tip = not partition.closed and (behind == 0 or (behind is None and not page.raw))
+            if cut or page.end_of_shard or at_tip:
+                return

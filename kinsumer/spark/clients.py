@@ -1,0 +1,27 @@
+"""The AWS clients of a Spark process: made once per process and options."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import boto3
+
+from ..aws import records_parser
+from .options import SourceOptions
+
+__all__ = ["clients"]
+
+
+@functools.lru_cache(maxsize=16)
+def clients(options: SourceOptions) -> tuple[Any, Any]:
+    """Kinesis and DynamoDB clients, made once per process (boto3 clients do not pickle).
+
+    Credentials come from the standard AWS chain of the process: on executors, set them with
+    ``spark.executorEnv.*`` or give the hosts an instance role.
+    """
+    session = boto3.Session(region_name=options.region)
+    kinesis = session.client("kinesis", endpoint_url=options.endpoint_url)
+    records_parser.install(kinesis)
+    dynamodb = session.client("dynamodb", endpoint_url=options.dynamodb_endpoint_url)
+    return kinesis, dynamodb

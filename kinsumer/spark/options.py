@@ -1,0 +1,179 @@
+"""The options of the Spark source: names, aliases, checks. Pure, no Spark, no I/O.
+
+Spark hands option keys over lower-cased. Every key must be one of ours or an alias that
+AWS's spark-sql-kinesis-connector uses for the same thing (``kinesis.streamName``,
+``kinesis.endpointUrl``, ...); anything else is an error that names the valid options, so a
+misspelled limit or endpoint never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+from collections.abc import Mapping
+
+import attrs
+
+from ..aws.tables import Tables
+from ..errors import ConfigError
+
+__all__ = ["BATCH_ONLY_IGNORED", "OPTIONS", "SourceOptions"]
+
+#: Our option names (as documented) and what each is for.
+OPTIONS: dict[str, str] = {
+    "streamName": "the Kinesis stream (required)",
+    "region": "the AWS region (default: the standard AWS chain)",
+    "endpointUrl": "the Kinesis endpoint",
+    "dynamodbEndpointUrl": "the DynamoDB endpoint of the batch ledger",
+    "applicationName": "names the ledger table <applicationName>_metadata (default kinsumer-spark-<stream>)",
+    "startingPosition": "TRIM_HORIZON (default), EARLIEST (the same), LATEST, or AT_TIMESTAMP <ISO 8601 time>",
+    "initialPosition": "the same as startingPosition",
+    "atTimestamp": "the time (ISO 8601) of startingPosition AT_TIMESTAMP",
+    "maxRecordsPerShard": "records read from one shard in one micro-batch at most (default 10000)",
+    "maxRecordsPerTrigger": "records in one micro-batch at most, over all shards (default: no total)",
+    "readTimeBudget": "seconds one shard's read in a micro-batch may take (default 10)",
+    "idleBatchInterval": "seconds between checks of a shard that was at the tip of the stream (default 1)",
+}
+
+#: spark-sql-kinesis-connector's names for the same options.
+_ALIASES = {
+    "kinesis.streamName": "streamName",
+    "kinesis.region": "region",
+    "kinesis.endpointUrl": "endpointUrl",
+    "kinesis.startingPosition": "startingPosition",
+    "kinesis.maxFetchRecordsPerShard": "maxRecordsPerShard",
+    "kinesis.maxFetchTimePerShardSec": "readTimeBudget",
+}
+
+#: spark-sql-kinesis-connector options we know of and do not take, with what to do instead.
+_NOT_TAKEN = {
+    "kinesis.awsAccessKeyId": "credentials come from the standard AWS chain (environment, profile, instance role)",
+    "kinesis.awsSecretKey": "credentials come from the standard AWS chain (environment, profile, instance role)",
+    "kinesis.sessionToken": "credentials come from the standard AWS chain (environment, profile, instance role)",
+    "kinesis.stsRoleArn": "assume the role through the standard AWS chain (AWS_ROLE_ARN, a profile's role_arn)",
+    "kinesis.consumerType": "the source reads with GetRecords",
+    "kinesis.consumerName": "the source reads with GetRecords",
+    "kinesis.metadataPath": "the batch ledger is the DynamoDB table <applicationName>_metadata",
+    "kinesis.metadataCommitterType": "the batch ledger is the DynamoDB table <applicationName>_metadata",
+    "kinesis.dynamodb.tableName": "set applicationName: the ledger table is <applicationName>_metadata",
+}
+
+#: Options a batch read (``spark.read``) has no use for: it reads everything up to now, once.
+BATCH_ONLY_IGNORED = ("maxRecordsPerTrigger", "idleBatchInterval", "dynamodbEndpointUrl", "applicationName")
+
+_POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
+
+
+def _canonical(options: Mapping[str, str]) -> dict[str, str]:
+    """Our names for the given options; an error for an unknown option or two values for one."""
+    ours = {name.lower(): name for name in OPTIONS}
+    aliases = {alias.lower(): name for alias, name in _ALIASES.items()}
+    not_taken = {name.lower(): (name, why) for name, why in _NOT_TAKEN.items()}
+    found: dict[str, tuple[str, str]] = {}  # our name -> (key as given, value)
+    for key, value in options.items():
+        low = key.lower()
+        if low in not_taken:
+            given, why = not_taken[low]
+            rule = f"is spark-sql-kinesis-connector's and not taken here: {why}"
+            raise ConfigError(f"option {given}", rule, "(not shown)")  # it may be a secret
+        name = ours.get(low) or aliases.get(low)
+        if name is None:
+            close = difflib.get_close_matches(low, [*ours, *aliases], n=1, cutoff=0.75)
+            hint = f"did you mean {ours.get(close[0]) or _alias_name(close[0])}? " if close else ""
+            raise ConfigError(f"option {key}", f"is unknown: {hint}valid options are {', '.join(OPTIONS)}", value)
+        if name == "initialPosition":
+            name = "startingPosition"
+        if name in found and found[name][1] != value:
+            twice = f"is given twice ({found[name][0]} and {key}) with different values"
+            raise ConfigError(f"option {name}", twice, value)
+        found[name] = (key, value)
+    return {name: value for name, (_, value) in found.items()}
+
+
+def _alias_name(lowered: str) -> str:
+    return next(alias for alias in _ALIASES if alias.lower() == lowered)
+
+
+def _number(name: str, raw: str | None, default: float, *, whole: bool = False, minimum: float = 0) -> float:
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"option {name}", "must be a number", raw) from None
+    if whole and value != int(value):
+        raise ConfigError(f"option {name}", "must be a whole number", raw)
+    if value < minimum:
+        raise ConfigError(f"option {name}", f"must be >= {minimum:g}", raw)
+    return value
+
+
+def _starting_position(raw: str | None, at: str | None) -> tuple[str, dt.datetime | None]:
+    text = (raw or "TRIM_HORIZON").strip()
+    kind, _, when_text = text.partition(" ")
+    kind = "TRIM_HORIZON" if kind.upper() == "EARLIEST" else kind.upper()
+    if kind not in _POSITIONS:
+        raise ConfigError("option startingPosition", "must be TRIM_HORIZON, EARLIEST, LATEST or AT_TIMESTAMP", raw)
+    if kind != "AT_TIMESTAMP":
+        if when_text or at:
+            raise ConfigError("option atTimestamp", "is only for startingPosition AT_TIMESTAMP", at or raw)
+        return kind, None
+    if when_text and at and when_text.strip() != at.strip():
+        raise ConfigError("option atTimestamp", "differs from the time in startingPosition", at)
+    value = (when_text or at or "").strip()
+    try:
+        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+    except ValueError:
+        raise ConfigError("option atTimestamp", "must be an ISO 8601 time with AT_TIMESTAMP", value) from None
+    return kind, when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+@attrs.frozen
+class SourceOptions:
+    """The source's options, checked."""
+
+    stream: str
+    region: str | None = None
+    endpoint_url: str | None = None
+    dynamodb_endpoint_url: str | None = None
+    initial_position: str = "TRIM_HORIZON"
+    at_timestamp: dt.datetime | None = None
+    max_records_per_shard: int = 10_000
+    max_records_per_trigger: int | None = None
+    application_name: str = ""
+    idle_batch_interval: float = 1.0
+    read_time_budget: float = 10.0
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
+        """Check ``options`` (any case, aliases allowed); ``batch`` for ``spark.read``."""
+        get = _canonical(options).get
+        if batch:
+            for name in BATCH_ONLY_IGNORED:
+                if get(name) is not None:
+                    raise ConfigError(f"option {name}", "is for streaming reads: a batch read ignores it", get(name))
+        stream = get("streamName")
+        if not stream:
+            raise ConfigError("option streamName", "is required", stream)
+        position, when = _starting_position(get("startingPosition"), get("atTimestamp"))
+        per_shard = _number("maxRecordsPerShard", get("maxRecordsPerShard"), 10_000, whole=True, minimum=1)
+        per_trigger = get("maxRecordsPerTrigger")
+        total = None if per_trigger is None else _number("maxRecordsPerTrigger", per_trigger, 0, whole=True, minimum=1)
+        return cls(
+            stream=stream,
+            region=get("region"),
+            endpoint_url=get("endpointUrl"),
+            dynamodb_endpoint_url=get("dynamodbEndpointUrl"),
+            initial_position=position,
+            at_timestamp=when,
+            max_records_per_shard=int(per_shard),
+            max_records_per_trigger=None if total is None else int(total),
+            application_name=get("applicationName") or f"kinsumer-spark-{stream}",
+            idle_batch_interval=_number("idleBatchInterval", get("idleBatchInterval"), 1.0),
+            read_time_budget=_number("readTimeBudget", get("readTimeBudget"), 10.0),
+        )
+
+    @property
+    def table(self) -> str:
+        """The DynamoDB table of the batch ledger."""
+        return Tables.for_application(self.application_name).metadata

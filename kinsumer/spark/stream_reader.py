@@ -1,0 +1,176 @@
+"""``spark.readStream.format("kinsumer")``: plans micro-batches on the driver, reads shards on the executors.
+
+Driver: ``initialOffset`` / ``latestOffset`` / ``partitions`` list shards, read the batch
+ledger and probe idle shards (:mod:`.probe`); they never read the records a batch holds.
+Executors: ``read`` reads one shard's share of a batch (:mod:`.shard_range`). One input
+partition per shard that a batch reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
+from ..aws.kinesis import list_shards, stream_exists
+from ..aws.tables import create_table
+from ..errors import StreamNotFound
+from ..reading.frontier import ShardInfo
+from .batch_ends import BatchEnds
+from .clients import clients
+from .offsets import TRIM_HORIZON, BatchOffset, ShardEnd, at_timestamp
+from .options import SourceOptions
+from .planning import Limits, plan_next, shards_to_probe
+from .probe import Prober
+from .rows import arrow_batch
+from .shard_range import ShardRange, read_shard_range
+
+try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # pragma: no cover - pyspark 4.0 / 4.1: one batch for availableNow, no read limits
+    ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc]
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
+
+__all__ = ["KinsumerStreamReader", "ShardPartition"]
+
+_LISTING_TTL = 1.0  # seconds a ListShards answer is reused by the driver
+_KEPT_BATCHES = 2  # ledger items kept for batches before the newest (a restart replays the newest)
+
+
+class ShardPartition(InputPartition):
+    """One shard of one batch (pickled to an executor)."""
+
+    def __init__(self, index: int, run: str, shard_range: ShardRange) -> None:
+        super().__init__(index)
+        self.run = run
+        self.shard_range = shard_range
+
+
+class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans micro-batches on the driver and reads shards on the executors."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        initial = TRIM_HORIZON
+        if options.initial_position == "LATEST":  # pinned now, so a replay means the same records
+            initial = at_timestamp(dt.datetime.now(dt.UTC))
+        elif options.at_timestamp is not None:
+            initial = at_timestamp(options.at_timestamp)
+        self._initial = initial
+        self._run = uuid.uuid4().hex
+        self._last: BatchOffset | None = None  # pyspark < 4.2 calls latestOffset() without a start
+        self._listing: tuple[float, list[ShardInfo]] = (-_LISTING_TTL, [])
+        self._ends: tuple[int, dict[str, ShardEnd]] = (-1, {})
+        self._until: int | None = None  # Trigger.AvailableNow: the cut, epoch ms
+        self._prober: Prober | None = None
+
+    # ----------------------------------------------------------------- driver
+
+    def initialOffset(self) -> dict[str, Any]:
+        kinesis, dynamodb = clients(self._options)
+        if not stream_exists(kinesis, self._options.stream):  # before making a table for it
+            raise StreamNotFound(self._options.stream)
+        create_table(dynamodb, self._options.table, "Key")
+        return BatchOffset(run=self._run, batch=-1, initial=self._initial).to_json()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: read what arrived before now, in as many batches as the limits need."""
+        self._until = int(time.time() * 1000)
+
+    def getDefaultReadLimit(self) -> Any:
+        total = self._options.max_records_per_trigger
+        return ReadMaxRows(total) if total is not None else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
+        current = BatchOffset.from_json(start) if start is not None else self._last
+        if current is None:
+            current = BatchOffset.from_json(self.initialOffset())
+        ends = self._recorded_ends(current)
+        listing = self._list_shards()
+        probed = {}
+        idle = shards_to_probe(current, ends, self._until)
+        if idle:
+            probed = self._probe(idle)
+        following = plan_next(current, ends, listing, probed, self._limits(limit), self._until)
+        if following is None:  # nothing new: no batch
+            return start if start is not None else current.to_json()
+        self._batch_ends(current.run).forget(current.batch - _KEPT_BATCHES)
+        self._last = following
+        return following.to_json()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[ShardPartition]:
+        batch = BatchOffset.from_json(end)
+        self._last = batch
+        if start == end or batch.batch < 0:
+            return []
+        self._batch_ends(batch.run).plan(batch.batch)
+        opts = self._options
+        closed = {s.shard_id for s in self._list_shards() if s.closed}  # read those to their end
+        ranges = [
+            ShardRange(
+                opts.stream,
+                shard,
+                batch.batch,
+                batch.shards[shard],
+                batch.limit,
+                opts.read_time_budget,
+                closed=shard in closed,
+                until=batch.until,
+            )
+            for shard in batch.read
+        ]
+        return [ShardPartition(i, batch.run, shard_range) for i, shard_range in enumerate(ranges)]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: ledger items are forgotten as later batches are planned."""
+
+    def _limits(self, limit: Any) -> Limits:
+        total = self._options.max_records_per_trigger
+        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
+            total = int(limit.max_rows)
+        elif ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
+            total = None
+        return Limits(self._options.max_records_per_shard, total)
+
+    def _probe(self, positions: Mapping[str, str]) -> dict[str, bool]:
+        if self._prober is None:
+            kinesis = clients(self._options)[0]
+            self._prober = Prober(kinesis, self._options.stream, self._options.idle_batch_interval)
+        return self._prober.probe(positions, positions, self._until)
+
+    def _batch_ends(self, run: str) -> BatchEnds:
+        return BatchEnds(clients(self._options)[1], self._options.table, run)
+
+    def _recorded_ends(self, offset: BatchOffset) -> dict[str, ShardEnd]:
+        if offset.batch < 0:
+            return {}
+        if self._ends[0] != offset.batch:  # a batch's ends are final once it ran: read them once
+            self._ends = (offset.batch, self._batch_ends(offset.run).ends(offset.batch))
+        return self._ends[1]
+
+    def _list_shards(self) -> list[ShardInfo]:
+        listed_at, listing = self._listing
+        if time.monotonic() - listed_at >= _LISTING_TTL:
+            listing = list_shards(clients(self._options)[0], self._options.stream)
+            self._listing = (time.monotonic(), listing)
+        return listing
+
+    # ----------------------------------------------------------------- executors
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, ShardPartition)
+        kinesis, dynamodb = clients(self._options)
+        part = partition.shard_range
+        ends = BatchEnds(dynamodb, self._options.table, partition.run)
+        records = read_shard_range(kinesis, ends, part)
+        if records:
+            yield arrow_batch(records, part.stream, part.shard)

@@ -1,0 +1,90 @@
+"""The Spark source's options: names, aliases, checks. Pure, no Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+pytest.importorskip("pyspark")  # the package kinsumer.spark imports it
+
+from kinsumer import ConfigError
+from kinsumer.spark.options import OPTIONS, SourceOptions
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ({}, "option streamName"),
+        ({"streamName": "s", "initialPosition": "NEWEST"}, "option startingPosition"),
+        ({"streamName": "s", "startingPosition": "AT_TIMESTAMP"}, "option atTimestamp"),
+        ({"streamName": "s", "initialPosition": "AT_TIMESTAMP", "atTimestamp": "yesterday"}, "option atTimestamp"),
+        ({"streamName": "s", "startingPosition": "LATEST", "atTimestamp": "2026-01-01"}, "option atTimestamp"),
+        ({"streamName": "s", "maxRecordsPerShard": "0"}, "option maxRecordsPerShard"),
+        ({"streamName": "s", "maxRecordsPerShard": "many"}, "option maxRecordsPerShard"),
+        ({"streamName": "s", "maxRecordsPerShard": "2.5"}, "option maxRecordsPerShard"),
+        ({"streamName": "s", "maxRecordsPerTrigger": "0"}, "option maxRecordsPerTrigger"),
+        ({"streamName": "s", "idleBatchInterval": "-1"}, "option idleBatchInterval"),
+        ({"streamName": "s", "maxRecordPerShard": "5"}, "option maxRecordPerShard"),
+        ({"streamName": "s", "kinesis.awsAccessKeyId": "AKIA"}, "option kinesis.awsAccessKeyId"),
+        ({"streamName": "s", "kinesis.streamName": "t"}, "option streamName"),
+    ],
+)
+def test_bad_options_name_the_option(options: dict[str, str], name: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        SourceOptions.from_options(options)
+    assert info.value.field == name
+
+
+def test_a_misspelled_option_is_an_error_that_suggests_the_name_and_lists_the_valid_ones() -> None:
+    with pytest.raises(ConfigError) as info:
+        SourceOptions.from_options({"streamname": "s", "maxrecordpershard": "5"})
+    message = str(info.value)
+    assert "did you mean maxRecordsPerShard?" in message
+    assert all(name in message for name in OPTIONS)
+
+
+def test_credentials_in_options_are_refused_and_their_value_is_not_repeated() -> None:
+    with pytest.raises(ConfigError, match="standard AWS chain") as info:
+        SourceOptions.from_options({"streamName": "s", "kinesis.awsSecretKey": "shh"})
+    assert info.value.field == "option kinesis.awsSecretKey"
+    assert "shh" not in str(info.value)
+
+
+def test_options_arrive_lower_cased_and_have_defaults() -> None:
+    opts = SourceOptions.from_options(
+        {"streamname": "clicks", "initialposition": "at_timestamp", "attimestamp": "2026-01-02T03:04:05"}
+    )
+    assert opts.stream == "clicks"
+    assert opts.initial_position == "AT_TIMESTAMP"
+    assert opts.at_timestamp == dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    assert opts.table == "kinsumer-spark-clicks_metadata"
+    assert (opts.max_records_per_shard, opts.max_records_per_trigger) == (10_000, None)
+
+
+def test_spark_sql_kinesis_connector_names_mean_the_same() -> None:
+    opts = SourceOptions.from_options(
+        {
+            "kinesis.streamname": "clicks",
+            "kinesis.region": "eu-west-1",
+            "kinesis.endpointurl": "http://127.0.0.1:1",
+            "kinesis.startingposition": "AT_TIMESTAMP 2026-01-02T03:04:05Z",
+            "kinesis.maxfetchrecordspershard": "500",
+            "kinesis.maxfetchtimepershardsec": "3",
+        }
+    )
+    assert (opts.stream, opts.region, opts.endpoint_url) == ("clicks", "eu-west-1", "http://127.0.0.1:1")
+    assert opts.at_timestamp == dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    assert (opts.max_records_per_shard, opts.read_time_budget) == (500, 3.0)
+    assert SourceOptions.from_options({"streamName": "s", "startingPosition": "earliest"}).initial_position == (
+        "TRIM_HORIZON"
+    )
+    same = {"streamName": "s", "kinesis.streamName": "s", "maxRecordsPerTrigger": "7"}
+    assert SourceOptions.from_options(same).max_records_per_trigger == 7  # an alias with the same value is fine
+
+
+def test_a_batch_read_refuses_the_options_only_a_stream_uses() -> None:
+    with pytest.raises(ConfigError, match="batch read ignores it") as info:
+        SourceOptions.from_options({"streamName": "s", "maxRecordsPerTrigger": "5"}, batch=True)
+    assert info.value.field == "option maxRecordsPerTrigger"
+    assert SourceOptions.from_options({"streamName": "s", "startingPosition": "EARLIEST"}, batch=True).stream == "s"
