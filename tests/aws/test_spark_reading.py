@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import boto3
 import pytest
 
 pytest.importorskip("pyspark")
 
 from demo.aggregation import aggregated_entries
-from kinsumer import ReplayError
+from kinsumer import ConfigError, ReplayError
 from kinsumer.aws.tables import create_table
 from kinsumer.spark.batch_ends import BatchEnds
+from kinsumer.spark.batch_reader import KinsumerBatchReader
+from kinsumer.spark.cut import arrival_ms
 from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, ShardEnd, Stop, after
+from kinsumer.spark.options import SourceOptions
+from kinsumer.spark.probe import Prober
 from kinsumer.spark.shard_range import ShardRange, read_shard_range
+from tests.helpers import wait_until
 
 SHARD = "shardId-000000000000"
 
@@ -100,3 +107,72 @@ def test_an_end_recorded_before_deaggregation_replays_the_whole_aggregate(kinesi
     ends.plan(0)
     assert ends.record(0, SHARD, ShardEnd(after(aggregate_seq)), 1)  # as the source recorded it before
     assert [r["Data"] for r in read_shard_range(kinesis, ends, part(0))] == [b"a0", b"a1", b"a2", b"a3"]
+
+
+def put_then_cut(kinesis: Any, n: int) -> int:
+    """Put ``n`` records, then return a cut (epoch ms) after all of them, once the clock has passed it."""
+    put(kinesis, n)
+    reader = boto3.client("kinesis", region_name="us-east-1")  # its calls are not the code under test's
+    newest = max(arrival_ms(r) for r in reader.get_records(ShardIterator=iterator(reader))["Records"])
+    wait_until(lambda: time.time() * 1000 > newest + 1, 5, "the clock to pass the last arrival")
+    return newest + 1
+
+
+def iterator(kinesis: Any) -> str:
+    return str(
+        kinesis.get_shard_iterator(StreamName="s", ShardId=SHARD, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    )
+
+
+def test_a_read_with_a_cut_stops_before_the_first_record_that_arrived_at_or_after_it(
+    kinesis: Any, ends: BatchEnds
+) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    cut = put_then_cut(kinesis, 4)
+    put(kinesis, 3, start=4)
+    ends.plan(0)
+    got = read_shard_range(kinesis, ends, part(0, limit=100, until=cut))
+    assert [r["Data"] for r in got] == [b"0", b"1", b"2", b"3"]
+    assert ends.ends(0)[SHARD] == ShardEnd(after(got[-1]["SequenceNumber"]), Stop.TARGET)
+    ends.plan(1)  # with a limit below the cut: more to read, before the cut
+    assert len(read_shard_range(kinesis, ends, part(1, limit=2, until=cut))) == 2
+    assert ends.ends(1)[SHARD].stop is Stop.MORE
+    ends.plan(2)  # at the tip before any record at the cut: the target is reached too
+    assert read_shard_range(kinesis, ends, part(2, start=after("99999999999999999999999"), until=cut)) == []
+    assert ends.ends(2)[SHARD].stop is Stop.TARGET
+
+
+def test_a_probe_reads_one_record_at_most_once_per_interval_and_respects_the_cut(kinesis: Any) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    now = [0.0]
+    prober = Prober(kinesis, "s", interval=1.0, clock=lambda: now[0])
+    calls: list[dict[str, Any]] = []
+    kinesis.meta.events.register("provide-client-params.kinesis.GetRecords", lambda params, **_: calls.append(params))
+    assert prober.probe({SHARD: TRIM_HORIZON}, [SHARD]) == {SHARD: False}
+    cut = put_then_cut(kinesis, 2)
+    assert prober.probe({SHARD: TRIM_HORIZON}, [SHARD]) == {}  # not due yet: no call
+    now[0] = 1.0
+    assert prober.probe({SHARD: TRIM_HORIZON}, [SHARD], until=cut - 5_000) == {SHARD: False}  # only later records
+    now[0] = 2.0
+    assert prober.probe({SHARD: TRIM_HORIZON}, [SHARD], until=cut) == {SHARD: True}
+    assert [c["Limit"] for c in calls] == [1, 1, 1]
+
+
+def test_a_batch_read_reads_every_shard_up_to_when_it_was_planned(kinesis: Any) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=2)
+    for i in range(40):
+        kinesis.put_record(StreamName="s", Data=str(i).encode(), PartitionKey=f"k{i}")
+    reader = KinsumerBatchReader(SourceOptions.from_options({"streamName": "s", "region": "us-east-1"}, batch=True))
+    slices = reader.partitions()
+    wait_until(lambda: time.time() * 1000 > slices[0].until + 1, 5, "the clock to pass the cut")
+    for i in range(40, 50):  # after the cut: not part of this read
+        kinesis.put_record(StreamName="s", Data=str(i).encode(), PartitionKey=f"k{i}")
+    batches = [batch for piece in slices for batch in reader.read(piece)]
+    data = sorted(int(d) for batch in batches for d in batch.column("data").to_pylist())
+    assert data == list(range(40))
+    assert {s.shard for s in slices} == {f"shardId-00000000000{i}" for i in range(2)}
+
+
+def test_a_batch_read_of_latest_is_refused() -> None:
+    with pytest.raises(ConfigError, match="LATEST reads nothing"):
+        KinsumerBatchReader(SourceOptions.from_options({"streamName": "s", "startingPosition": "LATEST"}, batch=True))

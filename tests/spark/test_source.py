@@ -67,6 +67,8 @@ def start_query(
     checkpoint: pathlib.Path,
     sink: BatchLog | pathlib.Path,
     limit: int = 10_000,
+    options: dict[str, str] | None = None,
+    trigger: dict[str, Any] | None = None,
 ) -> Any:
     frame = (
         spark.readStream.format("kinsumer")
@@ -76,9 +78,11 @@ def start_query(
         .option("applicationName", app)
         .option("maxRecordsPerShard", str(limit))
         .option("region", "us-east-1")
+        .options(**(options or {}))
         .load()
     )
-    writer = frame.writeStream.option("checkpointLocation", str(checkpoint)).trigger(processingTime="200 milliseconds")
+    writer = frame.writeStream.option("checkpointLocation", str(checkpoint))
+    writer = writer.trigger(**(trigger or {"processingTime": "200 milliseconds"}))
     if isinstance(sink, BatchLog):
         return writer.foreachBatch(sink).start()
     return writer.format("parquet").option("path", str(sink)).start()

@@ -1,0 +1,153 @@
+"""Triggers, read limits, idle streams, options and batch reads: local[2] SparkSession, moto's server."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from demo.servers import LocalServer
+from tests.conftest import unique
+from tests.helpers import produce_per_shard, put_all, wait_until
+from tests.spark.test_source import BatchLog, assert_shard_order, start_query, wait_for
+
+pytestmark = pytest.mark.server
+
+AVAILABLE_NOW = {"availableNow": True}
+
+
+class ThenProduce(BatchLog):
+    """A BatchLog that runs ``then`` once, after the first batch that held rows."""
+
+    def __init__(self, then: Callable[[], object]) -> None:
+        super().__init__()
+        self._then: Callable[[], object] | None = then
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        super().__call__(frame, batch_id)
+        if self._then is not None and self.attempts[batch_id][-1]:
+            then, self._then = self._then, None
+            then()
+
+
+def run_to_end(query: Any, timeout: float = 120) -> None:
+    """Wait for an availableNow query to stop by itself."""
+    try:
+        assert query.awaitTermination(timeout), "the availableNow query did not stop by itself"
+    finally:
+        query.stop()
+    assert query.exception() is None
+
+
+def test_available_now_reads_what_was_there_at_the_start_in_several_batches_then_stops_also_after_a_restart(
+    spark: Any, moto_server: LocalServer, new_stream: Callable[[int], str], tmp_path: pathlib.Path
+) -> None:
+    stream, app = new_stream(3), unique("app")
+    kinesis = moto_server.client("kinesis")
+    first = produce_per_shard(kinesis, stream, 100)
+    later: list[int] = []
+    sink = ThenProduce(lambda: later.extend(produce_per_shard(kinesis, stream, 20, first_id=len(first))))
+    checkpoint = tmp_path / "ckpt"
+    run_to_end(start_query(spark, moto_server, moto_server, stream, app, checkpoint, sink, 40, trigger=AVAILABLE_NOW))
+    assert later, "records were produced while the query ran"
+    assert sorted(sink.ids()) == first  # everything present at the start, nothing that came later
+    assert len([b for b in sink.attempts.values() if b[-1]]) >= 3  # 100 per shard at 40 per shard per batch
+    assert_shard_order(sink.final_rows())
+
+    again = BatchLog()
+    run_to_end(start_query(spark, moto_server, moto_server, stream, app, checkpoint, again, 40, trigger=AVAILABLE_NOW))
+    assert sorted(again.ids()) == sorted(later)  # a restart: what came since, once
+
+
+def test_max_records_per_trigger_bounds_every_batch_over_all_shards(
+    spark: Any, moto_server: LocalServer, new_stream: Callable[[int], str], tmp_path: pathlib.Path
+) -> None:
+    stream, app = new_stream(4), unique("app")
+    produced = produce_per_shard(moto_server.client("kinesis"), stream, 60)
+    sink = BatchLog()
+    options = {"maxRecordsPerTrigger": "50"}
+    query = start_query(spark, moto_server, moto_server, stream, app, tmp_path / "ckpt", sink, 1000, options)
+    try:
+        wait_for(query, lambda: len(sink.ids()) >= len(produced), "every record")
+    finally:
+        query.stop()
+    assert sorted(sink.ids()) == produced
+    sizes = [len(attempts[-1]) for attempts in sink.attempts.values()]
+    assert max(sizes) <= 50 and sum(sizes) == 240
+    assert_shard_order(sink.final_rows())
+
+
+def test_an_idle_stream_is_probed_and_runs_no_batch_until_a_record_comes(
+    spark: Any,
+    moto_server: LocalServer,
+    new_stream: Callable[[int], str],
+    tmp_path: pathlib.Path,
+    call_log: pathlib.Path,
+) -> None:
+    stream, app = new_stream(2), unique("app")
+    kinesis = moto_server.client("kinesis")
+    produced = produce_per_shard(kinesis, stream, 10)
+    sink = BatchLog()
+    options = {"idleBatchInterval": "0.2"}
+    trigger = {"processingTime": "50 milliseconds"}
+    query = start_query(spark, moto_server, moto_server, stream, app, tmp_path / "ckpt", sink, 100, options, trigger)
+
+    def calls_since(mark: int) -> list[list[str]]:
+        return [line.split(" ") for line in call_log.read_text().splitlines()[mark:]]
+
+    try:
+        wait_for(query, lambda: len(sink.ids()) >= len(produced), "every record")
+        wait_for(query, lambda: query.lastProgress is not None, "a progress report")
+        batches, mark = len(sink.attempts), len(call_log.read_text().splitlines())
+
+        def probes() -> int:
+            return sum(1 for _, op, parent, limit in calls_since(mark) if op == "GetRecords" and limit == "1")
+
+        wait_for(query, lambda: probes() >= 10, "ten probes of the idle shards")
+        assert len(sink.attempts) == batches, "a batch ran while the stream was idle"
+        executor_calls = [op for _, op, parent, _ in calls_since(mark) if "pyspark.daemon" in parent]
+        assert executor_calls == [], "executors were busy while the stream was idle"
+        put_all(kinesis, stream, [{"Data": json.dumps({"id": 10_000}).encode(), "PartitionKey": "k"}])
+        wait_for(query, lambda: 10_000 in sink.ids(), "the record that came")
+    finally:
+        query.stop()
+    assert sorted(sink.ids()) == [*produced, 10_000]
+
+
+def test_a_misspelled_option_fails_at_load_with_the_fix_in_the_message(spark: Any) -> None:
+    reader = spark.readStream.format("kinsumer").option("streamName", "s").option("maxRecordPerShard", "5")
+    with pytest.raises(Exception, match="did you mean maxRecordsPerShard") as info:
+        reader.load()
+    assert "UnboundLocalError" not in str(info.value)
+
+
+def test_a_missing_stream_fails_the_query_and_leaves_no_table_behind(
+    spark: Any, moto_server: LocalServer, tmp_path: pathlib.Path
+) -> None:
+    app = unique("app")
+    query = start_query(spark, moto_server, moto_server, unique("missing"), app, tmp_path / "ckpt", BatchLog())
+    wait_until(lambda: query.exception() is not None, 60, "the query to fail", poll=0.2)
+    query.stop()
+    assert "does not exist" in str(query.exception())
+    assert f"{app}_metadata" not in moto_server.client("dynamodb").list_tables()["TableNames"]
+
+
+def test_a_batch_read_returns_what_the_stream_holds(
+    spark: Any, moto_server: LocalServer, new_stream: Callable[[int], str]
+) -> None:
+    stream = new_stream(3)
+    produced = produce_per_shard(moto_server.client("kinesis"), stream, 30)
+    frame = (
+        spark.read.format("kinsumer")
+        .option("kinesis.streamName", stream)
+        .option("kinesis.endpointUrl", moto_server.endpoint)
+        .option("kinesis.startingPosition", "EARLIEST")
+        .option("region", "us-east-1")
+        .load()
+    )
+    rows = frame.select("data", "shard_id", "sequence_number").collect()
+    assert sorted(json.loads(r.data)["id"] for r in rows) == produced
+    assert len({r.shard_id for r in rows}) == 3
