@@ -109,8 +109,13 @@ def parse_args(argv: Sequence[str] | None) -> Settings:
         help="client-0 leaves once this share is delivered (default 0.35)",
     )
     add("--no-rebalance", dest="rebalance", action="store_false", help="no client leaves, none joins")
-    add("--aggregate", type=int, default=1, metavar="N",
-        help="write KPL aggregates of N records, as the Kinesis Producer Library does (default 1: plain records)")
+    add(
+        "--aggregate",
+        type=int,
+        default=1,
+        metavar="N",
+        help="write KPL aggregates of N records, as the Kinesis Producer Library does (default 1: plain records)",
+    )
     add("--timeout", type=float, default=120.0, metavar="S", help="give up after S seconds (default 120)")
     a = parser.parse_args(argv)
     rules = [
@@ -401,4 +406,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DemoError, servers.ServerError) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1
-

@@ -1,0 +1,152 @@
+"""The source on a Spark standalone cluster: a master and two 1-core workers on 127.0.0.1.
+
+Each query runs in its own driver process (``cluster_driver``), as spark-submit would run it,
+with Trigger.AvailableNow into a parquet sink; the workers have no AWS settings of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from demo.aggregation import aggregated_entries
+from demo.servers import LocalServer
+from demo.spark_cluster import SparkCluster, cluster_env, standalone_cluster
+from tests.conftest import REGION, unique
+from tests.helpers import Producer, produce_per_shard, put_all, wait_until
+from tests.reshard import new_stream, split_first
+from tests.spark.conftest import AUDIT_DIR, REPO
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[SparkCluster]:
+    no_aws: dict[str, str | None] = {name: None for name in os.environ if name.startswith("AWS_")}
+    with standalone_cluster(workers=2, cores=1, memory="1g", env=no_aws) as running:
+        yield running
+
+
+def start_driver(
+    cluster: SparkCluster, kinesis: LocalServer, dynamodb: LocalServer, stream: str, app: str, out: pathlib.Path,
+    limit: int, call_log: pathlib.Path,
+) -> subprocess.Popen[str]:  # fmt: skip
+    env = cluster_env(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "PYTHONPATH": os.pathsep.join([str(AUDIT_DIR), str(REPO)]),
+            "KINSUMER_TEST_CALL_LOG": str(call_log),
+        }
+    )
+    args = [cluster.master_url, stream, kinesis.endpoint, dynamodb.endpoint, app, str(out / "ckpt"), str(out / "sink")]
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.spark.cluster_driver", *args, str(limit)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def finish(driver: subprocess.Popen[str], timeout: float = 240) -> str:
+    """Wait for the driver to succeed; its output."""
+    try:
+        output, _ = driver.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        driver.kill()
+        output, _ = driver.communicate()
+        raise AssertionError(f"the driver did not finish within {timeout:g} s:\n{output[-4000:]}") from None
+    assert driver.returncode == 0, f"the driver failed:\n{output[-4000:]}"
+    return output
+
+
+def sink_rows(sink: pathlib.Path) -> list[dict[str, Any]]:
+    """The rows the parquet sink committed, each with its batch (from the sink's _spark_metadata log).
+
+    Every 10th batch's log (``9.compact``, ...) lists the files of all batches so far: a file
+    belongs to the first batch whose log lists it.
+    """
+    rows, seen = [], set()
+    logs = [p for p in (sink / "_spark_metadata").iterdir() if not p.name.startswith(".")]
+    for entry in sorted(logs, key=lambda p: int(p.name.removesuffix(".compact"))):
+        batch = int(entry.name.removesuffix(".compact"))
+        for line in entry.read_text().splitlines()[1:]:
+            path = json.loads(line)["path"].removeprefix("file://")
+            if path in seen:
+                continue
+            seen.add(path)
+            for row in pq.read_table(path).to_pylist():
+                rows.append({**json.loads(row["data"]), "batch": batch, "shard": row["shard_id"],
+                             "seq": int(row["sequence_number"]), "sub": row["sub_sequence_number"]})  # fmt: skip
+    return rows
+
+
+def test_available_now_on_a_cluster_through_a_split_and_a_restart_is_exactly_once_and_keeps_key_order(
+    cluster: SparkCluster, kinesalite: LocalServer, moto_server: LocalServer, tmp_path: pathlib.Path,
+    call_log: pathlib.Path,
+) -> None:  # fmt: skip
+    kinesis = kinesalite.client("kinesis")
+    stream, app = new_stream(kinesis, 2), unique("app")
+    producer = Producer(kinesis, stream, total=None, keys=12)
+    producer.write_batch(300)
+    parent = split_first(kinesis, stream)
+    producer.write_batch(300)
+    finish(start_driver(cluster, kinesalite, moto_server, stream, app, tmp_path, 100, call_log))
+    first = sink_rows(tmp_path / "sink")
+    assert sorted(r["id"] for r in first) == producer.produced  # all that was there, once
+    producer.write_batch(200)
+    finish(start_driver(cluster, kinesalite, moto_server, stream, app, tmp_path, 100, call_log))  # a restart
+    rows = sink_rows(tmp_path / "sink")
+    assert sorted(r["id"] for r in rows) == producer.produced
+    by_key: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for row in rows:
+        by_key[row["key"]].append((row["batch"], row["seq"], row["counter"]))
+    for key, seen in by_key.items():
+        counters = [counter for _, _, counter in sorted(seen)]
+        assert counters == sorted(counters), key
+    batches_of: dict[str, list[int]] = defaultdict(list)
+    for row in rows:
+        batches_of[row["shard"]].append(row["batch"])
+    children = [
+        s["ShardId"] for s in kinesis.list_shards(StreamName=stream)["Shards"] if s.get("ParentShardId") == parent
+    ]
+    assert children and all(min(batches_of[child]) > max(batches_of[parent]) for child in children)
+
+
+def test_an_executor_killed_mid_batch_on_a_cluster_loses_and_repeats_nothing(
+    cluster: SparkCluster, moto_server: LocalServer, new_stream: Callable[[int], str], tmp_path: pathlib.Path,
+    call_log: pathlib.Path,
+) -> None:  # fmt: skip
+    stream, app = new_stream(4), unique("app")
+    kinesis = moto_server.client("kinesis")
+    produced = produce_per_shard(kinesis, stream, 1000)
+    users = [("kpl-key", json.dumps({"id": 100_000 + i}).encode(), None) for i in range(700)]
+    put_all(kinesis, stream, list(aggregated_entries(users, per_record=50)))  # KPL aggregates too
+    produced += [100_000 + i for i in range(len(users))]
+    mark = len(call_log.read_text().splitlines()) if call_log.exists() else 0
+
+    def executor_reads() -> int:
+        lines = call_log.read_text().splitlines()[mark:] if call_log.exists() else []
+        return sum(1 for line in lines if " GetRecords " in line and "pyspark.daemon" in line)
+
+    driver = start_driver(cluster, moto_server, moto_server, stream, app, tmp_path, 120, call_log)
+    wait_until(lambda: executor_reads() >= 12 or driver.poll() is not None, 180, "executors reading a later batch")
+    assert driver.poll() is None, "the query ended before an executor could be killed"
+    victim = cluster.executor_pids()[0]
+    os.kill(victim, signal.SIGKILL)
+    assert "Lost executor" in finish(driver)  # Spark saw it go during the query
+    rows = sink_rows(tmp_path / "sink")
+    assert sorted(r["id"] for r in rows) == sorted(produced)  # exactly once
+    assert len({r["batch"] for r in rows}) >= 5
+    for shard in {r["shard"] for r in rows}:
+        positions = [(r["batch"], r["seq"], r["sub"] or 0) for r in rows if r["shard"] == shard]
+        assert [p[1:] for p in sorted(positions)] == sorted(p[1:] for p in positions), shard
