@@ -42,9 +42,10 @@ typecheck: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m demo $(DEMO_ARGS)
 
-# a Spark pipeline (local[2], needs Java 17+) on the kinsumer source and an embedded server
+# a Spark pipeline (needs Java 17+) on the kinsumer source and an embedded server: local[2],
+# or with SPARK=cluster a standalone cluster (a master and two 1-core workers on 127.0.0.1)
 spark-demo: $(STAMP)
-	$(PY) scripts/spark_pipeline.py
+	$(PY) scripts/spark_pipeline.py $(if $(filter cluster,$(SPARK)),--cluster)
 
 # benchmarks (about 10 minutes): prints a table and writes it to docs/benchmarks.md
 # (BENCH_ARGS="--runs 1 --only throughput" for a quicker look; see scripts/bench.py --help)

@@ -22,7 +22,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
 from .servers import ServerError, free_port
@@ -91,6 +91,37 @@ class SparkCluster:
             if b"CoarseGrainedExecutorBackend" in command and cwd.startswith(str(self.work)):
                 found.append(int(proc.name))
         return found
+
+    def session(self, app_name: str, conf: Mapping[str, str] | None = None, executor_env: Iterable[str] = ()) -> Any:
+        """A SparkSession on this cluster with the kinsumer format registered.
+
+        ``executor_env``: names of this process's environment variables to pass to the executors
+        (``spark.executorEnv.*``), such as AWS settings.
+        """
+        from pyspark.sql import SparkSession  # noqa: PLC0415
+
+        import kinsumer.spark  # noqa: PLC0415 - pyspark only when a session is wanted
+
+        for name, value in cluster_env().items():  # this driver runs like the cluster's processes
+            os.environ.setdefault(name, value)
+        builder = (
+            SparkSession.builder.master(self.master_url)
+            .appName(app_name)
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.executor.memory", "512m")
+        )
+        for name in executor_env:
+            if name in os.environ:
+                builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
+        for key, value in (conf or {}).items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        kinsumer.spark.register(spark)
+        return spark
 
     def stop(self) -> None:
         """Stop the workers, then the master (each killed if it does not exit in time). Idempotent."""

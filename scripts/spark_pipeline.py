@@ -1,10 +1,11 @@
 """A data pipeline on Spark with the kinsumer source, on an embedded local server.
 
-    python scripts/spark_pipeline.py [--events N] [--shards N] [--out DIR]
+    python scripts/spark_pipeline.py [--events N] [--shards N] [--out DIR] [--cluster]
 
 1. starts moto's server on 127.0.0.1 and creates a Kinesis stream of click events;
 2. a producer writes JSON click events ({"event_id", "user", "page", "ts"});
-3. a local[2] Spark job reads them with ``format("kinsumer")`` (records read on the
+3. a Spark job (local[2], or with --cluster a standalone cluster of a master and two 1-core
+   workers started on 127.0.0.1) reads them with ``format("kinsumer")`` (records read on the
    executors), parses them, and writes
    - every event to a parquet table (``events``), and
    - counts per page in 5-second event-time windows (watermark 2 s) to another (``windows``);
@@ -17,6 +18,7 @@ watermark past the last windows so they are written too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -28,11 +30,15 @@ import threading
 import time
 from typing import Any
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the checkout: its demo package
+
 import pyspark.sql.functions as F
 
 import kinsumer.spark
 from demo import servers
+from demo.spark_cluster import standalone_cluster
 
+AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")  # to the executors
 PAGES = ["home", "search", "product", "cart", "checkout", "help"]
 FLUSH_PAGE = "__flush__"
 
@@ -186,15 +192,22 @@ def main() -> int:
     parser.add_argument("--shards", type=int, default=4, help="shards of the stream (default 4)")
     parser.add_argument("--out", type=pathlib.Path, help="output directory (default: a new temporary one)")
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
+    parser.add_argument("--cluster", action="store_true", help="run on a standalone cluster (master + 2 workers)")
     args = parser.parse_args()
     out = args.out or pathlib.Path(tempfile.mkdtemp(prefix="kinsumer-spark-"))
     os.environ.update(AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local", AWS_DEFAULT_REGION=servers.REGION)
-    with servers.moto_server() as server:
+    with servers.moto_server() as server, contextlib.ExitStack() as stack:
         kinesis = server.client("kinesis")
         kinesis.create_stream(StreamName="clicks", ShardCount=args.shards)
         kinesis.get_waiter("stream_exists").wait(StreamName="clicks", WaiterConfig={"Delay": 0.2})
         print(f"moto server at {server.endpoint}; stream 'clicks' with {args.shards} shards", flush=True)
-        spark = kinsumer.spark.local_session("kinsumer-spark-pipeline", conf={"spark.sql.session.timeZone": "UTC"})
+        conf = {"spark.sql.session.timeZone": "UTC"}
+        if args.cluster:
+            cluster = stack.enter_context(standalone_cluster(workers=2, cores=1))
+            print(f"Spark standalone cluster at {cluster.master_url} with 2 workers", flush=True)
+            spark = cluster.session("kinsumer-spark-pipeline", {**conf, "spark.sql.shuffle.partitions": "2"}, AWS_ENV)
+        else:
+            spark = kinsumer.spark.local_session("kinsumer-spark-pipeline", conf=conf)
         try:
             queries = build_queries(spark, server.endpoint, "clicks", out)
             produced = threading.Event()

@@ -8,12 +8,10 @@ Exits 0 once the query has read what the stream held and stopped by itself.
 
 from __future__ import annotations
 
-import os
+import pathlib
 import sys
 
-from pyspark.sql import SparkSession
-
-import kinsumer.spark
+from demo.spark_cluster import SparkCluster
 
 _EXECUTOR_ENV = (
     "AWS_ACCESS_KEY_ID",
@@ -25,22 +23,8 @@ _EXECUTOR_ENV = (
 
 
 def main(master: str, stream: str, kinesis: str, dynamodb: str, app: str, checkpoint: str, out: str, limit: str) -> int:
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(f"kinsumer-cluster-test-{app}")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.executor.memory", "512m")
-        .config("spark.sql.shuffle.partitions", "2")
-    )
-    for name in _EXECUTOR_ENV:
-        if name in os.environ:
-            builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    kinsumer.spark.register(spark)
+    cluster = SparkCluster(master, "", [], pathlib.Path())  # joins a running cluster
+    spark = cluster.session(f"kinsumer-cluster-test-{app}", {"spark.sql.shuffle.partitions": "2"}, _EXECUTOR_ENV)
     try:
         frame = (
             spark.readStream.format("kinsumer")

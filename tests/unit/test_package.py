@@ -69,3 +69,13 @@ def test_the_console_script_finds_the_demo_of_its_checkout_from_anywhere(tmp_pat
     )
     assert answer.returncode == 0, answer.stderr
     assert "usage: python -m demo" in answer.stdout
+
+
+@pytest.mark.parametrize("script", ["bench.py", "spark_pipeline.py"])
+def test_the_make_target_scripts_start_from_anywhere(script: str, tmp_path: pathlib.Path) -> None:
+    pytest.importorskip("pyspark")
+    path = pathlib.Path(__file__).resolve().parents[2] / "scripts" / script
+    command = [sys.executable, str(path), "--help"]
+    done = subprocess.run(command, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout
