@@ -1,8 +1,10 @@
-"""The Spark source's records/s on local[2], against the stream of the throughput benchmark.
+"""The Spark source's records/s on local[2] and on a standalone cluster, on the throughput benchmark's stream.
 
 Each run starts a new query (a new checkpoint, so it reads from TRIM_HORIZON) with a
 foreachBatch sink that counts rows, and stops once every record was counted. The first
 batch includes the start of Spark's Python workers; ``steady`` leaves it out.
+:func:`batch_cost` measures what a micro-batch costs whatever it holds: batches of one
+record per shard.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from demo import servers
 
 from .throughput import Filled
 
-__all__ = ["SparkMeasure", "spark_session", "spark_source"]
+__all__ = ["SparkMeasure", "batch_cost", "spark_session", "spark_source"]
 
 DEADLINE = 600.0
 
@@ -36,13 +38,32 @@ def spark_session() -> Any:
     return local_session("kinsumer-bench")
 
 
-def spark_source(spark: Any, filled: Filled, per_shard_per_batch: int) -> SparkMeasure:
+AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+
+
+def spark_source(spark: Any, filled: Filled, options: dict[str, str] | None = None) -> SparkMeasure:
+    """Read the whole stream with the source at ``options`` (default: the source's defaults)."""
+    seconds, progress = _run(spark, filled, options or {}, lambda counted: sum(counted) >= filled.total)
+    later = progress[1:] or progress
+    rows = sum(p["numInputRows"] for p in later)
+    busy = sum(p["durationMs"]["triggerExecution"] for p in later) / 1000
+    return SparkMeasure(filled.total / seconds, rows / busy if busy > 0 else 0.0)
+
+
+def batch_cost(spark: Any, filled: Filled, batches: int = 12) -> float:
+    """Milliseconds a micro-batch of one record per shard takes (the median, the first batch left out)."""
+    _, progress = _run(spark, filled, {"maxRecordsPerShard": "1"}, lambda counted: len(counted) > batches)
+    times = sorted(p["durationMs"]["triggerExecution"] for p in progress[1:] if p["numInputRows"] > 0)
+    return float(times[len(times) // 2])
+
+
+def _run(spark: Any, filled: Filled, options: dict[str, str], finished: Any) -> tuple[float, list[dict[str, Any]]]:
     counted: list[int] = []
     done = threading.Event()
 
     def sink(df: Any, batch_id: int) -> None:
         counted.append(df.count())
-        if sum(counted) >= filled.total:
+        if finished(counted):
             done.set()
 
     endpoint = filled.server.endpoint
@@ -53,7 +74,7 @@ def spark_source(spark: Any, filled: Filled, per_shard_per_batch: int) -> SparkM
         .option("dynamodbEndpointUrl", endpoint)
         .option("region", servers.REGION)
         .option("applicationName", f"bench-{uuid.uuid4().hex[:8]}")
-        .option("maxRecordsPerShard", str(per_shard_per_batch))
+        .options(**options)
         .load()
     )
     with tempfile.TemporaryDirectory() as checkpoint:
@@ -70,7 +91,4 @@ def spark_source(spark: Any, filled: Filled, per_shard_per_batch: int) -> SparkM
             progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
         finally:
             query.stop()
-    later = progress[1:] or progress
-    rows = sum(p["numInputRows"] for p in later)
-    busy = sum(p["durationMs"]["triggerExecution"] for p in later) / 1000
-    return SparkMeasure(filled.total / seconds, rows / busy if busy > 0 else 0.0)
+    return seconds, progress
