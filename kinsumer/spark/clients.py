@@ -10,7 +10,7 @@ import boto3
 from ..aws import records_parser
 from .options import SourceOptions
 
-__all__ = ["clients"]
+__all__ = ["clients", "s3_client"]
 
 
 @functools.lru_cache(maxsize=16)
@@ -25,3 +25,9 @@ def clients(options: SourceOptions) -> tuple[Any, Any]:
     records_parser.install(kinesis)
     dynamodb = session.client("dynamodb", endpoint_url=options.dynamodb_endpoint_url)
     return kinesis, dynamodb
+
+
+@functools.lru_cache(maxsize=16)
+def s3_client(options: SourceOptions) -> Any:
+    """An S3 client for a ledger at ``s3://`` (endpoint from the standard settings, e.g. AWS_ENDPOINT_URL_S3)."""
+    return boto3.Session(region_name=options.region).client("s3")

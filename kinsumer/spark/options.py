@@ -16,6 +16,7 @@ import attrs
 
 from ..aws.tables import Tables
 from ..errors import ConfigError
+from .path_ledger import check_metadata_path
 
 __all__ = ["BATCH_ONLY_IGNORED", "OPTIONS", "SourceOptions"]
 
@@ -26,6 +27,7 @@ OPTIONS: dict[str, str] = {
     "endpointUrl": "the Kinesis endpoint",
     "dynamodbEndpointUrl": "the DynamoDB endpoint of the batch ledger",
     "applicationName": "names the ledger table <applicationName>_metadata (default kinsumer-spark-<stream>)",
+    "metadataPath": "keeps the batch ledger at this path (local or s3://bucket/prefix) instead of DynamoDB",
     "startingPosition": "TRIM_HORIZON (default), EARLIEST (the same), LATEST, or AT_TIMESTAMP <ISO 8601 time>",
     "initialPosition": "the same as startingPosition",
     "atTimestamp": "the time (ISO 8601) of startingPosition AT_TIMESTAMP",
@@ -43,6 +45,7 @@ _ALIASES = {
     "kinesis.startingPosition": "startingPosition",
     "kinesis.maxFetchRecordsPerShard": "maxRecordsPerShard",
     "kinesis.maxFetchTimePerShardSec": "readTimeBudget",
+    "kinesis.metadataPath": "metadataPath",
 }
 
 #: spark-sql-kinesis-connector options we know of and do not take, with what to do instead.
@@ -53,13 +56,18 @@ _NOT_TAKEN = {
     "kinesis.stsRoleArn": "assume the role through the standard AWS chain (AWS_ROLE_ARN, a profile's role_arn)",
     "kinesis.consumerType": "the source reads with GetRecords",
     "kinesis.consumerName": "the source reads with GetRecords",
-    "kinesis.metadataPath": "the batch ledger is the DynamoDB table <applicationName>_metadata",
     "kinesis.metadataCommitterType": "the batch ledger is the DynamoDB table <applicationName>_metadata",
     "kinesis.dynamodb.tableName": "set applicationName: the ledger table is <applicationName>_metadata",
 }
 
 #: Options a batch read (``spark.read``) has no use for: it reads everything up to now, once.
-BATCH_ONLY_IGNORED = ("maxRecordsPerTrigger", "idleBatchInterval", "dynamodbEndpointUrl", "applicationName")
+BATCH_ONLY_IGNORED = (
+    "maxRecordsPerTrigger",
+    "idleBatchInterval",
+    "dynamodbEndpointUrl",
+    "applicationName",
+    "metadataPath",
+)
 
 _POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
 
@@ -141,6 +149,7 @@ class SourceOptions:
     max_records_per_shard: int = 10_000
     max_records_per_trigger: int | None = None
     application_name: str = ""
+    metadata_path: str | None = None
     idle_batch_interval: float = 1.0
     read_time_budget: float = 10.0
 
@@ -155,6 +164,13 @@ class SourceOptions:
         stream = get("streamName")
         if not stream:
             raise ConfigError("option streamName", "is required", stream)
+        metadata_path = get("metadataPath")
+        if metadata_path is not None:
+            check_metadata_path(metadata_path)
+            for name in ("dynamodbEndpointUrl", "applicationName"):
+                if get(name) is not None:
+                    rule = "is for the DynamoDB ledger; with metadataPath the ledger is at that path"
+                    raise ConfigError(f"option {name}", rule, get(name))
         position, when = _starting_position(get("startingPosition"), get("atTimestamp"))
         per_shard = _number("maxRecordsPerShard", get("maxRecordsPerShard"), 10_000, whole=True, minimum=1)
         per_trigger = get("maxRecordsPerTrigger")
@@ -169,6 +185,7 @@ class SourceOptions:
             max_records_per_shard=int(per_shard),
             max_records_per_trigger=None if total is None else int(total),
             application_name=get("applicationName") or f"kinsumer-spark-{stream}",
+            metadata_path=metadata_path,
             idle_batch_interval=_number("idleBatchInterval", get("idleBatchInterval"), 1.0),
             read_time_budget=_number("readTimeBudget", get("readTimeBudget"), 10.0),
         )

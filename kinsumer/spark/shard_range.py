@@ -18,9 +18,9 @@ from ..errors import ReplayError
 from ..reading.polling import PollingReader
 from ..reading.reader import MAX_RECORDS_PER_CALL, ApiRecord
 from ..stats import StatReceiver
-from .batch_ends import BatchEnds
 from .cut import before_cut
 from .offsets import SHARD_END, ShardEnd, Stop, after_record, end_index, to_start_position
+from .path_ledger import BatchLedger
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -45,7 +45,7 @@ class ShardRange:
 
 
 def read_shard_range(
-    kinesis: KinesisClient, ends: BatchEnds, part: ShardRange, stats: StatReceiver | None = None
+    kinesis: KinesisClient, ends: BatchLedger, part: ShardRange, stats: StatReceiver | None = None
 ) -> list[ApiRecord]:
     """The records of ``part``: the recorded range, or a fresh one recorded now."""
     stats = stats or StatReceiver()

@@ -21,9 +21,10 @@ from ..aws.tables import create_table
 from ..errors import StreamNotFound
 from ..reading.frontier import ShardInfo
 from .batch_ends import BatchEnds
-from .clients import clients
+from .clients import clients, s3_client
 from .offsets import TRIM_HORIZON, BatchOffset, ShardEnd, at_timestamp
 from .options import SourceOptions
+from .path_ledger import BatchLedger, PathLedger
 from .planning import Limits, plan_next, shards_to_probe
 from .probe import Prober
 from .rows import arrow_batch
@@ -79,7 +80,8 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         kinesis, dynamodb = clients(self._options)
         if not stream_exists(kinesis, self._options.stream):  # before making a table for it
             raise StreamNotFound(self._options.stream)
-        create_table(dynamodb, self._options.table, "Key")
+        if self._options.metadata_path is None:
+            create_table(dynamodb, self._options.table, "Key")
         return BatchOffset(run=self._run, batch=-1, initial=self._initial).to_json()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -147,8 +149,8 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._prober = Prober(kinesis, self._options.stream, self._options.idle_batch_interval)
         return self._prober.probe(positions, positions, self._until)
 
-    def _batch_ends(self, run: str) -> BatchEnds:
-        return BatchEnds(clients(self._options)[1], self._options.table, run)
+    def _batch_ends(self, run: str) -> BatchLedger:
+        return ledger(self._options, run)
 
     def _recorded_ends(self, offset: BatchOffset) -> dict[str, ShardEnd]:
         if offset.batch < 0:
@@ -168,9 +170,16 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, ShardPartition)
-        kinesis, dynamodb = clients(self._options)
+        kinesis = clients(self._options)[0]
         part = partition.shard_range
-        ends = BatchEnds(dynamodb, self._options.table, partition.run)
-        records = read_shard_range(kinesis, ends, part)
+        records = read_shard_range(kinesis, ledger(self._options, partition.run), part)
         if records:
             yield arrow_batch(records, part.stream, part.shard)
+
+
+def ledger(options: SourceOptions, run: str) -> BatchLedger:
+    """The batch ledger of ``run``: at ``metadataPath`` if set, else the DynamoDB table."""
+    path = options.metadata_path
+    if path is not None:
+        return PathLedger(path, run, s3_client(options) if path.startswith("s3://") else None)
+    return BatchEnds(clients(options)[1], options.table, run)

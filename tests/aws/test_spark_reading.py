@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import pathlib
 import time
 from typing import Any
 
@@ -18,6 +20,7 @@ from kinsumer.spark.batch_reader import KinsumerBatchReader
 from kinsumer.spark.cut import arrival_ms
 from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, ShardEnd, Stop, after
 from kinsumer.spark.options import SourceOptions
+from kinsumer.spark.path_ledger import PathLedger
 from kinsumer.spark.probe import Prober
 from kinsumer.spark.shard_range import ShardRange, read_shard_range
 from tests.helpers import wait_until
@@ -176,3 +179,47 @@ def test_a_batch_read_reads_every_shard_up_to_when_it_was_planned(kinesis: Any) 
 def test_a_batch_read_of_latest_is_refused() -> None:
     with pytest.raises(ConfigError, match="LATEST reads nothing"):
         KinsumerBatchReader(SourceOptions.from_options({"streamName": "s", "startingPosition": "LATEST"}, batch=True))
+
+
+@pytest.fixture(params=["local", "s3"])
+def path_ledger(request: pytest.FixtureRequest, aws: None, tmp_path: pathlib.Path) -> PathLedger:
+    if request.param == "local":
+        return PathLedger(str(tmp_path / "ledger"), "run1")
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="ckpt")
+    return PathLedger("s3://ckpt/queries/q1/ledger", "run1", s3)
+
+
+def test_a_ledger_at_a_path_keeps_the_first_end_and_forgets_whole_batches(path_ledger: PathLedger) -> None:
+    assert not path_ledger.record(4, SHARD, ShardEnd(after("1")), 1)  # not planned: nothing recorded
+    path_ledger.plan(4)
+    assert path_ledger.record(4, SHARD, ShardEnd(after("10"), Stop.TIP), 3)
+    assert not path_ledger.record(4, SHARD, ShardEnd(after("99")), 50)
+    path_ledger.plan(4)  # planned again (a replay): what was recorded stays
+    assert path_ledger.record(4, "other", ShardEnd(SHARD_END), 0)
+    assert path_ledger.ends(4) == {SHARD: ShardEnd(after("10"), Stop.TIP), "other": ShardEnd(SHARD_END)}
+    path_ledger.plan(5)
+    path_ledger.forget(4)
+    assert path_ledger.ends(4) == {}
+    assert path_ledger.record(5, SHARD, ShardEnd(after("12")), 2)
+
+
+def test_racing_attempts_on_a_local_ledger_record_one_end(tmp_path: pathlib.Path) -> None:
+    ledger = PathLedger(str(tmp_path), "run1")
+    ledger.plan(0)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        won = list(pool.map(lambda i: ledger.record(0, SHARD, ShardEnd(after(str(i))), i), range(32)))
+    assert won.count(True) == 1
+    assert ledger.ends(0) == {SHARD: ShardEnd(after(str(won.index(True))))}
+    assert sorted(p.name for p in (tmp_path / "run1" / f"{0:012d}").iterdir()) == ["_planned", f"{SHARD}.json"]
+
+
+def test_a_replay_through_a_ledger_at_a_path_reads_the_same_records(kinesis: Any, path_ledger: PathLedger) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    put(kinesis, 15)
+    path_ledger.plan(0)
+    first = read_shard_range(kinesis, path_ledger, part(0))
+    put(kinesis, 5, start=15)
+    assert read_shard_range(kinesis, path_ledger, part(0, limit=100)) == first
+    with pytest.raises(ReplayError, match="never planned"):
+        read_shard_range(kinesis, path_ledger, part(1))

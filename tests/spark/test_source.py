@@ -70,17 +70,18 @@ def start_query(
     options: dict[str, str] | None = None,
     trigger: dict[str, Any] | None = None,
 ) -> Any:
-    frame = (
-        spark.readStream.format("kinsumer")
-        .option("streamName", stream)
-        .option("endpointUrl", kinesis.endpoint)
-        .option("dynamodbEndpointUrl", dynamodb.endpoint)
-        .option("applicationName", app)
-        .option("maxRecordsPerShard", str(limit))
-        .option("region", "us-east-1")
-        .options(**(options or {}))
-        .load()
-    )
+    chosen = {
+        "streamName": stream,
+        "endpointUrl": kinesis.endpoint,
+        "dynamodbEndpointUrl": dynamodb.endpoint,
+        "applicationName": app,
+        "maxRecordsPerShard": str(limit),
+        "region": "us-east-1",
+        **(options or {}),
+    }
+    if "metadataPath" in chosen:  # the ledger at a path: no DynamoDB options
+        del chosen["dynamodbEndpointUrl"], chosen["applicationName"]
+    frame = spark.readStream.format("kinsumer").options(**chosen).load()
     writer = frame.writeStream.option("checkpointLocation", str(checkpoint))
     writer = writer.trigger(**(trigger or {"processingTime": "200 milliseconds"}))
     if isinstance(sink, BatchLog):

@@ -117,6 +117,31 @@ def test_an_idle_stream_is_probed_and_runs_no_batch_until_a_record_comes(
     assert sorted(sink.ids()) == [*produced, 10_000]
 
 
+def test_a_ledger_beside_the_checkpoint_replays_a_failed_batch_with_identical_rows_and_needs_no_table(
+    spark: Any, moto_server: LocalServer, new_stream: Callable[[int], str], tmp_path: pathlib.Path
+) -> None:
+    stream, app = new_stream(2), unique("app")
+    kinesis = moto_server.client("kinesis")
+    produced = produce_per_shard(kinesis, stream, 150)
+    sink = BatchLog(fail_batch=1)
+    options = {"metadataPath": str(tmp_path / "ledger")}
+    query = start_query(spark, moto_server, moto_server, stream, app, tmp_path / "ckpt", sink, 100, options)
+    wait_until(lambda: query.exception() is not None, 120, "the sink to fail", poll=0.2)
+    query.stop()
+    failed = sink.attempts[1][0]
+    produced += produce_per_shard(kinesis, stream, 50, first_id=len(produced))  # a live re-read would differ
+    query = start_query(spark, moto_server, moto_server, stream, app, tmp_path / "ckpt", sink, 100, options)
+    try:
+        wait_for(query, lambda: len(sink.ids()) >= len(produced), "every record after the restart")
+    finally:
+        query.stop()
+    key = lambda row: (row["shard"], row["seq"])  # noqa: E731
+    assert sorted(sink.attempts[1][1], key=key) == sorted(failed, key=key)
+    assert sorted(sink.ids()) == sorted(produced)
+    assert any((tmp_path / "ledger").rglob("*.json")), "the ledger is at the path"
+    assert not [t for t in moto_server.client("dynamodb").list_tables()["TableNames"] if stream in t]
+
+
 def test_a_misspelled_option_fails_at_load_with_the_fix_in_the_message(spark: Any) -> None:
     reader = spark.readStream.format("kinsumer").option("streamName", "s").option("maxRecordPerShard", "5")
     with pytest.raises(Exception, match="did you mean maxRecordsPerShard") as info:

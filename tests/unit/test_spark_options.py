@@ -28,6 +28,9 @@ from kinsumer.spark.options import OPTIONS, SourceOptions
         ({"streamName": "s", "maxRecordPerShard": "5"}, "option maxRecordPerShard"),
         ({"streamName": "s", "kinesis.awsAccessKeyId": "AKIA"}, "option kinesis.awsAccessKeyId"),
         ({"streamName": "s", "kinesis.streamName": "t"}, "option streamName"),
+        ({"streamName": "s", "metadataPath": "hdfs://nn/ckpt/ledger"}, "option metadataPath"),
+        ({"streamName": "s", "metadataPath": "s3:///no-bucket"}, "option metadataPath"),
+        ({"streamName": "s", "metadataPath": "/ckpt", "dynamodbEndpointUrl": "http://x"}, "option dynamodbEndpointUrl"),
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, str], name: str) -> None:
@@ -71,8 +74,10 @@ def test_spark_sql_kinesis_connector_names_mean_the_same() -> None:
             "kinesis.startingposition": "AT_TIMESTAMP 2026-01-02T03:04:05Z",
             "kinesis.maxfetchrecordspershard": "500",
             "kinesis.maxfetchtimepershardsec": "3",
+            "kinesis.metadatapath": "s3://bucket/ckpt/ledger",
         }
     )
+    assert opts.metadata_path == "s3://bucket/ckpt/ledger"
     assert (opts.stream, opts.region, opts.endpoint_url) == ("clicks", "eu-west-1", "http://127.0.0.1:1")
     assert opts.at_timestamp == dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     assert (opts.max_records_per_shard, opts.read_time_budget) == (500, 3.0)
