@@ -37,6 +37,10 @@ class StatReceiver:
     def error_retried(self, operation: str, error: str) -> None:
         """A transient error (throttling, 5xx, connection, expired iterator) was retried."""
 
+    def error_abandoned(self, operation: str, error: str) -> None:
+        """A transient error was not retried because the client (or that shard's reader) was
+        stopping; whoever next does the work (this client again, or another) starts over."""
+
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         """``count`` records started like KPL aggregates but were not valid ones (a wrong MD5, a body
         that does not parse): they were delivered as they are, each as one record."""
@@ -82,6 +86,9 @@ class GuardedStats(StatReceiver):
 
     def error_retried(self, operation: str, error: str) -> None:
         self._call("error_retried", operation, error)
+
+    def error_abandoned(self, operation: str, error: str) -> None:
+        self._call("error_abandoned", operation, error)
 
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         self._call("malformed_aggregates", shard_id, count)

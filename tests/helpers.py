@@ -195,6 +195,7 @@ class CountingStats(StatReceiver):
         self._lock = threading.Lock()
         self.calls: dict[str, int] = defaultdict(int)
         self.retried: dict[tuple[str, str], int] = defaultdict(int)
+        self.abandoned: list[tuple[str, str]] = []
         self.handoffs: list[tuple[str, float, bool]] = []
 
     def _count(self, name: str) -> None:
@@ -223,6 +224,10 @@ class CountingStats(StatReceiver):
     def error_retried(self, operation: str, error: str) -> None:
         with self._lock:
             self.retried[(operation, error)] += 1
+
+    def error_abandoned(self, operation: str, error: str) -> None:
+        with self._lock:
+            self.abandoned.append((operation, error))
 
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         with self._lock:

@@ -70,5 +70,6 @@ def retry_call(
         return retrying(fn)
     except Exception as exc:
         if should_stop() and is_transient(exc):
+            stats.error_abandoned(operation, error_code(exc))
             raise Stopped(operation) from exc
         raise

@@ -57,6 +57,9 @@ class FileStats(StatReceiver):
     def error_retried(self, operation: str, error: str) -> None:
         self.write("retried", operation, error)
 
+    def error_abandoned(self, operation: str, error: str) -> None:
+        self.write("abandoned", operation, error)
+
 
 class Faults:
     """Injected with botocore hooks: error answers by operation, and connection resets."""

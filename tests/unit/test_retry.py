@@ -75,12 +75,14 @@ def test_permanent_errors_are_raised_at_once() -> None:
     assert calls == 1
 
 
-def test_a_stop_request_ends_retrying() -> None:
+def test_a_stop_request_ends_retrying_and_the_fault_is_counted_as_abandoned() -> None:
     def always() -> None:
         raise client_error("ThrottlingException")
 
+    stats = CountingStats()
     with pytest.raises(Stopped):
-        retry_call(always, operation="Op", stats=CountingStats(), sleep=lambda s: None, should_stop=lambda: True)
+        retry_call(always, operation="Op", stats=stats, sleep=lambda s: None, should_stop=lambda: True)
+    assert stats.abandoned == [("Op", "ThrottlingException")] and not stats.retried
 
 
 def test_the_deadline_ends_retrying_with_the_last_error() -> None:
