@@ -12,7 +12,6 @@ import pathlib
 import signal
 import subprocess
 import sys
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,6 +25,7 @@ from tests.conftest import REGION, unique
 from tests.helpers import Producer, produce_per_shard, put_all, wait_until
 from tests.reshard import new_stream, split_first
 from tests.spark.conftest import AUDIT_DIR, REPO
+from tests.spark.test_source import assert_reshard_order
 
 pytestmark = pytest.mark.server
 
@@ -107,19 +107,9 @@ def test_available_now_on_a_cluster_through_a_split_and_a_restart_is_exactly_onc
     finish(start_driver(cluster, kinesalite, moto_server, stream, app, tmp_path, 100, call_log))  # a restart
     rows = sink_rows(tmp_path / "sink")
     assert sorted(r["id"] for r in rows) == producer.produced
-    by_key: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    for row in rows:
-        by_key[row["key"]].append((row["batch"], row["seq"], row["counter"]))
-    for key, seen in by_key.items():
-        counters = [counter for _, _, counter in sorted(seen)]
-        assert counters == sorted(counters), key
-    batches_of: dict[str, list[int]] = defaultdict(list)
-    for row in rows:
-        batches_of[row["shard"]].append(row["batch"])
-    children = [
-        s["ShardId"] for s in kinesis.list_shards(StreamName=stream)["Shards"] if s.get("ParentShardId") == parent
-    ]
-    assert children and all(min(batches_of[child]) > max(batches_of[parent]) for child in children)
+    shards = kinesis.list_shards(StreamName=stream)["Shards"]
+    read = assert_reshard_order(rows, shards)
+    assert parent in read and {s["ShardId"] for s in shards if s.get("ParentShardId") == parent} <= read
 
 
 def test_an_executor_killed_mid_batch_on_a_cluster_loses_and_repeats_nothing(

@@ -111,6 +111,26 @@ def assert_shard_order(rows: list[dict[str, Any]]) -> None:
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), shard
 
 
+def assert_reshard_order(rows: list[dict[str, Any]], shards: list[dict[str, Any]]) -> set[str]:
+    """Per-key counters in (batch, sequence) order; every child read in later batches than its parents.
+
+    Returns the shards the rows came from.
+    """
+    by_key: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    batches_of: dict[str, list[int]] = defaultdict(list)
+    for row in rows:
+        by_key[row["key"]].append((row["batch"], row["seq"], row["counter"]))
+        batches_of[row["shard"]].append(row["batch"])
+    for key, seen in by_key.items():
+        counters = [counter for _, _, counter in sorted(seen)]
+        assert counters == sorted(counters), key
+    for shard in shards:
+        for parent in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")):
+            if parent and shard["ShardId"] in batches_of and parent in batches_of:
+                assert min(batches_of[shard["ShardId"]]) > max(batches_of[parent]), (parent, shard["ShardId"])
+    return set(batches_of)
+
+
 def test_every_record_arrives_once_over_several_batches_and_the_driver_only_probes(
     spark: Any,
     moto_server: LocalServer,
@@ -249,17 +269,5 @@ def test_split_and_merge_between_batches_keep_per_key_order(
     rows = sink.final_rows()
     assert sorted(sink.ids()) == producer.produced
     assert_shard_order(rows)
-    by_key: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    for row in rows:
-        by_key[row["key"]].append((row["batch"], row["seq"], row["counter"]))
-    for key, seen in by_key.items():
-        counters = [counter for _, _, counter in sorted(seen)]
-        assert counters == sorted(counters), key
-    batches_of: dict[str, list[int]] = defaultdict(list)
-    for row in rows:
-        batches_of[row["shard"]].append(row["batch"])
-    for sid, shard in {s["ShardId"]: s for s in kinesis.list_shards(StreamName=stream)["Shards"]}.items():
-        for p in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")):
-            if p and sid in batches_of and p in batches_of:
-                assert min(batches_of[sid]) > max(batches_of[p]), (p, sid)
-    assert {parent, left, right} <= set(batches_of)
+    read = assert_reshard_order(rows, kinesis.list_shards(StreamName=stream)["Shards"])
+    assert {parent, left, right} <= read
