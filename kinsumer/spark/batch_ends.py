@@ -35,8 +35,8 @@ class BatchEnds:
     def _key(self, batch: int) -> dict[str, Any]:
         return {"Key": {"S": f"spark|{self._run}|{batch:012d}"}}
 
-    def plan(self, batch: int) -> None:
-        """Create the batch's (empty) item unless it exists: a replay keeps what was recorded."""
+    def plan(self, batch: int) -> bool:
+        """Create the batch's (empty) item unless it exists (a replay keeps what was recorded); True if new."""
         try:
             self._db.put_item(
                 TableName=self.table,
@@ -47,6 +47,8 @@ class BatchEnds:
         except botocore.exceptions.ClientError as exc:
             if not is_condition_failure(exc):
                 raise
+            return False
+        return True
 
     def record(self, batch: int, shard: str, end: ShardEnd, count: int) -> bool:
         """Record where ``shard`` ended in ``batch``; False if an end was recorded already."""

@@ -31,7 +31,7 @@ OPTIONS: dict[str, str] = {
     "startingPosition": "TRIM_HORIZON (default), EARLIEST (the same), LATEST, or AT_TIMESTAMP <ISO 8601 time>",
     "initialPosition": "the same as startingPosition",
     "atTimestamp": "the time (ISO 8601) of startingPosition AT_TIMESTAMP",
-    "maxRecordsPerShard": "records read from one shard in one micro-batch at most (default 10000)",
+    "maxRecordsPerShard": "records read from one shard in one micro-batch at most (default 100000)",
     "maxRecordsPerTrigger": "records in one micro-batch at most, over all shards (default: no total)",
     "readTimeBudget": "seconds one shard's read in a micro-batch may take (default 10)",
     "idleBatchInterval": "seconds between checks of a shard that was at the tip of the stream (default 1)",
@@ -146,7 +146,7 @@ class SourceOptions:
     dynamodb_endpoint_url: str | None = None
     initial_position: str = "TRIM_HORIZON"
     at_timestamp: dt.datetime | None = None
-    max_records_per_shard: int = 10_000
+    max_records_per_shard: int = 100_000
     max_records_per_trigger: int | None = None
     application_name: str = ""
     metadata_path: str | None = None
@@ -172,7 +172,7 @@ class SourceOptions:
                     rule = "is for the DynamoDB ledger; with metadataPath the ledger is at that path"
                     raise ConfigError(f"option {name}", rule, get(name))
         position, when = _starting_position(get("startingPosition"), get("atTimestamp"))
-        per_shard = _number("maxRecordsPerShard", get("maxRecordsPerShard"), 10_000, whole=True, minimum=1)
+        per_shard = _number("maxRecordsPerShard", get("maxRecordsPerShard"), 100_000, whole=True, minimum=1)
         per_trigger = get("maxRecordsPerTrigger")
         total = None if per_trigger is None else _number("maxRecordsPerTrigger", per_trigger, 0, whole=True, minimum=1)
         return cls(

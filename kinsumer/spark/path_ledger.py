@@ -47,7 +47,7 @@ class BatchLedger(Protocol):
         """Where the ledger is, for messages."""
         ...
 
-    def plan(self, batch: int) -> None: ...
+    def plan(self, batch: int) -> bool: ...
 
     def record(self, batch: int, shard: str, end: ShardEnd, count: int) -> bool: ...
 
@@ -159,8 +159,8 @@ class PathLedger:
     def _batch(self, batch: int) -> str:
         return f"{self._run}/{batch:012d}"
 
-    def plan(self, batch: int) -> None:
-        self._store.create(f"{self._batch(batch)}/{_PLANNED}", b"")
+    def plan(self, batch: int) -> bool:
+        return self._store.create(f"{self._batch(batch)}/{_PLANNED}", b"")
 
     def record(self, batch: int, shard: str, end: ShardEnd, count: int) -> bool:
         if self._store.read(f"{self._batch(batch)}/{_PLANNED}") is None:

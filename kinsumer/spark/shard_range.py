@@ -2,7 +2,9 @@
 
 Live (first attempt): read from the start position up to ``limit`` records, the end of
 the shard, the tip of the stream or the batch's ``until`` cut; record where it ended and
-why; then hand the records over.
+why (a conditional write: the first attempt's end wins); then hand the records over. If
+another attempt recorded first, or the driver found the end recorded when it planned the
+batch again (``recorded``), read exactly that range instead.
 Recording *before* handing over means any later failure (the sink, the task, the driver)
 replays exactly the recorded range. Replay: read from the start up to the recorded end.
 """
@@ -42,6 +44,7 @@ class ShardRange:
     time_budget: float  # seconds of reading at most, on a live read
     closed: bool = False  # the shard is closed: read to its end, not just to an empty page
     until: int | None = None  # epoch ms: records that arrived at or after it are not this query run's
+    recorded: str | None = None  # the end an earlier run of this batch recorded: a replay
 
 
 def read_shard_range(
@@ -49,10 +52,10 @@ def read_shard_range(
 ) -> list[ApiRecord]:
     """The records of ``part``: the recorded range, or a fresh one recorded now."""
     stats = stats or StatReceiver()
-    recorded = ends.ends(part.batch).get(part.shard)
-    if recorded is None:
-        records, end = _RangeReader(kinesis, part, stats).live()
-        if ends.record(part.batch, part.shard, end, len(records)):
+    end = part.recorded
+    if end is None:
+        records, live_end = _RangeReader(kinesis, part, stats).live()
+        if ends.record(part.batch, part.shard, live_end, len(records)):
             return records
         recorded = ends.ends(part.batch).get(part.shard)  # another attempt recorded first: use its range
         if recorded is None:
@@ -60,9 +63,10 @@ def read_shard_range(
                 f"batch {part.batch} of {part.shard} has no item in {ends.table}: it was never planned "
                 "(or was deleted); the driver plans every batch before its tasks run"
             )
-    if recorded.position == part.start:
+        end = recorded.position
+    if end == part.start:
         return []
-    return _RangeReader(kinesis, part, stats).replay(recorded.position)
+    return _RangeReader(kinesis, part, stats).replay(end)
 
 
 class _RangeReader:

@@ -105,7 +105,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         following = plan_next(current, ends, listing, probed, self._limits(limit), self._until)
         if following is None:  # nothing new: no batch
             return start if start is not None else current.to_json()
-        self._batch_ends(current.run).forget(current.batch - _KEPT_BATCHES)
+        self._ledger(current.run).forget(current.batch - _KEPT_BATCHES)
         self._last = following
         return following.to_json()
 
@@ -114,7 +114,8 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last = batch
         if start == end or batch.batch < 0:
             return []
-        self._batch_ends(batch.run).plan(batch.batch)
+        planned = self._ledger(batch.run)
+        recorded = {} if planned.plan(batch.batch) else planned.ends(batch.batch)  # planned before: a replay
         opts = self._options
         closed = {s.shard_id for s in self._list_shards() if s.closed}  # read those to their end
         ranges = [
@@ -127,6 +128,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 opts.read_time_budget,
                 closed=shard in closed,
                 until=batch.until,
+                recorded=recorded[shard].position if shard in recorded else None,
             )
             for shard in batch.read
         ]
@@ -149,14 +151,14 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._prober = Prober(kinesis, self._options.stream, self._options.idle_batch_interval)
         return self._prober.probe(positions, positions, self._until)
 
-    def _batch_ends(self, run: str) -> BatchLedger:
+    def _ledger(self, run: str) -> BatchLedger:
         return ledger(self._options, run)
 
     def _recorded_ends(self, offset: BatchOffset) -> dict[str, ShardEnd]:
         if offset.batch < 0:
             return {}
         if self._ends[0] != offset.batch:  # a batch's ends are final once it ran: read them once
-            self._ends = (offset.batch, self._batch_ends(offset.run).ends(offset.batch))
+            self._ends = (offset.batch, self._ledger(offset.run).ends(offset.batch))
         return self._ends[1]
 
     def _list_shards(self) -> list[ShardInfo]:

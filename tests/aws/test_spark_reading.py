@@ -223,3 +223,19 @@ def test_a_replay_through_a_ledger_at_a_path_reads_the_same_records(kinesis: Any
     assert read_shard_range(kinesis, path_ledger, part(0, limit=100)) == first
     with pytest.raises(ReplayError, match="never planned"):
         read_shard_range(kinesis, path_ledger, part(1))
+
+
+def test_a_batch_planned_again_passes_its_recorded_end_so_the_executor_replays_without_asking(
+    kinesis: Any, db: Any, ends: BatchEnds
+) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    put(kinesis, 15)
+    assert ends.plan(0)  # planned for the first time
+    first = read_shard_range(kinesis, ends, part(0))
+    assert not ends.plan(0)  # planned again (a restart): the driver reads the recorded end
+    recorded = ends.ends(0)[SHARD].position
+    calls: list[str] = []
+    db.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    replay = ShardRange("s", SHARD, 0, TRIM_HORIZON, 100, 5.0, recorded=recorded)
+    assert read_shard_range(kinesis, ends, replay) == first
+    assert calls == []  # no ledger call on the executor

@@ -62,7 +62,7 @@ def test_options_arrive_lower_cased_and_have_defaults() -> None:
     assert opts.initial_position == "AT_TIMESTAMP"
     assert opts.at_timestamp == dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     assert opts.table == "kinsumer-spark-clicks_metadata"
-    assert (opts.max_records_per_shard, opts.max_records_per_trigger) == (10_000, None)
+    assert (opts.max_records_per_shard, opts.max_records_per_trigger) == (100_000, None)
 
 
 def test_spark_sql_kinesis_connector_names_mean_the_same() -> None:
