@@ -11,6 +11,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource
 
+from ..errors import ConfigError
 from .batch_reader import KinsumerBatchReader
 from .options import SourceOptions
 from .rows import SCHEMA
@@ -29,11 +30,18 @@ class KinsumerDataSource(DataSource):
     def schema(self) -> str:
         # called at load(): check the options there, before any query starts (batch or stream
         # is not known yet; the batch-only rules are checked in reader())
-        SourceOptions.from_options(self.options)
+        self._options()
         return SCHEMA
 
     def streamReader(self, schema: Any) -> KinsumerStreamReader:
-        return KinsumerStreamReader(SourceOptions.from_options(self.options))
+        return KinsumerStreamReader(self._options())
 
     def reader(self, schema: Any) -> KinsumerBatchReader:
-        return KinsumerBatchReader(SourceOptions.from_options(self.options, batch=True))
+        return KinsumerBatchReader(self._options(batch=True))
+
+    def _options(self, batch: bool = False) -> SourceOptions:
+        try:
+            return SourceOptions.from_options(self.options, batch=batch)
+        except ConfigError as exc:
+            # Spark prints the traceback before the message: keep it to the frame that matters
+            raise exc.with_traceback(None) from None
