@@ -49,6 +49,13 @@ class Page:
     #: With ``end_of_shard``: the shards that continue it, when the service names them.
     child_shards: tuple[str, ...] = ()
 
+    @property
+    def at_tip(self) -> bool:
+        """Nothing more was in the shard when the page was read: the service says it is 0 ms behind,
+        or (when it does not say) the page is empty."""
+        behind = self.millis_behind_latest
+        return behind == 0 or (behind is None and not self.raw)
+
     def records(self) -> list[Record]:
         """The page's records as :class:`Record` objects (made on each call: call it once)."""
         shard_id, retrieved_at = self.shard_id, self.retrieved_at

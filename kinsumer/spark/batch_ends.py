@@ -10,7 +10,7 @@ the same records.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import botocore.exceptions
 
@@ -21,7 +21,24 @@ from .offsets import ShardEnd, Stop
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["BatchEnds"]
+__all__ = ["BatchEnds", "BatchLedger"]
+
+
+class BatchLedger(Protocol):
+    """Where each shard of each batch ended (:class:`BatchEnds` in DynamoDB, or :class:`~.path_ledger.PathLedger`)."""
+
+    @property
+    def table(self) -> str:
+        """Where the ledger is, for messages."""
+        ...
+
+    def plan(self, batch: int) -> bool: ...
+
+    def record(self, batch: int, shard: str, end: ShardEnd, count: int) -> bool: ...
+
+    def ends(self, batch: int) -> dict[str, ShardEnd]: ...
+
+    def forget(self, batch: int) -> None: ...
 
 
 class BatchEnds:

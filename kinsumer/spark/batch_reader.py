@@ -66,7 +66,5 @@ class KinsumerBatchReader(DataSourceReader):
             raw, cut = before_cut(page.raw, partition.until)
             if raw:
                 yield arrow_batch(raw, opts.stream, partition.shard)
-            behind = page.millis_behind_latest
-            at_tip = not partition.closed and (behind == 0 or (behind is None and not page.raw))
-            if cut or page.end_of_shard or at_tip:
+            if cut or page.end_of_shard or (page.at_tip and not partition.closed):
                 return

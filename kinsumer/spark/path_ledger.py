@@ -33,27 +33,10 @@ from ..aws.error_codes import error_code
 from ..errors import ConfigError
 from .offsets import ShardEnd, Stop
 
-__all__ = ["BatchLedger", "PathLedger", "check_metadata_path"]
+__all__ = ["PathLedger", "check_metadata_path"]
 
 _PLANNED = "_planned"
 _SCHEMES = ("", "file", "s3")
-
-
-class BatchLedger(Protocol):
-    """Where each shard of each batch ended (see :class:`~.batch_ends.BatchEnds`)."""
-
-    @property
-    def table(self) -> str:
-        """Where the ledger is, for messages."""
-        ...
-
-    def plan(self, batch: int) -> bool: ...
-
-    def record(self, batch: int, shard: str, end: ShardEnd, count: int) -> bool: ...
-
-    def ends(self, batch: int) -> dict[str, ShardEnd]: ...
-
-    def forget(self, batch: int) -> None: ...
 
 
 def check_metadata_path(path: str) -> str:

@@ -20,9 +20,9 @@ from ..errors import ReplayError
 from ..reading.polling import PollingReader
 from ..reading.reader import MAX_RECORDS_PER_CALL, ApiRecord
 from ..stats import StatReceiver
+from .batch_ends import BatchLedger
 from .cut import before_cut
 from .offsets import SHARD_END, ShardEnd, Stop, after_record, end_index, to_start_position
-from .path_ledger import BatchLedger
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -100,8 +100,7 @@ class _RangeReader:
             if part.limit and len(records) >= part.limit:
                 return records, self._end(Stop.MORE)
             # an open shard is done at the tip; a closed one only at its end
-            behind = page.millis_behind_latest
-            if not part.closed and (behind == 0 or (behind is None and not raw)):
+            if not part.closed and page.at_tip:
                 return records, self._end(Stop.TIP if part.until is None else Stop.TARGET)
             if time.monotonic() >= deadline:
                 return records, self._end(Stop.MORE)

@@ -20,11 +20,11 @@ from ..aws.kinesis import list_shards, stream_exists
 from ..aws.tables import create_table
 from ..errors import StreamNotFound
 from ..reading.frontier import ShardInfo
-from .batch_ends import BatchEnds
+from .batch_ends import BatchEnds, BatchLedger
 from .clients import clients, s3_client
 from .offsets import TRIM_HORIZON, BatchOffset, ShardEnd, at_timestamp
 from .options import SourceOptions
-from .path_ledger import BatchLedger, PathLedger
+from .path_ledger import PathLedger
 from .planning import Limits, plan_next, shards_to_probe
 from .probe import Prober
 from .rows import arrow_batch
