@@ -13,17 +13,21 @@ from .options import SourceOptions
 __all__ = ["clients", "s3_client"]
 
 
-@functools.lru_cache(maxsize=16)
 def clients(options: SourceOptions) -> tuple[Any, Any]:
-    """Kinesis and DynamoDB clients, made once per process (boto3 clients do not pickle).
+    """Kinesis and DynamoDB clients, made once per process and endpoints (boto3 clients do not pickle).
 
     Credentials come from the standard AWS chain of the process: on executors, set them with
     ``spark.executorEnv.*`` or give the hosts an instance role.
     """
-    session = boto3.Session(region_name=options.region)
-    kinesis = session.client("kinesis", endpoint_url=options.endpoint_url)
+    return _clients(options.region, options.endpoint_url, options.dynamodb_endpoint_url)
+
+
+@functools.lru_cache(maxsize=16)
+def _clients(region: str | None, kinesis_endpoint: str | None, dynamodb_endpoint: str | None) -> tuple[Any, Any]:
+    session = boto3.Session(region_name=region)
+    kinesis = session.client("kinesis", endpoint_url=kinesis_endpoint)
     records_parser.install(kinesis)
-    dynamodb = session.client("dynamodb", endpoint_url=options.dynamodb_endpoint_url)
+    dynamodb = session.client("dynamodb", endpoint_url=dynamodb_endpoint)
     return kinesis, dynamodb
 
 

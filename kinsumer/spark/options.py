@@ -34,6 +34,7 @@ OPTIONS: dict[str, str] = {
     "maxRecordsPerShard": "records read from one shard in one micro-batch at most (default 100000)",
     "maxRecordsPerTrigger": "records in one micro-batch at most, over all shards (default: no total)",
     "readTimeBudget": "seconds one shard's read in a micro-batch may take (default 10)",
+    "shardsPerTask": "shards one Spark task reads, concurrently (default 4; 1: a task per shard)",
     "idleBatchInterval": "seconds between checks of a shard that was at the tip of the stream (default 1)",
 }
 
@@ -152,6 +153,7 @@ class SourceOptions:
     metadata_path: str | None = None
     idle_batch_interval: float = 1.0
     read_time_budget: float = 10.0
+    shards_per_task: int = 4
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
@@ -188,6 +190,7 @@ class SourceOptions:
             metadata_path=metadata_path,
             idle_batch_interval=_number("idleBatchInterval", get("idleBatchInterval"), 1.0),
             read_time_budget=_number("readTimeBudget", get("readTimeBudget"), 10.0),
+            shards_per_task=int(_number("shardsPerTask", get("shardsPerTask"), 4, whole=True, minimum=1)),
         )
 
     @property

@@ -8,20 +8,27 @@ Trigger.AvailableNow cut is done for this query run. A batch is planned only whe
 shard has something to read, so an idle stream costs a probe per shard now and then and no
 empty micro-batches.
 
+Tasks: a batch's shards are dealt out to tasks of at most ``shards_per_task`` shards each,
+which a task reads concurrently (:func:`task_groups`).
+
 Read limits: every shard read in a batch reads at most ``per_shard`` records; with a total
 (``maxRecordsPerTrigger``), the batch's shards share it, so a batch never holds more.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 import attrs
 
 from ..reading.frontier import ShardInfo
 from .offsets import BatchOffset, ShardEnd, Stop, next_offset
 
-__all__ = ["Limits", "plan_next", "shards_to_probe"]
+__all__ = ["Limits", "plan_next", "shards_to_probe", "task_groups"]
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -95,3 +102,9 @@ def plan_next(
     read, limit = limits.share(waiting, following.batch)
     unread = {shard: stop.value for shard, stop in stops.items() if shard not in read}
     return attrs.evolve(following, limit=limit, unread=unread, until=until)
+
+
+def task_groups(shards: Sequence[T], shards_per_task: int) -> list[list[T]]:
+    """``shards`` dealt out to as few tasks as hold at most ``shards_per_task`` each, evenly (sizes differ by <= 1)."""
+    tasks = math.ceil(len(shards) / shards_per_task)
+    return [list(shards[i::tasks]) for i in range(tasks)]

@@ -2,8 +2,8 @@
 
 Driver: ``initialOffset`` / ``latestOffset`` / ``partitions`` list shards, read the batch
 ledger and probe idle shards (:mod:`.probe`); they never read the records a batch holds.
-Executors: ``read`` reads one shard's share of a batch (:mod:`.shard_range`). One input
-partition per shard that a batch reads.
+Executors: ``read`` reads its shards' shares of a batch (:mod:`.shard_range`), concurrently.
+One input partition per ``shardsPerTask`` shards that a batch reads.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from .clients import clients, s3_client
 from .offsets import TRIM_HORIZON, BatchOffset, ShardEnd, at_timestamp
 from .options import SourceOptions
 from .path_ledger import PathLedger
-from .planning import Limits, plan_next, shards_to_probe
+from .planning import Limits, plan_next, shards_to_probe, task_groups
 from .probe import Prober
 from .rows import arrow_batch
-from .shard_range import ShardRange, read_shard_range
+from .shard_range import ShardRange, read_shard_ranges
 
 try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -48,12 +48,12 @@ _KEPT_BATCHES = 2  # ledger items kept for batches before the newest (a restart 
 
 
 class ShardPartition(InputPartition):
-    """One shard of one batch (pickled to an executor)."""
+    """The shards one task reads in one batch (pickled to an executor)."""
 
-    def __init__(self, index: int, run: str, shard_range: ShardRange) -> None:
+    def __init__(self, index: int, run: str, ranges: list[ShardRange]) -> None:
         super().__init__(index)
         self.run = run
-        self.shard_range = shard_range
+        self.ranges = ranges
 
 
 class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -73,15 +73,18 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._ends: tuple[int, dict[str, ShardEnd]] = (-1, {})
         self._until: int | None = None  # Trigger.AvailableNow: the cut, epoch ms
         self._prober: Prober | None = None
+        self._checked = False  # the stream exists and the ledger table too
 
     # ----------------------------------------------------------------- driver
 
     def initialOffset(self) -> dict[str, Any]:
-        kinesis, dynamodb = clients(self._options)
-        if not stream_exists(kinesis, self._options.stream):  # before making a table for it
-            raise StreamNotFound(self._options.stream)
-        if self._options.metadata_path is None:
-            create_table(dynamodb, self._options.table, "Key")
+        if not self._checked:  # Spark may ask twice
+            kinesis, dynamodb = clients(self._options)
+            if not stream_exists(kinesis, self._options.stream):  # before making a table for it
+                raise StreamNotFound(self._options.stream)
+            if self._options.metadata_path is None:
+                create_table(dynamodb, self._options.table, "Key")
+            self._checked = True
         return BatchOffset(run=self._run, batch=-1, initial=self._initial).to_json()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -132,7 +135,8 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
             for shard in batch.read
         ]
-        return [ShardPartition(i, batch.run, shard_range) for i, shard_range in enumerate(ranges)]
+        groups = task_groups(ranges, opts.shards_per_task)
+        return [ShardPartition(i, batch.run, group) for i, group in enumerate(groups)]
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: ledger items are forgotten as later batches are planned."""
@@ -173,10 +177,9 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, ShardPartition)
         kinesis = clients(self._options)[0]
-        part = partition.shard_range
-        records = read_shard_range(kinesis, ledger(self._options, partition.run), part)
-        if records:
-            yield arrow_batch(records, part.stream, part.shard)
+        for part, records in read_shard_ranges(kinesis, ledger(self._options, partition.run), partition.ranges):
+            if records:
+                yield arrow_batch(records, part.stream, part.shard)
 
 
 def ledger(options: SourceOptions, run: str) -> BatchLedger:

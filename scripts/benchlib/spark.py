@@ -4,7 +4,8 @@ Each run starts a new query (a new checkpoint, so it reads from TRIM_HORIZON) wi
 foreachBatch sink that counts rows, and stops once every record was counted. The first
 batch includes the start of Spark's Python workers; ``steady`` leaves it out.
 :func:`batch_cost` measures what a micro-batch costs whatever it holds: batches of one
-record per shard.
+record per shard. :func:`spark_floor` measures what any Python streaming source pays before its
+first rows: a source of one row, from ``start()`` to its batch counted.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from demo import servers
 
 from .throughput import Filled
 
-__all__ = ["SparkMeasure", "batch_cost", "spark_session", "spark_source"]
+__all__ = ["SparkMeasure", "batch_cost", "spark_floor", "spark_session", "spark_source"]
 
 DEADLINE = 600.0
 
@@ -57,6 +58,53 @@ def batch_cost(spark: Any, filled: Filled, batches: int = 12) -> float:
     return float(times[len(times) // 2])
 
 
+def spark_floor(spark: Any) -> float:
+    """Seconds from ``start()`` to the first batch counted, for a Python streaming source of one row."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition  # noqa: PLC0415
+
+    class OneRowReader(DataSourceStreamReader):  # defined here: Spark's workers get it by value
+        def initialOffset(self) -> dict[str, int]:
+            return {"row": 0}
+
+        def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:
+            return {"row": 1}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+            return [InputPartition(0)] if start != end else []
+
+        def read(self, partition: InputPartition) -> Any:
+            yield (1,)
+
+    class OneRow(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "kinsumer-bench-one-row"
+
+        def schema(self) -> str:
+            return "row int"
+
+        def streamReader(self, schema: Any) -> OneRowReader:
+            return OneRowReader()
+
+    spark.dataSource.register(OneRow)
+    counted = threading.Event()
+
+    def count(df: Any, batch_id: int) -> None:
+        if df.count():
+            counted.set()
+
+    frame = spark.readStream.format(OneRow.name()).load()
+    with tempfile.TemporaryDirectory() as checkpoint:
+        started = time.perf_counter()
+        query = frame.writeStream.foreachBatch(count).option("checkpointLocation", checkpoint).start()
+        try:
+            if not counted.wait(DEADLINE):
+                raise RuntimeError(f"the one-row source counted nothing in {DEADLINE:g} s: {query.exception()}")
+            return time.perf_counter() - started
+        finally:
+            query.stop()
+
+
 def _run(spark: Any, filled: Filled, options: dict[str, str], finished: Any) -> tuple[float, list[dict[str, Any]]]:
     counted: list[int] = []
     done = threading.Event()
@@ -71,7 +119,7 @@ def _run(spark: Any, filled: Filled, options: dict[str, str], finished: Any) -> 
         spark.readStream.format("kinsumer")
         .option("streamName", filled.stream)
         .option("endpointUrl", endpoint)
-        .option("dynamodbEndpointUrl", endpoint)
+        .option("dynamodbEndpointUrl", filled.dynamodb.endpoint)
         .option("region", servers.REGION)
         .option("applicationName", f"bench-{uuid.uuid4().hex[:8]}")
         .options(**options)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import pathlib
+import threading
 import time
 from typing import Any
 
+import attrs
 import boto3
 import pytest
 
 pytest.importorskip("pyspark")
 
 from demo.aggregation import aggregated_entries
-from kinsumer import ConfigError, ReplayError
+from kinsumer import ConfigError, KinsumerError, ReplayError
 from kinsumer.aws.tables import create_table
 from kinsumer.spark.batch_ends import BatchEnds
 from kinsumer.spark.batch_reader import KinsumerBatchReader
@@ -22,7 +24,7 @@ from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, ShardEnd, Stop, afte
 from kinsumer.spark.options import SourceOptions
 from kinsumer.spark.path_ledger import PathLedger
 from kinsumer.spark.probe import Prober
-from kinsumer.spark.shard_range import ShardRange, read_shard_range
+from kinsumer.spark.shard_range import ShardRange, read_shard_range, read_shard_ranges
 from tests.helpers import wait_until
 
 SHARD = "shardId-000000000000"
@@ -239,3 +241,48 @@ def test_a_batch_planned_again_passes_its_recorded_end_so_the_executor_replays_w
     replay = ShardRange("s", SHARD, 0, TRIM_HORIZON, 100, 5.0, recorded=recorded)
     assert read_shard_range(kinesis, ends, replay) == first
     assert calls == []  # no ledger call on the executor
+
+
+class MeetingLedger:
+    """A ledger whose ``record`` returns once ``parties`` reads record at the same time, and fails for ``failing``."""
+
+    def __init__(self, ends: BatchEnds, parties: int, failing: str = "") -> None:
+        self._ends = ends
+        self._barrier = threading.Barrier(parties, timeout=30)
+        self._failing = failing
+        self.table = ends.table
+
+    def record(self, batch: int, shard: str, end: ShardEnd, count: int) -> bool:
+        self._barrier.wait()  # reads one after another would break it
+        if shard == self._failing:
+            raise KinsumerError(f"recording {shard} failed")
+        return self._ends.record(batch, shard, end, count)
+
+    def ends(self, batch: int) -> dict[str, ShardEnd]:
+        return self._ends.ends(batch)
+
+
+def test_a_task_reads_its_shards_concurrently_and_raises_a_failed_read_after_the_others_recorded(
+    kinesis: Any, ends: BatchEnds
+) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=3)
+    for i in range(60):
+        kinesis.put_record(StreamName="s", Data=str(i).encode(), PartitionKey=f"key-{i}")
+    shards = [s["ShardId"] for s in kinesis.list_shards(StreamName="s")["Shards"]]
+    written = {}
+    for shard in shards:
+        iterator = kinesis.get_shard_iterator(StreamName="s", ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+        written[shard] = [r["Data"] for r in kinesis.get_records(ShardIterator=iterator["ShardIterator"])["Records"]]
+    assert all(written.values())
+    ends.plan(0)
+    parts = [ShardRange("s", shard, 0, TRIM_HORIZON, 100, 5.0) for shard in shards]
+    meeting = MeetingLedger(ends, 3)
+    got = {part.shard: [r["Data"] for r in records] for part, records in read_shard_ranges(kinesis, meeting, parts)}
+    assert got == written
+    assert set(ends.ends(0)) == set(shards)
+
+    ends.plan(1)
+    failing = MeetingLedger(ends, 3, failing=shards[0])
+    with pytest.raises(KinsumerError, match=f"recording {shards[0]} failed"):
+        list(read_shard_ranges(kinesis, failing, [attrs.evolve(p, batch=1) for p in parts]))
+    assert set(ends.ends(1)) == set(shards[1:])  # the others recorded their ends: a retried task replays them

@@ -25,6 +25,8 @@ from kinsumer.spark.options import OPTIONS, SourceOptions
         ({"streamName": "s", "maxRecordsPerShard": "2.5"}, "option maxRecordsPerShard"),
         ({"streamName": "s", "maxRecordsPerTrigger": "0"}, "option maxRecordsPerTrigger"),
         ({"streamName": "s", "idleBatchInterval": "-1"}, "option idleBatchInterval"),
+        ({"streamName": "s", "shardsPerTask": "0"}, "option shardsPerTask"),
+        ({"streamName": "s", "shardsPerTask": "1.5"}, "option shardsPerTask"),
         ({"streamName": "s", "maxRecordPerShard": "5"}, "option maxRecordPerShard"),
         ({"streamName": "s", "kinesis.awsAccessKeyId": "AKIA"}, "option kinesis.awsAccessKeyId"),
         ({"streamName": "s", "kinesis.streamName": "t"}, "option streamName"),
@@ -63,6 +65,8 @@ def test_options_arrive_lower_cased_and_have_defaults() -> None:
     assert opts.at_timestamp == dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     assert opts.table == "kinsumer-spark-clicks_metadata"
     assert (opts.max_records_per_shard, opts.max_records_per_trigger) == (100_000, None)
+    assert opts.shards_per_task == 4
+    assert SourceOptions.from_options({"streamname": "s", "shardspertask": "1"}).shards_per_task == 1
 
 
 def test_spark_sql_kinesis_connector_names_mean_the_same() -> None:

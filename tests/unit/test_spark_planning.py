@@ -10,7 +10,7 @@ pytest.importorskip("pyspark")  # the package kinsumer.spark imports it
 
 from kinsumer.reading.frontier import ShardInfo
 from kinsumer.spark.offsets import TRIM_HORIZON, BatchOffset, ShardEnd, Stop, after
-from kinsumer.spark.planning import Limits, plan_next, shards_to_probe
+from kinsumer.spark.planning import Limits, plan_next, shards_to_probe, task_groups
 
 
 class Stream:
@@ -132,3 +132,15 @@ def test_only_the_shards_with_something_new_are_read() -> None:
     # the next batch knows a is still at the tip without a ledger entry for it
     ran_b = {"b": ShardEnd(after("12"), Stop.TIP)}
     assert shards_to_probe(following, ran_b, None) == {"a": after("5"), "b": after("12")}
+
+
+@given(shards=st.integers(min_value=0, max_value=200), per_task=st.integers(min_value=1, max_value=20))
+def test_tasks_hold_every_shard_once_at_most_shards_per_task_each_and_as_few_tasks_as_that_allows(
+    shards: int, per_task: int
+) -> None:
+    ids = [f"shardId-{i:012d}" for i in range(shards)]
+    groups = task_groups(ids, per_task)
+    assert sorted(s for g in groups for s in g) == ids
+    assert all(0 < len(g) <= per_task for g in groups)
+    assert len(groups) == -(-shards // per_task)  # ceil: one task fewer could not hold them
+    assert max(map(len, groups), default=0) - min(map(len, groups), default=0) <= 1
