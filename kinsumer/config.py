@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .coordination.assignment import ASSIGNMENTS, Assignment
 from .errors import ConfigError
 from .reading.reader import DEFAULT_THROTTLE_DELAY, MAX_RECORDS_PER_CALL
 from .stats import StatReceiver
@@ -136,6 +137,11 @@ class Config:
     billing_mode: Literal["PAY_PER_REQUEST", "PROVISIONED"] = attrs.field(
         default="PAY_PER_REQUEST", validator=_one_of(_BILLING_MODES)
     )
+    #: How shards are spread over the live clients: "modulo" (the Go library's: a join or a leave
+    #: may move almost every shard) or "balanced" (the leader keeps each shard with its owner
+    #: while balance allows: a leave moves only the leaver's shards). Every client of an
+    #: application must use the same one.
+    assignment: Assignment = attrs.field(default="modulo", validator=_one_of(ASSIGNMENTS))
     #: Read capacity units of each table when billing_mode="PROVISIONED".
     read_capacity: int = attrs.field(default=10, validator=_integer(1))
     #: Write capacity units of each table when billing_mode="PROVISIONED".

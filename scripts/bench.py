@@ -23,13 +23,13 @@ from collections.abc import Callable, Sequence
 
 sys.path[:0] = [str(pathlib.Path(__file__).resolve().parent), str(pathlib.Path(__file__).resolve().parents[1])]
 
-from benchlib import failover, overhead, rebalance, steady, throughput  # noqa: E402
+from benchlib import failover, movement, overhead, rebalance, steady, throughput  # noqa: E402
 from benchlib.common import REPO, Measure, Row, median, rate_text  # noqa: E402
 
 from demo import servers  # noqa: E402
 from tests.support.kinesalite import start_kinesalite  # noqa: E402
 
-SECTIONS = ("throughput", "kpl", "overhead", "spark", "failover", "rebalance", "steady")
+SECTIONS = ("throughput", "kpl", "overhead", "spark", "failover", "rebalance", "movement", "steady")
 KPL_PER_RECORD = 100  # user records per Kinesis record in the KPL line
 SHARDS = 8
 RECORD_SIZE = 100
@@ -253,6 +253,23 @@ def rebalance_rows(args: argparse.Namespace) -> list[Row]:
     ]
 
 
+def movement_rows() -> list[Row]:
+    rows = []
+    for shards, clients in ((8, 5), (30, 8)):
+        for m in movement.movement(shards, clients):
+            after = clients - 1 if m.event == "leave" else clients + 1
+            bound = -(-shards // after) + 1  # the bound: ceil(shards / clients) + 1
+            rows.append(
+                Row(
+                    f"shards moved by a {m.event}, {shards} shards, {clients} clients, assignment={m.assignment!r}",
+                    "none (the coordinator's computation, 2,000 random client sets)",
+                    f"{m.mean:.2f}",
+                    f"at most {m.most}" + (f" (bound for balanced: {bound})" if m.assignment == "balanced" else ""),
+                )
+            )
+    return rows
+
+
 def steady_rows(server: servers.LocalServer) -> list[Row]:
     say(f"steady state: 2 clients, 1 record / {steady.INTERVAL * 1000:.0f} ms, {steady.WINDOW:.0f} s window")
     state = steady.steady_state(server)
@@ -338,6 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += failover_rows(server, args)
         if "steady" in args.only:
             rows += steady_rows(server)
+    if "movement" in args.only:
+        rows += movement_rows()
     if "rebalance" in args.only:
         rows += rebalance_rows(args)
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,8 +1,11 @@
 """Membership, leadership and shard assignment of one client.
 
 Every ``shard_check_frequency`` the coordinator heartbeats, reads the live clients and
-the shard cache, and owns the shards at positions ``i % client_count == my_index``. Only
-shards whose owner changed are stopped and started. It owns the :class:`ShardPool`.
+the shard cache, and owns the shards the assignment gives it: those at positions
+``i % client_count == my_index`` ("modulo"), or those the leader published with the shard
+cache ("balanced": the leader computes it from the live clients and the assignment as
+published before). Only shards whose owner changed are stopped and started. It owns the
+:class:`ShardPool`.
 """
 
 from __future__ import annotations
@@ -13,13 +16,13 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..aws.retry import Stopped
 from ..aws.tables import now_ms as tables_now_ms
 from ..reading.reader import ReaderFactory
 from . import clients_table, metadata_table
-from .assignment import assigned_shards, client_index
+from .assignment import assigned_shards, balanced_assignment, client_index
 from .clients_table import ClientRow
 from .leader import refresh_shard_cache
 from .metadata_table import ShardCache
@@ -155,9 +158,36 @@ class Coordinator:
                 call(lambda: clients_table.reap_clients(db, tables.clients, reap_after), "Scan")
         if (index, count) != (self.client_index, self.client_count):
             log.info("client %s is %d of %d live clients", rt.client_id, index, count)
-        self.client_index, self.client_count, self._cache = index, count, cache
+        self.client_index, self.client_count = index, count
+        if self._cfg.assignment == "balanced":
+            if self.is_leader:
+                cache = self._publish_assignment(cache, [c.id for c in clients], call)
+            shards = set(cache.shard_ids)
+            wanted = sorted(s for s, owner in cache.assignment.items() if owner == rt.client_id and s in shards)
+        else:
+            wanted = assigned_shards(cache.shard_ids, index, count)
+        self._cache = cache
         if not self._stopping.is_set():
-            self._pool.assign(assigned_shards(cache.shard_ids, index, count), cache.parents)
+            self._pool.assign(wanted, cache.parents)
+
+    def _publish_assignment(self, cache: ShardCache, client_ids: list[str], call: Callable[..., Any]) -> ShardCache:
+        """The leader's part of the balanced assignment: recompute it, publish it if it changed."""
+        rt = self._rt
+        live = sorted(set(client_ids) | {rt.client_id})
+        wanted = balanced_assignment(cache.shard_ids, live, cache.assignment)
+        if wanted == cache.assignment:
+            return cache
+        written: ShardCache | None = call(
+            lambda: metadata_table.write_shard_cache(
+                rt.dynamodb, rt.tables.metadata, list(cache.shard_ids), cache.parents, cache.version, wanted
+            ),
+            "PutItem",
+        )
+        if written is None:  # the cache changed meanwhile (a shard finished): again next round
+            return cache
+        moved = sum(1 for shard, owner in wanted.items() if cache.assignment.get(shard) != owner)
+        log.info("published the assignment of %d shards to %d clients (%d moved)", len(wanted), len(live), moved)
+        return written
 
     def _when_silent_clients_expire(self, clients: list[ClientRow]) -> float:
         """Monotonic time at which the first client that missed a heartbeat counts as dead.

@@ -53,8 +53,8 @@ def refresh_shard_cache(
     if seen is not None and list(seen.shard_ids) == frontier:
         return seen
     parents = {s.shard_id: s.parents for s in shards if s.shard_id in set(frontier)}
-    written = metadata_table.write_shard_cache(
-        db, tables.metadata, frontier, parents, expected_version=seen.version if seen else 0
+    written = metadata_table.write_shard_cache(  # the published assignment goes with it
+        db, tables.metadata, frontier, parents, seen.version if seen else 0, seen.assignment if seen else None
     )
     if written is None:  # someone else wrote first: theirs is at least as fresh
         return metadata_table.read_shard_cache(db, tables.metadata) or ShardCache(tuple(frontier), parents)

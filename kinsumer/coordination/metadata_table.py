@@ -7,6 +7,7 @@ Items: ``Key="Leader"`` (``ID``, ``Name``, ``LastUpdate``) and ``Key="ShardCache
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -80,6 +81,8 @@ class ShardCache:
     parents: dict[str, tuple[str, ...]] = attrs.field(factory=dict, eq=False)
     version: int = 0
     last_update: int = 0
+    #: shard -> client, as the leader published it (``Config(assignment="balanced")`` only).
+    assignment: dict[str, str] = attrs.field(factory=dict, eq=False)
 
 
 def read_shard_cache(db: DynamoDBClient, table: str) -> ShardCache | None:
@@ -95,6 +98,7 @@ def read_shard_cache(db: DynamoDBClient, table: str) -> ShardCache | None:
         parents=parents,
         version=int(item.get("Version", {}).get("N", "0")),
         last_update=int(item.get("LastUpdate", {}).get("N", "0")),
+        assignment={shard: owner["S"] for shard, owner in item.get("Assignment", {}).get("M", {}).items()},
     )
 
 
@@ -104,8 +108,12 @@ def write_shard_cache(
     shard_ids: list[str],
     parents: dict[str, tuple[str, ...]],
     expected_version: int,
+    assignment: Mapping[str, str] | None = None,
 ) -> ShardCache | None:
-    """Write the cache if nobody wrote since we read ``expected_version``; None if someone did."""
+    """Write the cache (and the assignment, if any) if nobody wrote since we read ``expected_version``.
+
+    None if someone did.
+    """
     version = expected_version + 1
     now = now_ms()
     item: dict[str, Any] = {
@@ -115,6 +123,8 @@ def write_shard_cache(
         "Version": {"N": str(version)},
         "LastUpdate": {"N": str(now)},
     }
+    if assignment:
+        item["Assignment"] = {"M": {shard: {"S": owner} for shard, owner in assignment.items()}}
     try:
         db.put_item(
             TableName=table,
@@ -127,4 +137,4 @@ def write_shard_cache(
         if is_condition_failure(exc):
             return None
         raise
-    return ShardCache(shard_ids=tuple(shard_ids), parents=dict(parents), version=version, last_update=now)
+    return ShardCache(tuple(shard_ids), dict(parents), version, now, dict(assignment or {}))

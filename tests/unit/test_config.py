@@ -37,6 +37,7 @@ INVALID: list[tuple[dict[str, Any], str, str]] = [
     ({"stats": object()}, "Config.stats", "missing records_fetched"),
     ({"client_id": ""}, "Config.client_id", "non-empty"),
     ({"billing_mode": "FREE"}, "Config.billing_mode", "PAY_PER_REQUEST, PROVISIONED"),
+    ({"assignment": "sticky"}, "Config.assignment", "modulo, balanced"),
     ({"read_capacity": 0}, "Config.read_capacity", ">= 1"),
     ({"write_capacity": 0}, "Config.write_capacity", ">= 1"),
 ]
