@@ -6,9 +6,10 @@ processed user record; absent when the whole Kinesis record is processed, and in
 versions before it), ``OwnerID``, ``OwnerName``, ``LastUpdate`` (epoch ms), ``Finished``
 (epoch ms, set once the shard is closed and fully processed), ``ParentShardIds``.
 
-Capture is conditional on the row being free or stale; commit and release are conditional
-on ``OwnerID = :me``, so a client that lost a shard can never overwrite the new owner's
-checkpoint.
+Capture is conditional on the row being free, ours, or exactly as read while its owner was
+found dead (the caller decides that from the clients table: :mod:`.membership`); commit and
+release are conditional on ``OwnerID = :me``, so a client that lost a shard can never
+overwrite the new owner's checkpoint.
 """
 
 from __future__ import annotations
@@ -90,26 +91,26 @@ def capture(
     *,
     owner_id: str,
     owner_name: str,
-    max_age: float,
     parents: tuple[str, ...] = (),
+    taking: CheckpointRow | None = None,
 ) -> CheckpointRow | None:
-    """Take the shard if it is unfinished and free, ours, or stale. Returns the row as taken.
+    """Take the shard if it is unfinished and free or ours, or still exactly ``taking`` (a row
+    read while its owner was found dead). Returns the row as taken.
 
     A single conditional UpdateItem that returns the new row, so the checkpoint we start
     from is exactly the one stored when we took ownership.
     """
-    now = now_ms()
     update = "SET #owner = :me, #oname = :name, #lu = :now"
-    values: dict[str, Any] = {
-        ":me": {"S": owner_id},
-        ":name": {"S": owner_name},
-        ":now": {"N": str(now)},
-        ":cutoff": {"N": str(now - int(max_age * 1000))},
-    }
+    values: dict[str, Any] = {":me": {"S": owner_id}, ":name": {"S": owner_name}, ":now": {"N": str(now_ms())}}
     if parents:
         update += ", #parents = :parents"
         values[":parents"] = {"L": [{"S": p} for p in parents]}
-    condition = "attribute_not_exists(#fin) AND (attribute_not_exists(#owner) OR #owner = :me OR #lu <= :cutoff)"
+    taken = ""
+    if taking is not None and taking.owner_id is not None:  # unchanged since read: its owner wrote nothing since
+        taken = " OR (#owner = :prev AND #lu = :prevlu)"
+        values[":prev"] = {"S": taking.owner_id}
+        values[":prevlu"] = {"N": str(taking.last_update)}
+    condition = f"attribute_not_exists(#fin) AND (attribute_not_exists(#owner) OR #owner = :me{taken})"
     item = _conditional_update(db, table, shard_id, update, condition, values, return_new=True)
     return None if item is None else CheckpointRow.from_item(item)
 

@@ -1,6 +1,9 @@
 """The clients table: heartbeats and the sorted list of live clients.
 
-Row: ``ID`` (hash key), ``Name``, ``LastUpdate`` (epoch ms), ``Host``, ``Pid``.
+Row: ``ID`` (hash key), ``Name``, ``LastUpdate`` (epoch ms), ``Host``, ``Pid``,
+``CacheVersion`` (the version of the shard cache the client last read or wrote: the others
+read the cache only when a live client has a newer one), ``Leaving`` (set while a stopping
+client hands its shards off: it gets no shards, yet its shards are not taken from it).
 """
 
 from __future__ import annotations
@@ -30,20 +33,25 @@ class ClientRow:
     last_update: int  # epoch ms of the last heartbeat
     host: str = ""
     pid: int = 0
+    cache_version: int = 0
+    leaving: bool = False
 
 
-def heartbeat(db: DynamoDBClient, table: str, client_id: str, name: str) -> None:
+def heartbeat(
+    db: DynamoDBClient, table: str, client_id: str, name: str, cache_version: int = 0, *, leaving: bool = False
+) -> None:
     """Insert or refresh this client's row."""
-    db.put_item(
-        TableName=table,
-        Item={
-            "ID": {"S": client_id},
-            "Name": {"S": name},
-            "LastUpdate": {"N": str(now_ms())},
-            "Host": {"S": _HOST},
-            "Pid": {"N": str(os.getpid())},
-        },
-    )
+    item: dict[str, Any] = {
+        "ID": {"S": client_id},
+        "Name": {"S": name},
+        "LastUpdate": {"N": str(now_ms())},
+        "Host": {"S": _HOST},
+        "Pid": {"N": str(os.getpid())},
+        "CacheVersion": {"N": str(cache_version)},
+    }
+    if leaving:
+        item["Leaving"] = {"BOOL": True}
+    db.put_item(TableName=table, Item=item)
 
 
 def deregister(db: DynamoDBClient, table: str, client_id: str) -> None:
@@ -69,6 +77,8 @@ def _scan(db: DynamoDBClient, table: str, condition: str | None = None, cutoff_m
                     last_update=int(item.get("LastUpdate", {}).get("N", "0")),
                     host=item.get("Host", {}).get("S", ""),
                     pid=int(item.get("Pid", {}).get("N", "0")),
+                    cache_version=int(item.get("CacheVersion", {}).get("N", "0")),
+                    leaving=bool(item.get("Leaving", {}).get("BOOL", False)),
                 )
             )
     return rows

@@ -1,9 +1,10 @@
 """The commit clock: one thread per client commits its owned shards when due.
 
-Commits keep each shard's lease alive and store its checkpoint (the contiguous prefix of
-processed records). They run here, on their own clock, never inside a reader's retry wait
-or a push waiting for room. A commit that finds the shard owned by another client tells
-the shard's worker, which drops the shard at once.
+Commits store each shard's checkpoint (the contiguous prefix of processed records), at most
+every ``commit_frequency`` and only when it moved, or confirm a lease after a late heartbeat.
+They run here, on their own clock, never inside a reader's retry wait or a push waiting for
+room. A commit that finds the shard owned by another client tells the shard's worker, which
+drops the shard at once.
 """
 
 from __future__ import annotations

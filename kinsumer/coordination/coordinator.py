@@ -25,6 +25,7 @@ from . import clients_table, metadata_table
 from .assignment import assigned_shards, balanced_assignment, client_index
 from .clients_table import ClientRow
 from .leader import refresh_shard_cache
+from .membership import Membership
 from .metadata_table import ShardCache
 from .runtime import Runtime
 from .shard_pool import ShardPool
@@ -36,6 +37,7 @@ log = logging.getLogger("kinsumer.coordinator")
 T = TypeVar("T")
 
 _REAP_AFTER = 3600.0  # seconds of silence after which the leader deletes a client row
+_REAP_EVERY = 60.0  # seconds between two looks for such rows
 _FINAL_CALL_DEADLINE = 3.0  # seconds spent retrying deregistration at stop
 
 
@@ -52,6 +54,9 @@ class Coordinator:
         self._thread = threading.Thread(target=self._loop, name="kinsumer-coordinator", daemon=True)
         self._cache: ShardCache | None = None
         self._next_leader_action = 0.0
+        self._next_reap = 0.0
+        self._renew_leadership_at = 0.0
+        self._next_cache_read = 0.0  # the cache is read when a client has a newer one, or at least this often
         self._recheck_at = math.inf  # an extra round when a silent client turns stale
         self.is_leader = False
         self.client_index = 0
@@ -72,6 +77,7 @@ class Coordinator:
     def request_stop(self) -> None:
         """Begin a clean stop: leave the membership and hand every shard off."""
         self._stopping.set()
+        self._rt.leaving.set()
         self._wake.set()
         self._pool.request_stop()
 
@@ -126,25 +132,20 @@ class Coordinator:
         deadline = time.monotonic() + cfg.shard_check_frequency
         call = functools.partial(self._call, deadline=deadline)
 
-        call(lambda: clients_table.heartbeat(db, tables.clients, rt.client_id, rt.client_name), "PutItem")
-        clients = call(lambda: clients_table.live_clients(db, tables.clients, rt.max_age), "Scan")
+        heartbeat_version = self._heartbeat(call)
+        rows = call(lambda: clients_table.all_clients(db, tables.clients), "Scan")
+        rt.membership = membership = Membership.from_rows(rows, tables_now_ms(), rt.max_age)
+        clients = [row for row in rows if row.id in membership.live and not row.leaving]
         self._recheck_at = self._when_silent_clients_expire(clients)
         index, count = client_index([c.id for c in clients], rt.client_id)
-        if index == 0:
-            leader = call(
-                lambda: metadata_table.take_leadership(db, tables.metadata, rt.client_id, rt.client_name, rt.max_age),
-                "PutItem",
-            )
-            if leader and not self.is_leader:
-                log.info("client %s is the leader", rt.client_id)
-                self._next_leader_action = 0.0
-            self.is_leader = leader
-        elif self.is_leader:
-            call(lambda: metadata_table.release_leadership(db, tables.metadata, rt.client_id), "UpdateItem")
-            log.info("client %s is no longer the leader", rt.client_id)
-            self.is_leader = False
-        cache = call(lambda: metadata_table.read_shard_cache(db, tables.metadata), "GetItem")
-        leader_due = self.is_leader and time.monotonic() >= self._next_leader_action
+        self._lead(index == 0, call)
+        cache = self._cache
+        now = time.monotonic()
+        newest = max((c.cache_version for c in clients), default=0)
+        if cache is None or newest > cache.version or now >= self._next_cache_read:
+            cache = call(lambda: metadata_table.read_shard_cache(db, tables.metadata), "GetItem")
+            self._next_cache_read = now + cfg.leader_action_frequency
+        leader_due = self.is_leader and now >= self._next_leader_action
         if cache is None or not cache.shard_ids or leader_due or self._refresh.is_set():
             self._refresh.clear()
             seen, reap = cache, self.is_leader
@@ -154,6 +155,8 @@ class Coordinator:
             )
             if self.is_leader:
                 self._next_leader_action = time.monotonic() + cfg.leader_action_frequency
+            if self.is_leader and time.monotonic() >= self._next_reap:
+                self._next_reap = time.monotonic() + max(_REAP_EVERY, cfg.leader_action_frequency)
                 reap_after = max(_REAP_AFTER, 10 * rt.max_age)
                 call(lambda: clients_table.reap_clients(db, tables.clients, reap_after), "Scan")
         if (index, count) != (self.client_index, self.client_count):
@@ -167,8 +170,43 @@ class Coordinator:
         else:
             wanted = assigned_shards(cache.shard_ids, index, count)
         self._cache = cache
+        if cache.version > max(heartbeat_version, newest):  # we wrote a new cache (or assignment): say so now
+            self._heartbeat(call)
         if not self._stopping.is_set():
             self._pool.assign(wanted, cache.parents)
+
+    def _heartbeat(self, call: Callable[..., Any], *, leaving: bool = False) -> int:
+        """Write our row; the liveness learns it landed. Returns the cache version it carries."""
+        rt = self._rt
+        version = self._cache.version if self._cache is not None else 0
+        started = rt.liveness.now()
+        call(
+            lambda: clients_table.heartbeat(
+                rt.dynamodb, rt.tables.clients, rt.client_id, rt.client_name, version, leaving=leaving
+            ),
+            "PutItem",
+        )
+        rt.liveness.heartbeat_done(started)
+        return version
+
+    def _lead(self, first: bool, call: Callable[..., Any]) -> None:
+        """Take or renew the leader lease if we are first (renewed every half max age), else let it go."""
+        rt = self._rt
+        db, table = rt.dynamodb, rt.tables.metadata
+        if first and (not self.is_leader or time.monotonic() >= self._renew_leadership_at):
+            renew_at = time.monotonic() + rt.max_age / 2
+            leader = call(
+                lambda: metadata_table.take_leadership(db, table, rt.client_id, rt.client_name, rt.max_age), "PutItem"
+            )
+            if leader and not self.is_leader:
+                log.info("client %s is the leader", rt.client_id)
+                self._next_leader_action = 0.0
+            self.is_leader = leader
+            self._renew_leadership_at = renew_at
+        elif not first and self.is_leader:
+            call(lambda: metadata_table.release_leadership(db, table, rt.client_id), "UpdateItem")
+            log.info("client %s is no longer the leader", rt.client_id)
+            self.is_leader = False
 
     def _publish_assignment(self, cache: ShardCache, client_ids: list[str], call: Callable[..., Any]) -> ShardCache:
         """The leader's part of the balanced assignment: recompute it, publish it if it changed."""
@@ -207,9 +245,23 @@ class Coordinator:
         return now + (min(expiries) - now_wall) / 1000 + 0.05
 
     def _leave(self) -> None:
-        """Stop path on the loop thread: leave the membership, let the consumers hand off."""
+        """Stop path on the loop thread: hand every shard off, then leave the membership.
+
+        While the workers hand off, the heartbeat goes on marked ``Leaving``: the others
+        assign this client nothing, yet do not take its shards before they are released.
+        """
         rt = self._rt
         self._pool.request_stop()
+        period = self._cfg.shard_check_frequency
+        handoffs_end = time.monotonic() + self._cfg.handoff_timeout + _FINAL_CALL_DEADLINE
+        while time.monotonic() < handoffs_end:
+            try:
+                self._heartbeat(lambda fn, operation: rt.call(fn, operation, deadline=time.monotonic() + period),
+                                leaving=True)  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - the handoffs go on; our row ages meanwhile
+                log.warning("could not heartbeat while handing off: %s", exc)
+            if self._pool.wait(min(handoffs_end, time.monotonic() + period)):
+                break
         deadline = time.monotonic() + _FINAL_CALL_DEADLINE
         try:
             rt.call(

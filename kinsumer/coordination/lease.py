@@ -1,15 +1,19 @@
 """This client's lease on one shard: every write to its checkpoint row that depends on owning it.
 
-Capture is a conditional write (the row is unfinished and free, ours, or stale); commit,
-release and finish are conditional on ``OwnerID = me``. A write whose condition fails means
-another client owns the shard: the lease is LOST and writes nothing more, so a client that
-was paused or cut off can never move the new owner's checkpoint. The lease's writes are
-serialised, so a commit never lands between a release and its caller's next step.
+Capture is a conditional write (the row is unfinished and free, ours, or exactly as read
+while its owner was found dead); commit, release and finish are conditional on ``OwnerID =
+me``. A write whose condition fails means another client owns the shard: the lease is LOST
+and writes nothing more, so a client that was paused or cut off can never move the new
+owner's checkpoint. The lease's writes are serialised, so a commit never lands between a
+release and its caller's next step.
 
-Other clients may capture the row once its ``LastUpdate`` is ``client_record_max_age`` old.
-So the lease counts as *fresh* only for half of that after the start of its last successful
-write; a worker hands no record on from a lease that is not fresh until a write confirms it
-(a client resumed after a long pause learns it lost the shard before delivering more of it).
+Ownership stays alive through the client's heartbeat (:mod:`.liveness`), not through writes
+to the row: a commit writes only when the checkpoint moved, so an idle shard writes nothing.
+The lease is *fresh* while the heartbeat chain that was current when the lease was last
+confirmed (captured, or a write succeeded) goes on. When the chain broke (a pause, DynamoDB
+out of reach), others may have taken the shard: a worker hands no record on until a write
+confirms the lease in the new chain (a client resumed after a long pause learns it lost the
+shard before delivering more of it).
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +40,7 @@ Call = Callable[[Callable[[], Any], str], Any]
 
 class LeaseState(enum.Enum):
     UNCLAIMED = "unclaimed"  # not captured (yet)
-    OWNED = "owned"  # captured: commits keep it alive
+    OWNED = "owned"  # captured: the client's heartbeat keeps it alive
     RELEASED = "released"  # given back with its final checkpoint
     FINISHED = "finished"  # released with Finished set: the shard is closed and fully processed
     LOST = "lost"  # a conditional write failed: another client owns the shard now
@@ -51,8 +54,8 @@ class ShardLease:
         self._rt = runtime
         self._parents = parents
         self._lock = threading.Lock()  # one write at a time
-        self._fresh_for = runtime.max_age / 2  # seconds a successful write vouches for the lease
-        self._confirmed_at = -float("inf")  # monotonic start of the last successful capture or commit
+        self._liveness = runtime.liveness
+        self._epoch = -1  # the heartbeat epoch in which a write last confirmed the lease
         self.state = LeaseState.UNCLAIMED
         #: The checkpoint stored in the row (as captured, then as last written by us).
         self.committed: Position | None = None
@@ -65,8 +68,9 @@ class ShardLease:
         row = call(lambda: checkpoints_table.read_row(rt.dynamodb, rt.tables.checkpoints, self.shard_id), "GetItem")
         return row  # type: ignore[no-any-return]
 
-    def try_capture(self, call: Call) -> CheckpointRow | None:
-        """Take the row if it is unfinished and free, ours, or stale; the row as taken, else None.
+    def try_capture(self, call: Call, taking: CheckpointRow | None = None) -> CheckpointRow | None:
+        """Take the row if it is unfinished and free or ours, or still exactly ``taking`` (read while
+        its owner was found dead); the row as taken, else None.
 
         ``call`` runs the write with the caller's retry policy.
         """
@@ -74,36 +78,48 @@ class ShardLease:
         with self._lock:
             if self.state is not LeaseState.UNCLAIMED:
                 raise AssertionError(f"capture of {self.shard_id} in state {self.state}")
-            started = time.monotonic()
+            epoch = self._liveness.epoch
             row: CheckpointRow | None = call(
                 lambda: checkpoints_table.capture(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
-                    owner_name=rt.client_name, max_age=rt.max_age, parents=self._parents,
+                    owner_name=rt.client_name, parents=self._parents, taking=taking,
                 ),
                 "UpdateItem",
             )  # fmt: skip
             if row is not None:
                 self.state = LeaseState.OWNED
                 self.committed = row.checkpoint
-                self._confirm(started)
+                self._liveness.subscribe(self._heartbeat)
+                self._confirm(epoch)
             return row
 
-    def _confirm(self, started: float) -> None:
-        """A write that started at ``started`` succeeded (lock held)."""
-        self._confirmed_at = started
-        self.on_confirmed(started + self._fresh_for)
+    def _confirm(self, epoch: int) -> None:
+        """A write succeeded that started in heartbeat epoch ``epoch`` (lock held)."""
+        self._epoch = epoch
+        if self.fresh():
+            self.on_confirmed(self._liveness.fresh_until)
+
+    def _heartbeat(self, epoch: int, fresh_until: float) -> None:
+        """The client heartbeated: the lease stays fresh if the chain it was confirmed in goes on."""
+        if self.state is LeaseState.OWNED and epoch == self._epoch:
+            self.on_confirmed(fresh_until)
 
     @property
     def fresh_until(self) -> float:
         """Until when (monotonic) the lease counts as fresh."""
-        return self._confirmed_at + self._fresh_for
+        return self._liveness.fresh_until if self._epoch == self._liveness.epoch else -float("inf")
 
     def fresh(self) -> bool:
-        """Owned, and confirmed by a write recently enough that no other client can have taken it."""
-        return self.state is LeaseState.OWNED and time.monotonic() - self._confirmed_at < self._fresh_for
+        """Owned, confirmed in the current heartbeat chain, and that chain vouches for now."""
+        return self.state is LeaseState.OWNED and self._epoch == self._liveness.epoch and self._liveness.fresh()
+
+    def needs_confirming(self) -> bool:
+        """Owned, but last confirmed before the heartbeat chain broke: a write must confirm it."""
+        return self.state is LeaseState.OWNED and self._epoch != self._liveness.epoch
 
     def commit(self, checkpoint: Position | None, millis_behind_latest: int | None, call: Call) -> bool:
-        """Keep the lease alive and store ``checkpoint`` if it moved forward. False once not owned."""
+        """Store ``checkpoint`` if it moved forward, or confirm a lease the heartbeat no longer
+        vouches for (once it does again); otherwise write nothing. False once not owned."""
         rt = self._rt
         with self._lock:
             if self.state is not LeaseState.OWNED:
@@ -112,7 +128,10 @@ class ShardLease:
             if new is not None and self.committed is not None and position_order(new) < position_order(self.committed):
                 log.error("refusing to move the checkpoint of %s back (%s < %s)", self.shard_id, new, self.committed)
                 new = None
-            started = time.monotonic()
+            epoch = self._liveness.epoch
+            confirm = epoch != self._epoch and self._liveness.fresh()  # a write in this chain confirms it
+            if new is None and not confirm:
+                return True
             if not self._owned_write(
                 call,
                 lambda: checkpoints_table.commit(
@@ -121,7 +140,8 @@ class ShardLease:
                 ),
             ):  # fmt: skip
                 return False
-            self._confirm(started)
+            if epoch == self._liveness.epoch:
+                self._confirm(epoch)
             if new is not None:
                 self.committed = new
                 rt.stats.checkpoint_written(self.shard_id)
@@ -143,6 +163,7 @@ class ShardLease:
             ):  # fmt: skip
                 return False
             self.state = LeaseState.FINISHED if finished else LeaseState.RELEASED
+            self._liveness.unsubscribe(self._heartbeat)
             if checkpoint is not None and checkpoint != self.committed:
                 self.committed = checkpoint
                 rt.stats.checkpoint_written(self.shard_id)
@@ -153,10 +174,12 @@ class ShardLease:
         if call(write, "UpdateItem"):
             return True
         self.state = LeaseState.LOST
+        self._liveness.unsubscribe(self._heartbeat)
         return False
 
     def abandon(self) -> None:
-        """No more writes: a release could not be written; the row turns stale and is captured then."""
+        """No more writes: a release could not be written as this client left; its row is taken once old."""
         with self._lock:
             if self.state is LeaseState.OWNED:
                 self.state = LeaseState.RELEASED
+                self._liveness.unsubscribe(self._heartbeat)

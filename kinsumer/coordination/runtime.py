@@ -18,6 +18,8 @@ from ..delivery.delivery import Delivery
 from ..errors import KinsumerError, StreamNotFound, TableNotFound
 from ..reading.reader import ReaderSettings
 from ..stats import GuardedStats
+from .liveness import Liveness
+from .membership import Membership
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -50,6 +52,17 @@ class Runtime:
     on_fatal: Callable[[KinsumerError], None]
     #: Wakes the coordinator to refresh the shard cache now (a shard finished).
     request_refresh: Callable[[], None] = attrs.field(default=lambda: None)
+    #: This client's heartbeat chain (the coordinator heartbeats; leases read it).
+    liveness: Liveness = attrs.field(
+        default=attrs.Factory(lambda self: Liveness(self.max_age), takes_self=True), init=False
+    )
+    #: The other clients as of the coordinator's last scan.
+    membership: Membership = attrs.field(
+        default=attrs.Factory(lambda self: Membership(frozenset(), {}, int(self.max_age * 1000)), takes_self=True),
+        init=False,
+    )
+    #: Set once this client leaves (a stop): shards it could not release are left to age.
+    leaving: threading.Event = attrs.field(factory=threading.Event, init=False)
     _fatal_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     fatal: KinsumerError | None = attrs.field(default=None, init=False)
 

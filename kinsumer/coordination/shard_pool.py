@@ -79,6 +79,14 @@ class ShardPool:
         for worker in workers:
             worker.request_stop()
 
+    def wait(self, deadline: float) -> bool:
+        """Wait until every worker ended (True) or ``deadline`` (monotonic) passed (False)."""
+        with self._lock:
+            workers = [*self._workers.values(), *self._retiring]
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        return not any(w.is_alive() for w in workers)
+
     def join(self, deadline: float) -> list[str]:
         """Wait for every worker, then stop the committer; the shards whose worker is still running."""
         with self._lock:

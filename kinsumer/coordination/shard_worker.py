@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..aws.retry import Stopped
+from ..aws.tables import now_ms
 from ..delivery.progress import ShardProgress
 from ..reading.position import Position, StartPosition
 from ..reading.reader import ReaderFactory, ShardReader
@@ -34,7 +35,7 @@ _RELEASE_DEADLINE = 5.0  # seconds spent retrying the final release of a handoff
 
 
 class ShardState(enum.Enum):
-    CAPTURING = "capturing"  # waiting to take the row (its previous owner lets go, or turns stale)
+    CAPTURING = "capturing"  # waiting to take the row (its previous owner lets go, or is found dead)
     READING = "reading"
     FINISHING = "finishing"  # read to its end: waiting for its records to be processed
     HANDING_OFF = "handing off"  # given up: waiting for delivered records, then releasing
@@ -145,15 +146,20 @@ class ShardWorker:
     # ----------------------------------------------------------------- capture
 
     def _capture(self) -> CheckpointRow | None:
-        """Take the row; None if the shard is finished. Waits while another client owns it.
+        """Take the row; None if the shard is finished. Waits while a live client owns it.
 
         The conditional capture is tried first (usually the shard is free: one round trip);
         the row is read to learn why a capture failed, and polled while a live client owns it.
+        A row whose owner is not live is taken as read (:mod:`.membership`). Nothing is
+        captured while this client's own heartbeat is late.
         """
         rt, lease = self._rt, self.lease
         poll = rt.config.throttle_delay
         attempt = True
         while not self._stop.is_set():
+            if not rt.liveness.fresh():
+                self._sleep(poll)
+                continue
             if attempt:
                 captured = lease.try_capture(self._call)
                 if captured is not None:
@@ -164,11 +170,15 @@ class ShardWorker:
                 rt.request_refresh()
                 return None
             if row is not None and row.owner_id not in (None, rt.client_id):
-                stale_in = row.last_update / 1000 + rt.max_age - time.time()
-                if stale_in > 0:  # a live owner: wait for its release or its silence
-                    self._sleep(min(stale_in, poll))
-                    attempt = False  # read again before trying: a failed capture is a write
-                    continue
+                if rt.membership.may_take(row.owner_id, row.last_update, now_ms()):
+                    captured = lease.try_capture(self._call, taking=row)
+                    if captured is not None:
+                        log.info("took %s from client %s, which is not live", self.shard_id, row.owner_id)
+                        return captured
+                else:  # a live owner: wait for its release (or its silence)
+                    self._sleep(poll)
+                attempt = False  # read again before trying: a failed capture is a write
+                continue
             if attempt:
                 self._sleep(poll)  # it looks free but the capture failed: it just changed hands
             attempt = True
@@ -225,7 +235,12 @@ class ShardWorker:
         while not lease.fresh():
             if self._stop.is_set() or lease.state is not LeaseState.OWNED:
                 return False
-            log.info("the lease of %s is not confirmed recently; confirming it before reading on", self.shard_id)
+            if not rt.liveness.fresh():  # our heartbeat is late: the others may count us dead
+                self._sleep(rt.config.throttle_delay)
+                continue
+            log.info(
+                "the heartbeat of this client was late; confirming the lease of %s before reading on", self.shard_id
+            )
             confirmed = self._committer.commit(self, deadline=time.monotonic() + rt.config.commit_frequency)
             if confirmed is False:
                 return False
@@ -267,13 +282,7 @@ class ShardWorker:
                 "handoff of %s timed out after %.1f s with %d records unacknowledged; they will be delivered again",
                 self.shard_id, rt.config.handoff_timeout, result.outstanding,
             )  # fmt: skip
-        call = self._rt.call_until(time.monotonic() + _RELEASE_DEADLINE)
-        try:
-            released = self.lease.release(result.checkpoint, finished=False, call=call)
-        except Exception as exc:  # noqa: BLE001 - the lease expires by itself
-            log.warning("could not release %s (%s); another client takes it once it looks stale", self.shard_id, exc)
-            self.lease.abandon()
-            released = True
+        released = self._release(result.checkpoint)
         if not released:
             log.warning("%s was taken by another client during the handoff", self.shard_id)
         elapsed = time.monotonic() - started
@@ -282,6 +291,28 @@ class ShardWorker:
             self.shard_id, result.checkpoint, elapsed, result.dropped,
         )  # fmt: skip
         rt.stats.handoff(self.shard_id, elapsed, result.clean)
+
+    def _release(self, checkpoint: Position | None) -> bool:
+        """Release the row (False: it was not ours any more).
+
+        A failed release is tried again while this client stays: its heartbeat keeps the
+        shard its own, so nobody else would take it. A client that leaves gives up: its
+        client row is deleted, and the shard's row is taken once it is ``max_age`` old.
+        """
+        rt = self._rt
+        while True:
+            call = rt.call_until(time.monotonic() + _RELEASE_DEADLINE)
+            try:
+                return self.lease.release(checkpoint, finished=False, call=call)
+            except Exception as exc:  # noqa: BLE001
+                if not rt.leaving.is_set() and rt.retry_later(exc, f"the release of {self.shard_id}"):
+                    rt.leaving.wait(rt.config.throttle_delay)
+                    continue
+                if not rt.leaving.is_set():
+                    rt.fail(exc, f"the release of {self.shard_id}")  # the client stops: its row goes
+                log.warning("could not release %s (%s); it is taken once its row is old", self.shard_id, exc)
+                self.lease.abandon()
+                return True
 
     def _abandon(self, progress: ShardProgress) -> None:
         """Another client owns the shard (we were silent too long): drop everything of ours."""

@@ -15,7 +15,7 @@ from types import FrameType
 from demo import servers
 from kinsumer import Config, Kinsumer
 
-TUNED = Config(shard_check_frequency=1.0, client_record_max_age=2.0, commit_frequency=0.5, leader_action_frequency=5.0)
+TUNED = Config(shard_check_frequency=0.5, client_record_max_age=2.0, commit_frequency=0.5, leader_action_frequency=5.0)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 Two clients (default config) share an 8-shard stream while a producer puts one record every
 20 ms carrying its send time. After a warm-up, each client's DynamoDB calls are counted with
 a botocore ``before-call`` hook for ``WINDOW`` seconds, and every delivery's latency noted.
+Then the producer stops and the calls are counted again for ``WINDOW`` seconds: idle.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ WINDOW = 30.0
 @attrs.frozen
 class SteadyState:
     latencies: tuple[float, ...]  # seconds, put → next(), of records put during the window
-    dynamodb_calls_per_minute: tuple[float, ...]  # per client
+    dynamodb_calls_per_minute: tuple[float, ...]  # per client, records flowing into every shard
+    idle_calls_per_minute: tuple[float, ...]  # per client, nothing written to the stream
 
 
 class _CallCounter:
@@ -86,9 +88,15 @@ def steady_state(server: LocalServer) -> SteadyState:
         for counter in counters:
             counter.counting = True
         time.sleep(WINDOW)
+        busy = [c.calls for c in counters]
+        stop.set()
+        time.sleep(2.0 + 3.0)  # the last records arrive, and their commits are made
+        for counter in counters:
+            counter.calls = 0
+        time.sleep(WINDOW)
+        idle = [c.calls for c in counters]
         for counter in counters:
             counter.counting = False
-        time.sleep(2.0)  # the last records of the window arrive
     finally:
         stop.set()
         producer.join()
@@ -98,4 +106,6 @@ def steady_state(server: LocalServer) -> SteadyState:
             thread.join()
         clients[0].delete_tables()
         kinesis.delete_stream(StreamName=stream)
-    return SteadyState(tuple(sorted(latencies)), tuple(c.calls * 60 / WINDOW for c in counters))
+    return SteadyState(
+        tuple(sorted(latencies)), tuple(n * 60 / WINDOW for n in busy), tuple(n * 60 / WINDOW for n in idle)
+    )

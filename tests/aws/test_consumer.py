@@ -181,11 +181,11 @@ def test_auto_mode_counts_a_record_only_when_the_next_is_asked_for(consumer: Kin
     first = consumer.next_record(timeout=10)
     second = consumer.next_record(timeout=10)
     assert first is not None and second is not None
-    # several commits happen while `second` is in hand: none may include it
-    since = time.time() * 1000
-    wait_until(lambda: (r := stored_checkpoint(db)) is not None and r.last_update > since + 300, 10, "later commits")
+    # `first` is committed while `second` is in hand, and what any later commit would store stays `first`
+    wait_until(lambda: (r := stored_checkpoint(db)) is not None and r.sequence_number is not None, 10, "a commit")
     row = stored_checkpoint(db)
     assert row is not None and row.sequence_number == first.sequence_number
+    assert [s.checkpoint for s in consumer.status().shards] == [first.sequence_number]
     third = consumer.next_record(timeout=10)
     assert third is not None
     wait_until(lambda: stored_checkpoint(db).sequence_number == second.sequence_number, 10, "second committed")  # type: ignore[union-attr]
@@ -360,30 +360,35 @@ def is_clock_commit(params: dict[str, Any]) -> bool:
     return threading.current_thread().name == "kinsumer-commits" and is_commit(params)
 
 
-def stall_the_commit_clock(db: Any) -> threading.Event:
-    """While the returned event is set, every commit of the commit thread fails with a 500."""
+def stall_the_heartbeat(db: Any) -> threading.Event:
+    """While the returned event is set, every heartbeat fails with a 500 (a pause, DynamoDB out of reach)."""
     stalled = threading.Event()
 
     def fail(params: dict[str, Any], **_: Any) -> None:
-        if stalled.is_set() and is_clock_commit(params):
+        if stalled.is_set() and params["TableName"] == "app_clients":
             raise injected_500()
 
-    db.meta.events.register("provide-client-params.dynamodb.UpdateItem", fail)
+    db.meta.events.register("provide-client-params.dynamodb.PutItem", fail)
     return stalled
 
 
-def take_over_once_stale(db: Any) -> None:
-    """Another client captures the shard once our row has aged past the max age (it never commits)."""
-    max_age = FAST.effective_client_record_max_age
-    wait_until(lambda: time.time() - stored_checkpoint(db).last_update / 1000 > max_age, 10, "our row to age")
+def take_over_once_dead(db: Any) -> None:
+    """Another client takes the shard as it may once our client looks dead (it never heartbeats itself)."""
+    max_age_ms = FAST.effective_client_record_max_age * 1000
+
+    def our_row_is_old() -> bool:
+        rows = db.scan(TableName="app_clients", ConsistentRead=True)["Items"]
+        return bool(rows) and all(time.time() * 1000 - int(r["LastUpdate"]["N"]) > max_age_ms for r in rows)
+
+    wait_until(our_row_is_old, 10, "our client to look dead")
     thief = checkpoints_table.capture(
-        db, "app_checkpoints", SHARD, owner_id="thief", owner_name="thief", max_age=max_age
+        db, "app_checkpoints", SHARD, owner_id="thief", owner_name="thief", taking=stored_checkpoint(db)
     )
     assert thief is not None
 
 
 def test_commits_keep_their_own_clock_while_the_reader_retries(kinesis: Any, db: Any, stream: str) -> None:
-    """Commits come from the commit thread every commit_frequency, never from a reader's retry wait."""
+    """Commits come from the commit thread, at most every commit_frequency, never from a reader's retry wait."""
     commits: list[tuple[float, str]] = []
     throttled = threading.Event()
 
@@ -399,19 +404,41 @@ def test_commits_keep_their_own_clock_while_the_reader_retries(kinesis: Any, db:
 
     db.meta.events.register("provide-client-params.dynamodb.UpdateItem", note_commit)
     kinesis.meta.events.register("before-call.kinesis.GetRecords", throttle)
-    put(kinesis, b"a")
+    put(kinesis, *[str(i).encode() for i in range(8)])
     with make(kinesis, db) as k:
-        first = k.next_record(timeout=10)
-        assert first is not None and first.data == b"a"
+        assert k.next(timeout=10) == b"0"  # the first page holds all 8
         throttled.set()  # from now on the reader only retries
         since = time.monotonic()
-        wait_until(lambda: sum(t > since for t, _ in commits) >= 5, 20, "five commits while throttled")
+        for n in range(1, 6):  # each record asked for moves the checkpoint: a commit is due
+            assert k.next(timeout=10) == str(n).encode()
+            done = len(commits)
+            wait_until(lambda: len(commits) > done, 10, f"the commit of record {n - 1}")  # noqa: B023
+        last = k.next_record(timeout=10)
     during = [(t, name) for t, name in commits if t > since]
     assert {name for _, name in commits} == {"kinsumer-commits"}
     gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(during[:5])]
     assert all(gap >= FAST.commit_frequency - 0.02 for gap in gaps), gaps
     stored = stored_checkpoint(db)  # the clean stop counted the record in hand
-    assert stored is not None and stored.sequence_number == first.sequence_number
+    assert last is not None and stored is not None and stored.sequence_number == last.sequence_number
+
+
+def test_an_idle_shard_writes_nothing_and_stays_owned_through_heartbeats(kinesis: Any, db: Any, stream: str) -> None:
+    writes: list[str] = []
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        writes.append(params["TableName"])
+
+    db.meta.events.register("provide-client-params.dynamodb.UpdateItem", note)
+    db.meta.events.register("provide-client-params.dynamodb.PutItem", note)
+    put(kinesis, b"a", b"b")
+    with make(kinesis, db) as k:
+        first = k.next_record(timeout=10)
+        assert first is not None and k.next(timeout=10) == b"b"  # a is processed: one commit; b stays in hand
+        wait_until(lambda: stored_checkpoint(db).sequence_number == first.sequence_number, 10, "a committed")  # type: ignore[union-attr]
+        commits, heartbeats = writes.count("app_checkpoints"), writes.count("app_clients")
+        wait_until(lambda: writes.count("app_clients") >= heartbeats + 10, 10, "ten more heartbeats")
+        assert writes.count("app_checkpoints") == commits  # nothing moved: nothing written
+        assert [s.captured for s in k.status().shards] == [True]
 
 
 class EventLog(StatReceiver):
@@ -427,32 +454,33 @@ class EventLog(StatReceiver):
         self.events.append("lost")
 
 
-def test_a_lease_not_confirmed_for_half_the_max_age_hands_nothing_on_until_confirmed(
-    kinesis: Any, db: Any, stream: str
-) -> None:
-    """A client whose commit clock stalled (a slow DynamoDB call, a pause) delivers nothing more of
+def test_a_lease_whose_heartbeat_was_late_hands_nothing_on_until_confirmed(kinesis: Any, db: Any, stream: str) -> None:
+    """A client whose heartbeat stalled (a pause, DynamoDB out of reach) delivers nothing more of
     a shard another client took meanwhile: it confirms the lease before handing records on."""
     log = EventLog()
-    stalled = stall_the_commit_clock(db)
+    stalled = stall_the_heartbeat(db)
     put(kinesis, b"a")
     with make(kinesis, db, attrs.evolve(FAST, stats=log, client_id="me")) as k:
         assert k.next(timeout=10) == b"a"
         stalled.set()
-        take_over_once_stale(db)  # another client took the shard; it never commits, so it turns stale again
-        put(kinesis, b"b")  # the commit clock still fails: only the reader's own confirmation gets through
+        take_over_once_dead(db)  # another client took the shard; it never heartbeats: it is taken back later
+        put(kinesis, b"b")
+        with pytest.raises(NoRecordWithin):  # the heartbeat is late: nothing is handed on
+            k.next(timeout=0.3)
+        stalled.clear()  # the next heartbeat lands late: the confirmation finds the thief
         while (data := k.next(timeout=10)) != b"b":
             assert data == b"a"  # the record in hand was never committed: delivered again after a recapture
         log.events.append("delivered b")
     assert log.events[:4] == ["gained", "lost", "gained", "delivered b"], log.events
 
 
-def test_records_already_queued_wait_for_a_stale_lease_and_go_with_it_when_it_is_lost(
+def test_records_already_queued_wait_for_a_late_heartbeat_and_go_with_the_lease_when_it_is_lost(
     kinesis: Any, db: Any, stream: str
 ) -> None:
-    """Records taken from Kinesis before the lease went stale (a pause) are not handed on until
-    the lease is confirmed; when a commit finds another owner they are dropped, not delivered."""
+    """Records taken from Kinesis before the heartbeat went late (a pause) are not handed on until
+    the lease is confirmed; when the confirmation finds another owner they are dropped, not delivered."""
     log = EventLog()
-    stalled = stall_the_commit_clock(db)
+    stalled = stall_the_heartbeat(db)
     put(kinesis, b"a", b"b", b"c")
     config = attrs.evolve(FAST, stats=log, client_id="me", manual_checkpointing=True)
     with make(kinesis, db, config) as k:
@@ -461,10 +489,10 @@ def test_records_already_queued_wait_for_a_stale_lease_and_go_with_it_when_it_is
         checkpoint()
         wait_until(lambda: stored_checkpoint(db).sequence_number == first.sequence_number, 10, "a committed")
         stalled.set()
-        take_over_once_stale(db)
-        with pytest.raises(NoRecordWithin):  # the lease is stale: b is not handed on
+        take_over_once_dead(db)
+        with pytest.raises(NoRecordWithin):  # the heartbeat is late: b is not handed on
             k.next_record_with_checkpointer(timeout=0.3)
-        stalled.clear()  # the next commit finds the thief: b and c are dropped, then captured again
+        stalled.clear()  # the confirmation finds the thief: b and c are dropped, then taken back
         again, checkpoint = k.next_record_with_checkpointer(timeout=10)
         assert again is not None and again.data == b"b"
         log.events.append("delivered b")
@@ -487,9 +515,10 @@ def test_a_commit_that_fails_past_its_deadline_is_counted_as_retried_and_tried_a
     put(kinesis, b"a", b"b")
     with make(kinesis, db, attrs.evolve(FAST, stats=stats)) as k:
         assert k.next(timeout=10) == b"a"
-        wait_until(lambda: len(injected) == 2, 10, "two failed commits")
-        second = k.next_record(timeout=10)
+        second = k.next_record(timeout=10)  # a is processed now: its commit is due
         assert second is not None and second.data == b"b"
+        wait_until(lambda: len(injected) == 2, 10, "two failed commits")
+        wait_until(lambda: stored_checkpoint(db).sequence_number is not None, 10, "a commit after them")  # type: ignore[union-attr]
     assert stats.retried[("UpdateItem", "InternalServerError")] == len(injected) == 2
     stored = stored_checkpoint(db)  # later writes got through: the clean stop stored the record in hand
     assert stored is not None and stored.sequence_number == second.sequence_number

@@ -11,6 +11,7 @@ from kinsumer.aws.retry import retry_call
 from kinsumer.aws.tables import Tables
 from kinsumer.coordination import checkpoints_table
 from kinsumer.coordination.lease import LeaseState, ShardLease
+from kinsumer.coordination.liveness import Liveness
 from kinsumer.coordination.runtime import Runtime
 from kinsumer.delivery.delivery import Delivery
 from kinsumer.stats import GuardedStats
@@ -22,17 +23,34 @@ def call(fn: Any, operation: str) -> Any:
     return retry_call(fn, operation=operation, stats=StatReceiver())
 
 
-def runtime(kinesis: Any, db: Any, tables: Tables, client_id: str) -> Runtime:
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def runtime(kinesis: Any, db: Any, tables: Tables, client_id: str, clock: Clock | None = None) -> Runtime:
+    """A runtime whose client has just heartbeated (its liveness on ``clock``)."""
     stats = GuardedStats(StatReceiver())
-    return Runtime(
+    rt = Runtime(
         kinesis=kinesis, dynamodb=db, stream_name="s", tables=tables, config=Config(), client_id=client_id,
         client_name=client_id, delivery=Delivery(10, stats), stats=stats, on_fatal=lambda error: None,
     )  # fmt: skip
+    rt.liveness = Liveness(rt.max_age, clock or Clock())
+    rt.liveness.heartbeat_done(rt.liveness.now())
+    return rt
 
 
 @pytest.fixture
-def lease(kinesis: Any, db: Any, tables: Tables) -> ShardLease:
-    return ShardLease(runtime(kinesis, db, tables, "me"), SHARD, parents=("shardId-parent",))
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def lease(kinesis: Any, db: Any, tables: Tables, clock: Clock) -> ShardLease:
+    return ShardLease(runtime(kinesis, db, tables, "me", clock), SHARD, parents=("shardId-parent",))
 
 
 def row(db: Any, tables: Tables) -> checkpoints_table.CheckpointRow:
@@ -81,8 +99,9 @@ def test_a_live_owner_keeps_the_shard(lease: ShardLease, kinesis: Any, db: Any, 
 def test_once_another_client_took_the_row_nothing_more_is_written(lease: ShardLease, db: Any, tables: Tables) -> None:
     lease.try_capture(call)
     assert lease.commit(("10", None), None, call)
-    # another client captures the row, as it may once ours looks stale (max_age=0: at once)
-    taken = checkpoints_table.capture(db, tables.checkpoints, SHARD, owner_id="new", owner_name="new", max_age=0)
+    # another client captures the row, as it may once our client looks dead
+    seen = row(db, tables)
+    taken = checkpoints_table.capture(db, tables.checkpoints, SHARD, owner_id="new", owner_name="new", taking=seen)
     assert taken is not None
     checkpoints_table.commit(db, tables.checkpoints, SHARD, owner_id="new", checkpoint=("50", None))
     assert not lease.commit(("20", None), None, call)
@@ -93,3 +112,49 @@ def test_once_another_client_took_the_row_nothing_more_is_written(lease: ShardLe
     assert updates == []  # fenced: not even tried
     stored = row(db, tables)
     assert (stored.sequence_number, stored.owner_id, stored.finished) == ("50", "new", False)
+
+
+def test_an_idle_lease_writes_nothing_and_stays_fresh_through_heartbeats(
+    lease: ShardLease, db: Any, tables: Tables, clock: Clock
+) -> None:
+    confirmed: list[float] = []
+    lease.on_confirmed = confirmed.append
+    lease.try_capture(call)
+    assert lease.commit(("10", None), None, call)
+    updates = count_updates(db)
+    for _ in range(5):  # heartbeats on time: the lease stays fresh, and idle commits write nothing
+        clock.now += 3.0
+        lease._rt.liveness.heartbeat_done(clock.now)
+        assert lease.commit(("10", None), 7, call) and lease.fresh()
+    assert updates == []
+    assert len(confirmed) == 2 + 5  # the capture, the first commit, each heartbeat
+
+
+def test_after_a_late_heartbeat_a_lease_hands_nothing_on_until_a_write_confirms_it(
+    lease: ShardLease, db: Any, tables: Tables, clock: Clock
+) -> None:
+    lease.try_capture(call)
+    liveness = lease._rt.liveness
+    clock.now += 5.0  # past half the max age (8 s by default) without a heartbeat
+    assert not lease.fresh()
+    updates = count_updates(db)
+    assert lease.commit(None, None, call) and updates == []  # no write while the heartbeat is late
+    liveness.heartbeat_done(clock.now)  # it landed late: a new epoch
+    assert not lease.fresh() and lease.needs_confirming()
+    assert lease.commit(None, None, call) and len(updates) == 1  # the confirming write
+    assert lease.fresh() and not lease.needs_confirming()
+
+
+def test_a_lease_taken_while_the_heartbeat_was_late_is_lost_at_its_confirmation(
+    lease: ShardLease, db: Any, tables: Tables, clock: Clock
+) -> None:
+    lease.try_capture(call)
+    clock.now += 9.0  # paused: the others found this client dead and took the row as it was
+    taken = checkpoints_table.capture(
+        db, tables.checkpoints, SHARD, owner_id="new", owner_name="new", taking=row(db, tables)
+    )
+    assert taken is not None
+    lease._rt.liveness.heartbeat_done(clock.now)
+    assert not lease.fresh()
+    assert not lease.commit(None, None, call)
+    assert lease.state is LeaseState.LOST and row(db, tables).owner_id == "new"

@@ -53,7 +53,7 @@ def test_refresh_holds_back_children_until_their_parent_is_finished(kinesis: Any
     kinesis.split_shard(StreamName="s", ShardToSplit="shardId-000000000000", NewStartingHashKey=str(2**127))
     cache = refresh_shard_cache(kinesis, db, "s", tables, None)
     assert cache.shard_ids == ("shardId-000000000000",)
-    checkpoints_table.capture(db, tables.checkpoints, "shardId-000000000000", owner_id="A", owner_name="a", max_age=10)
+    checkpoints_table.capture(db, tables.checkpoints, "shardId-000000000000", owner_id="A", owner_name="a")
     checkpoints_table.release(
         db, tables.checkpoints, "shardId-000000000000", owner_id="A", checkpoint=("1", None), finished=True
     )
@@ -69,7 +69,7 @@ def test_refresh_yields_to_a_concurrent_writer(kinesis: Any, db: Any, tables: Ta
     stale = refresh_shard_cache(kinesis, db, "s", tables, None)
     metadata_table.write_shard_cache(db, tables.metadata, ["other"], {}, expected_version=stale.version)
     kinesis.split_shard(StreamName="s", ShardToSplit="shardId-000000000000", NewStartingHashKey=str(2**127))
-    checkpoints_table.capture(db, tables.checkpoints, "shardId-000000000000", owner_id="A", owner_name="a", max_age=10)
+    checkpoints_table.capture(db, tables.checkpoints, "shardId-000000000000", owner_id="A", owner_name="a")
     checkpoints_table.release(
         db, tables.checkpoints, "shardId-000000000000", owner_id="A", checkpoint=("1", None), finished=True
     )

@@ -76,9 +76,9 @@ def test_silent_clients_are_not_live_and_get_reaped(db: Any, tables: Tables) -> 
 
 
 def capture(
-    db: Any, tables: Tables, owner: str, max_age: float = 10, shard: str = "s1"
+    db: Any, tables: Tables, owner: str, shard: str = "s1", taking: checkpoints_table.CheckpointRow | None = None
 ) -> checkpoints_table.CheckpointRow | None:
-    return checkpoints_table.capture(db, tables.checkpoints, shard, owner_id=owner, owner_name=owner, max_age=max_age)
+    return checkpoints_table.capture(db, tables.checkpoints, shard, owner_id=owner, owner_name=owner, taking=taking)
 
 
 def test_capture_a_new_shard_then_refuse_a_second_owner(db: Any, tables: Tables) -> None:
@@ -89,17 +89,18 @@ def test_capture_a_new_shard_then_refuse_a_second_owner(db: Any, tables: Tables)
     assert again is not None and again.owner_id == "A"
 
 
-def test_capture_a_stale_shard_keeps_its_checkpoint(db: Any, tables: Tables) -> None:
+def test_a_shard_is_taken_from_a_dead_owner_only_as_read_and_keeps_its_checkpoint(db: Any, tables: Tables) -> None:
     assert capture(db, tables, "A") is not None
     assert checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", checkpoint=("42", None))
-    db.update_item(
-        TableName=tables.checkpoints,
-        Key={"Shard": {"S": "s1"}},
-        UpdateExpression="SET LastUpdate = :old",
-        ExpressionAttributeValues={":old": {"N": str(now_ms() - 20_000)}},
-    )
-    row = capture(db, tables, "B", max_age=10)
-    assert row is not None and row.owner_id == "B" and row.sequence_number == "42"
+    seen = checkpoints_table.read_row(db, tables.checkpoints, "s1")
+    assert seen is not None
+    assert capture(db, tables, "B") is None  # owned: only as read, once the owner was found dead
+    assert checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", checkpoint=("43", None))
+    assert capture(db, tables, "B", taking=seen) is None  # A wrote since B read: A came back
+    seen = checkpoints_table.read_row(db, tables.checkpoints, "s1")
+    row = capture(db, tables, "B", taking=seen)
+    assert row is not None and row.owner_id == "B" and row.sequence_number == "43"
+    assert not checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", checkpoint=("44", None))
 
 
 def test_commit_only_by_the_owner(db: Any, tables: Tables) -> None:
@@ -110,7 +111,9 @@ def test_commit_only_by_the_owner(db: Any, tables: Tables) -> None:
     assert row is not None and row.sequence_number == "7"
 
 
-def test_idle_commit_refreshes_the_lease_without_touching_the_checkpoint(db: Any, tables: Tables) -> None:
+def test_a_commit_without_a_checkpoint_confirms_the_lease_without_touching_the_checkpoint(
+    db: Any, tables: Tables
+) -> None:
     capture(db, tables, "A")
     checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="A", checkpoint=("7", None))
     before = checkpoints_table.read_row(db, tables.checkpoints, "s1")
@@ -150,9 +153,7 @@ def test_a_finished_shard_cannot_be_captured_and_gets_reaped(db: Any, tables: Ta
 
 
 def test_capture_records_the_parents(db: Any, tables: Tables) -> None:
-    row = checkpoints_table.capture(
-        db, tables.checkpoints, "child", owner_id="A", owner_name="a", max_age=10, parents=("p1", "p2")
-    )
+    row = checkpoints_table.capture(db, tables.checkpoints, "child", owner_id="A", owner_name="a", parents=("p1", "p2"))
     assert row is not None and row.parent_shard_ids == ("p1", "p2")
 
 

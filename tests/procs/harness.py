@@ -19,7 +19,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 FAST = {"shard_check_frequency": 0.5, "commit_frequency": 0.25, "leader_action_frequency": 1.0, "handoff_timeout": 5.0}
 #: The "tuned" configuration of the README: a 1 s heartbeat, dead after 2 s.
 TUNED = {
-    "shard_check_frequency": 1.0,
+    "shard_check_frequency": 0.5,
     "client_record_max_age": 2.0,
     "commit_frequency": 0.5,
     "leader_action_frequency": 5.0,
