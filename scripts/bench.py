@@ -296,7 +296,12 @@ def steady_rows(server: servers.LocalServer) -> list[Row]:
             calls,
             "2 clients, 8 shards, default config; goal ≤ 180",
         ),
-        Row("DynamoDB calls per minute per client, idle", "moto", idle, "the same clients, nothing written; goal ≤ 100"),
+        Row(
+            "DynamoDB calls per minute per client, idle",
+            "moto",
+            idle,
+            "the same clients, nothing written; goal ≤ 100",
+        ),
     ]
 
 
