@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Mapping
 
 import attrs
 
-__all__ = ["Record"]
+__all__ = ["Record", "records_from_api"]
 
 
 @attrs.frozen
@@ -45,3 +46,32 @@ class Record:
             record.get("SubSequenceNumber"),  # type: ignore[arg-type]
             record.get("ExplicitHashKey"),  # type: ignore[arg-type]
         )
+
+
+_new = object.__new__
+(_set_data, _set_key, _set_seq, _set_shard, _set_arrival, _set_retrieved, _set_sub, _set_hash) = (
+    getattr(Record, field.name).__set__ for field in attrs.fields(Record)
+)  # the slots' setters, in field order
+
+
+def records_from_api(raws: Iterable[Mapping[str, object]], shard_id: str, retrieved_at: dt.datetime) -> list[Record]:
+    """:meth:`Record.from_api` for a page of records: the same objects, made at about half the cost.
+
+    A reader makes one Record per record it reads; attrs' frozen ``__init__`` sets each field
+    through ``object.__setattr__``. Record has no validators, converters or post-init, so
+    setting its slots directly makes exactly what ``__init__`` would.
+    """
+    out: list[Record] = []
+    append = out.append
+    for raw in raws:
+        record = _new(Record)
+        _set_data(record, raw["Data"])
+        _set_key(record, raw["PartitionKey"])
+        _set_seq(record, raw["SequenceNumber"])
+        _set_shard(record, shard_id)
+        _set_arrival(record, raw["ApproximateArrivalTimestamp"])
+        _set_retrieved(record, retrieved_at)
+        _set_sub(record, raw.get("SubSequenceNumber"))
+        _set_hash(record, raw.get("ExplicitHashKey"))
+        append(record)
+    return out

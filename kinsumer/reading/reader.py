@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from ..record import Record
+from ..record import Record, records_from_api
 from .position import StartPosition
 
 __all__ = ["DEFAULT_THROTTLE_DELAY", "ApiRecord", "Page", "ReaderFactory", "ReaderSettings", "ShardReader"]
@@ -58,8 +58,7 @@ class Page:
 
     def records(self) -> list[Record]:
         """The page's records as :class:`Record` objects (made on each call: call it once)."""
-        shard_id, retrieved_at = self.shard_id, self.retrieved_at
-        return [Record.from_api(r, shard_id, retrieved_at) for r in self.raw]
+        return records_from_api(self.raw, self.shard_id, self.retrieved_at)
 
 
 @attrs.frozen
