@@ -30,13 +30,17 @@ from .reader import ApiRecord, Page, ReaderSettings
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
-__all__ = ["PollingReader", "polling_readers"]
+__all__ = ["FIRST_PAGE", "PollingReader", "polling_readers"]
 
 log = logging.getLogger("kinsumer.reading")
 T = TypeVar("T")
 
 #: A LATEST iterator that expires before its first record resumes from this long before it was taken.
 _LATEST_SLACK = dt.timedelta(seconds=1)
+
+
+#: Records in a reader's first GetRecords at most (unless it asks for a limit).
+FIRST_PAGE = 1000
 
 
 class PollingReader:
@@ -73,14 +77,23 @@ class PollingReader:
         """Nothing to release: an iterator expires by itself."""
 
     def next_page(self, limit: int | None = None) -> Page:
-        """The next page of records (see :class:`~kinsumer.reading.reader.ShardReader`)."""
+        """The next page of records (see :class:`~kinsumer.reading.reader.ShardReader`).
+
+        Without a ``limit``, the reader's first page holds at most ``FIRST_PAGE`` records: a
+        server takes time in proportion to a page's size, so the first records of a backlog
+        arrive sooner; the following pages are full size.
+        """
+        if limit is None:
+            limit = self._settings.max_records_per_call
+            if self._last_attempt == -math.inf:
+                limit = min(limit, FIRST_PAGE)
         while not self._ended:
             if self._iterator is None:
                 self._iterator = self._new_iterator()
                 if self._iterator is None:
                     break  # the shard is gone
             try:
-                response = self._get_records(self._iterator, limit or self._settings.max_records_per_call)
+                response = self._get_records(self._iterator, limit)
             except botocore.exceptions.ClientError as exc:
                 if not is_expired_iterator(exc):
                     raise

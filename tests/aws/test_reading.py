@@ -16,7 +16,7 @@ import kinsumer
 from demo.aggregation import aggregated_entries
 from kinsumer.aws.retry import Stopped
 from kinsumer.reading.kpl import MAGIC
-from kinsumer.reading.polling import PollingReader
+from kinsumer.reading.polling import FIRST_PAGE, PollingReader
 from kinsumer.reading.position import StartPosition
 from kinsumer.reading.reader import ReaderSettings
 from tests.faults import FaultPlan
@@ -203,3 +203,21 @@ def test_a_checkpoint_inside_an_aggregate_resumes_at_its_next_user_record(kinesi
     assert read_all(reader(kinesis, StartPosition.after(seq, 2))) == [b"3", b"4", b"after"]
     assert read_all(reader(kinesis, StartPosition.after(seq, 4))) == [b"after"]
     assert read_all(reader(kinesis, StartPosition.after(seq))) == [b"after"]
+
+
+def test_the_first_page_of_a_backlog_is_small_so_its_records_come_sooner(kinesis: Any, stream: str) -> None:
+    limits: list[int] = []
+    kinesis.meta.events.register(
+        "provide-client-params.kinesis.GetRecords", lambda params, **_: limits.append(params["Limit"])
+    )
+    total = FIRST_PAGE + 500
+    for start in range(0, total, 500):
+        kinesis.put_records(
+            StreamName="s", Records=[{"Data": b"%d" % i, "PartitionKey": "k"} for i in range(start, start + 500)]
+        )
+    r = reader(kinesis, StartPosition.trim_horizon())
+    pages = [len(r.next_page().raw) for _ in range(2)]
+    assert pages == [FIRST_PAGE, 500]
+    assert limits == [FIRST_PAGE, FAST.max_records_per_call]
+    explicit = reader(kinesis, StartPosition.trim_horizon())
+    assert len(explicit.next_page(FIRST_PAGE + 100).raw) == FIRST_PAGE + 100  # a limit asked for is kept
