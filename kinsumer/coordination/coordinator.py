@@ -252,6 +252,16 @@ class Coordinator:
         """
         rt = self._rt
         self._pool.request_stop()
+        if self.is_leader:  # at once, so another client leads (and assigns) while we hand off
+            try:
+                rt.call(
+                    lambda: metadata_table.release_leadership(rt.dynamodb, rt.tables.metadata, rt.client_id),
+                    "UpdateItem",
+                    deadline=time.monotonic() + _FINAL_CALL_DEADLINE,
+                )
+                self.is_leader = False
+            except Exception as exc:  # noqa: BLE001 - the lease expires by itself
+                log.warning("could not give up the leadership: %s", exc)
         period = self._cfg.shard_check_frequency
         handoffs_end = time.monotonic() + self._cfg.handoff_timeout + _FINAL_CALL_DEADLINE
         while time.monotonic() < handoffs_end:
@@ -269,12 +279,5 @@ class Coordinator:
                 "DeleteItem",
                 deadline=deadline,
             )
-            if self.is_leader:
-                rt.call(
-                    lambda: metadata_table.release_leadership(rt.dynamodb, rt.tables.metadata, rt.client_id),
-                    "UpdateItem",
-                    deadline=deadline,
-                )
-                self.is_leader = False
         except Exception as exc:  # noqa: BLE001 - our row expires by itself
             log.warning("could not deregister client %s: %s", rt.client_id, exc)
