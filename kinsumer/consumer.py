@@ -191,6 +191,7 @@ class Kinsumer:
             if self._coordinator is not None:
                 self._coordinator.request_stop()
                 self._coordinator.join(self.config.handoff_timeout + _STOP_GRACE)
+            self._stats.flush()  # once, after the background threads' last calls
             self._stopped.set()
             log.info("kinsumer %s stopped (client %s)", self.application_name, self.client_id)
         else:

@@ -54,6 +54,12 @@ class _Window:
         self.latency_max = 0.0
 
     @property
+    def empty(self) -> bool:
+        """Nothing was counted."""
+        counts = (self.checkpoints, self.gained, self.lost, self.handoffs_clean, self.handoffs_timed_out)
+        return not (self.fetched or self.delivered or self.retried or self.malformed_aggregates or any(counts))
+
+    @property
     def delivered_count(self) -> int:
         return sum(self.delivered.values())
 
@@ -203,6 +209,15 @@ class LoggingStatReceiver(StatReceiver):
                 "delivery_latency_avg_seconds": t.latency_avg,
                 "delivery_latency_max_seconds": t.latency_max,
             }
+
+    def flush(self) -> None:
+        """The consumer stopped: log the interval so far (if anything happened in it), then restart it."""
+        with self._lock:
+            now = self._clock()
+            line = None if self._window.empty else self._format(now - self._window_start)
+            self._window = _Window()
+            self._window_start = now
+        self._emit(line)
 
     # ----------------------------------------------------------------- the interval
 
@@ -371,6 +386,10 @@ class PrometheusStatReceiver(StatReceiver):
 
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         self._malformed.labels(shard_id).inc(count)
+
+    def flush(self) -> None:
+        """The consumer stopped: it owns no shard, so no lag series is left standing (counters stay)."""
+        self._behind.clear()
 
     # ----------------------------------------------------------------- exposition
 

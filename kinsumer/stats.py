@@ -45,6 +45,10 @@ class StatReceiver:
         """``count`` records started like KPL aggregates but were not valid ones (a wrong MD5, a body
         that does not parse): they were delivered as they are, each as one record."""
 
+    def flush(self) -> None:
+        """The Kinsumer stopped: called once, as ``stop()`` ends (after its threads' last calls), to
+        write out what the receiver keeps."""
+
 
 class GuardedStats(StatReceiver):
     """Calls a user's receiver; an exception it raises is logged once per method, never raised.
@@ -92,3 +96,6 @@ class GuardedStats(StatReceiver):
 
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         self._call("malformed_aggregates", shard_id, count)
+
+    def flush(self) -> None:
+        self._call("flush")

@@ -191,6 +191,32 @@ def test_auto_mode_counts_a_record_only_when_the_next_is_asked_for(consumer: Kin
     wait_until(lambda: stored_checkpoint(db).sequence_number == second.sequence_number, 10, "second committed")  # type: ignore[union-attr]
 
 
+class CallOrder(StatReceiver):
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def shard_gained(self, shard_id: str) -> None:
+        self.calls.append("gained")
+
+    def shard_lost(self, shard_id: str) -> None:
+        self.calls.append("lost")
+
+    def flush(self) -> None:
+        self.calls.append("flush")
+
+
+def test_the_stat_receiver_is_flushed_once_as_stop_ends(kinesis: Any, db: Any, stream: str) -> None:
+    order = CallOrder()
+    put(kinesis, b"a")
+    k = make(kinesis, db, attrs.evolve(FAST, stats=order))
+    k.run()
+    assert k.next(timeout=10) == b"a"
+    assert "flush" not in order.calls
+    k.stop()
+    k.stop()  # idempotent: no second flush
+    assert order.calls == ["gained", "lost", "flush"]
+
+
 def test_a_clean_stop_counts_the_record_in_hand(consumer: Kinsumer, kinesis: Any, db: Any) -> None:
     put(kinesis, b"1", b"2")
     consumer.run()

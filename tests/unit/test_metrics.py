@@ -328,3 +328,25 @@ def test_malformed_aggregates_are_counted_by_both_receivers(caplog: pytest.LogCa
     clock.now += 11
     logging_stats.checkpoint_written(SHARD)  # the first call after the interval logs its line
     assert "malformed_aggregates=3" in lines(caplog)[-1]
+
+
+def test_flush_logs_the_interval_so_far_once_and_prometheus_drops_the_lag_series(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    clock = FakeClock()
+    stats = LoggingStatReceiver(interval=60, clock=clock)
+    stats.record_delivered(SHARD, 0.2)
+    clock.now += 3
+    stats.flush()
+    [line] = lines(caplog)
+    assert line.startswith("kinsumer stats interval_s=3.0 ") and " delivered=1 " in line
+    stats.flush()  # nothing since: no line
+    assert len(lines(caplog)) == 1
+
+    prometheus = PrometheusStatReceiver()
+    prometheus.shard_gained(SHARD)
+    prometheus.records_fetched(SHARD, 4, 300)
+    prometheus.flush()
+    assert sample(prometheus, "kinsumer_millis_behind_latest", shard=SHARD) is None
+    assert sample(prometheus, "kinsumer_records_fetched_total", shard=SHARD) == 4  # counters stay
