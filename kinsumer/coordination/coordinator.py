@@ -266,8 +266,7 @@ class Coordinator:
         handoffs_end = time.monotonic() + self._cfg.handoff_timeout + _FINAL_CALL_DEADLINE
         while time.monotonic() < handoffs_end:
             try:
-                self._heartbeat(lambda fn, operation: rt.call(fn, operation, deadline=time.monotonic() + period),
-                                leaving=True)  # fmt: skip
+                self._heartbeat(rt.call_until(time.monotonic() + period), leaving=True)
             except Exception as exc:  # noqa: BLE001 - the handoffs go on; our row ages meanwhile
                 log.warning("could not heartbeat while handing off: %s", exc)
             if self._pool.wait(min(handoffs_end, time.monotonic() + period)):

@@ -191,30 +191,16 @@ def test_auto_mode_counts_a_record_only_when_the_next_is_asked_for(consumer: Kin
     wait_until(lambda: stored_checkpoint(db).sequence_number == second.sequence_number, 10, "second committed")  # type: ignore[union-attr]
 
 
-class CallOrder(StatReceiver):
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def shard_gained(self, shard_id: str) -> None:
-        self.calls.append("gained")
-
-    def shard_lost(self, shard_id: str) -> None:
-        self.calls.append("lost")
-
-    def flush(self) -> None:
-        self.calls.append("flush")
-
-
 def test_the_stat_receiver_is_flushed_once_as_stop_ends(kinesis: Any, db: Any, stream: str) -> None:
-    order = CallOrder()
+    log = EventLog()
     put(kinesis, b"a")
-    k = make(kinesis, db, attrs.evolve(FAST, stats=order))
+    k = make(kinesis, db, attrs.evolve(FAST, stats=log))
     k.run()
     assert k.next(timeout=10) == b"a"
-    assert "flush" not in order.calls
+    assert "flush" not in log.events
     k.stop()
     k.stop()  # idempotent: no second flush
-    assert order.calls == ["gained", "lost", "flush"]
+    assert log.events == ["gained", "lost", "flush"]
 
 
 def test_a_clean_stop_counts_the_record_in_hand(consumer: Kinsumer, kinesis: Any, db: Any) -> None:
@@ -468,7 +454,7 @@ def test_an_idle_shard_writes_nothing_and_stays_owned_through_heartbeats(kinesis
 
 
 class EventLog(StatReceiver):
-    """Shard gains and losses, in order, in a list the test adds its deliveries to."""
+    """Shard gains and losses (and the flush at stop), in order, in a list the test adds its deliveries to."""
 
     def __init__(self) -> None:
         self.events: list[str] = []
@@ -478,6 +464,9 @@ class EventLog(StatReceiver):
 
     def shard_lost(self, shard_id: str) -> None:
         self.events.append("lost")
+
+    def flush(self) -> None:
+        self.events.append("flush")
 
 
 def test_a_lease_whose_heartbeat_was_late_hands_nothing_on_until_confirmed(kinesis: Any, db: Any, stream: str) -> None:
