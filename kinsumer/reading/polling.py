@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import botocore.exceptions
 
+from ..aws import records_parser
 from ..aws.error_codes import is_expired_iterator, is_not_found
 from ..aws.kinesis import stream_exists
 from ..aws.retry import Stopped, retry_call
@@ -145,7 +146,7 @@ class PollingReader:
 
     def _attempt(self, iterator: str, limit: int) -> dict[str, Any]:
         self._last_attempt = time.monotonic()  # every attempt counts for the throttle
-        return self._kinesis.get_records(ShardIterator=iterator, Limit=limit)  # type: ignore[return-value]
+        return records_parser.get_records(self._kinesis, ShardIterator=iterator, Limit=limit)
 
     # ----------------------------------------------------------------- pages
 

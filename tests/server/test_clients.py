@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import datetime as dt
 import json
 import random
 import threading
@@ -166,3 +167,35 @@ def test_readers_recover_from_injected_get_records_faults(
     assert sum(plan.injected.values()) >= 10
     for code, count in plan.injected.items():
         assert worker.stats.retried[("GetRecords", code)] == count
+
+
+def test_a_kinesis_client_shared_with_kinsumer_answers_its_other_callers_as_before(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    """kinsumer parses its own GetRecords in one pass; the user's calls on the same client get botocore's."""
+    stream = new_stream(2)
+    shared, plain = moto_server.client("kinesis"), moto_server.client("kinesis")
+    zones: set[object] = set()
+
+    class ZoneAudit(Audit):
+        def add(self, client: str, record: Record) -> Any:
+            zones.add(record.approximate_arrival_timestamp.tzinfo)
+            return super().add(client, record)
+
+    audit = ZoneAudit()
+    worker = Worker(moto_server, stream, app, "client", audit, kinesis=shared).start()
+    produced = produce_per_shard(plain, stream, 50)
+    wait_until(lambda: audit.count() >= len(produced), 60, "every record delivered")
+    answers = []
+    for client in (plain, shared):  # the user's own reads, while kinsumer reads with the same client
+        iterator = client.get_shard_iterator(
+            StreamName=stream, ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        answers.append(client.get_records(ShardIterator=iterator, Limit=1000)["Records"])
+    worker.stop()
+    assert_clean(audit, produced)
+    assert answers[0] and [
+        (r["Data"], r["SequenceNumber"], repr(r["ApproximateArrivalTimestamp"])) for r in answers[1]
+    ] == [(r["Data"], r["SequenceNumber"], repr(r["ApproximateArrivalTimestamp"])) for r in answers[0]]
+    # kinsumer's own reads went through its parser (UTC timestamps), not botocore's (local time)
+    assert zones == {dt.UTC}

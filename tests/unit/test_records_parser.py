@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 from typing import Any
 
@@ -45,7 +46,9 @@ records = st.lists(
     st.fixed_dictionaries(
         {
             "SequenceNumber": st.integers(0, 10**56).map(str),
-            "ApproximateArrivalTimestamp": st.floats(0, 4e9, allow_nan=False).map(lambda f: round(f, 3)),
+            # runs of equal timestamps (records written together share one), ints among them
+            "ApproximateArrivalTimestamp": st.floats(0, 4e9, allow_nan=False).map(lambda f: round(f, 3))
+            | st.sampled_from([1_764_000_000, 1_764_000_000.0, 1_764_000_000.001]),
             "Data": st.binary(max_size=300).map(lambda b: base64.b64encode(b).decode()),
             "PartitionKey": st.text(min_size=1, max_size=256),
         },
@@ -115,11 +118,38 @@ def test_a_client_with_the_parser_reads_what_a_plain_client_reads() -> None:
         iterator = client.get_shard_iterator(
             StreamName="s", ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
         )
-        answers.append(client.get_records(ShardIterator=iterator["ShardIterator"], Limit=100))
+        answers.append(records_parser.get_records(client, ShardIterator=iterator["ShardIterator"], Limit=100))
     assert [r["Data"] for r in answers[1]["Records"]] == payloads
     assert answers[1]["Records"] == answers[0]["Records"]  # timestamps: the same instants
+    assert all(r["ApproximateArrivalTimestamp"].tzinfo is dt.UTC for r in answers[1]["Records"])  # ours: UTC
     assert answers[1]["MillisBehindLatest"] == answers[0]["MillisBehindLatest"]
     assert set(answers[1]) == set(answers[0])
+
+
+def _in_detail(response: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """A response's records as botocore made them, down to each timestamp's time zone."""
+    return [
+        (r["Data"], r["PartitionKey"], r["SequenceNumber"], repr(r["ApproximateArrivalTimestamp"]))
+        for r in response["Records"]
+    ]
+
+
+@mock_aws
+def test_the_users_own_calls_on_a_client_with_the_parser_get_botocores_answer() -> None:
+    """A Kinesis client the user passed to kinsumer answers the user's code exactly as before."""
+    plain = boto3.client("kinesis", region_name="us-east-1")
+    shared = boto3.client("kinesis", region_name="us-east-1")
+    assert records_parser.install(shared)
+    plain.create_stream(StreamName="s", ShardCount=1)
+    plain.put_records(StreamName="s", Records=[{"Data": b"%d" % i, "PartitionKey": f"k{i}"} for i in range(20)])
+    answers = []
+    for client in (plain, shared):
+        iterator = client.get_shard_iterator(
+            StreamName="s", ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
+        )
+        answers.append(client.get_records(ShardIterator=iterator["ShardIterator"], Limit=100))
+    assert _in_detail(answers[1]) == _in_detail(answers[0])  # local time zone and all, as botocore gives
+    assert not any(r["ApproximateArrivalTimestamp"].tzinfo is dt.UTC for r in answers[1]["Records"])
 
 
 def test_install_ignores_objects_without_botocore_events() -> None:
