@@ -6,6 +6,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from threading import get_ident
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -105,6 +106,7 @@ class Kinsumer:
         self._stats = GuardedStats(config.stats)
         self._delivery = Delivery(config.buffer_size, self._stats)
         self._state = _NEW
+        self._auto_running = False  # run() was called in auto mode: next() needs no other check
         self._lifecycle = threading.Lock()
         self._stopped = threading.Event()
         self._coordinator: Coordinator | None = None
@@ -147,6 +149,7 @@ class Kinsumer:
             if self._state != _NEW:
                 raise AlreadyStarted()
             self._state = _RUNNING
+            self._auto_running = not self.config.manual_checkpointing
         try:
             ensure_tables_ready(self._dynamodb, self.tables)
             ensure_stream_active(self._kinesis, self.stream_name)
@@ -188,6 +191,8 @@ class Kinsumer:
             self._delivery.close()  # first, so no record is handed over after the acknowledgements below
             if clean:
                 self._delivery.acknowledge_held()
+            else:  # no handoff waits for a record its holder failed on: the next owner delivers it
+                self._delivery.abandon_held()
             if self._coordinator is not None:
                 self._coordinator.request_stop()
                 self._coordinator.join(self.config.handoff_timeout + _STOP_GRACE)
@@ -242,14 +247,16 @@ class Kinsumer:
         Asking for the next record marks the previous one (of this thread) processed.
         Raises :class:`NoRecordWithin` (a ``TimeoutError``) if nothing arrives within ``timeout`` seconds.
         """
-        self._check_mode("next", manual=False)
-        record = self._next_auto(timeout)
+        if not self._auto_running:
+            self._check_mode("next", manual=False)
+        record = self._delivery.next_auto(get_ident(), timeout)  # this thread's previous record: processed
         return None if record is None else record.data
 
     def next_record(self, timeout: float | None = None) -> Record | None:
         """Like :meth:`next`, returning the whole :class:`Record`."""
-        self._check_mode("next_record", manual=False)
-        return self._next_auto(timeout)
+        if not self._auto_running:
+            self._check_mode("next_record", manual=False)
+        return self._delivery.next_auto(get_ident(), timeout)
 
     def next_with_checkpointer(self, timeout: float | None = None) -> tuple[bytes, Checkpoint] | tuple[None, None]:
         """The next record's data and its Checkpoint; (None, None) once stopped. Manual mode only."""
@@ -269,7 +276,8 @@ class Kinsumer:
     def __iter__(self) -> Iterator[Record]:
         """Yield records until stopped (auto mode)."""
         self._check_mode("iter", manual=False)
-        while (record := self._next_auto(None)) is not None:
+        next_auto = self._delivery.next_auto
+        while (record := next_auto(get_ident(), None)) is not None:
             yield record
 
     def _check_mode(self, called: str, *, manual: bool) -> None:
@@ -277,10 +285,6 @@ class Kinsumer:
             raise CheckpointModeError(called, _CALLS_FOR[self.config.manual_checkpointing], not manual)
         if self._state == _NEW:
             raise NotStarted()
-
-    def _next_auto(self, timeout: float | None) -> Record | None:
-        # the record this thread holds counts as processed once it asks for the next one
-        return self._delivery.next_auto(threading.get_ident(), timeout)
 
     def _next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
         return self._delivery.next_manual(timeout)

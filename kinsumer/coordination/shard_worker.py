@@ -13,7 +13,7 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ..aws.retry import Stopped
@@ -214,7 +214,7 @@ class ShardWorker:
             if reader is not None:
                 reader.close()
 
-    def _push(self, progress: ShardProgress, records: Sequence[Record]) -> bool:
+    def _push(self, progress: ShardProgress, records: list[Record]) -> bool:
         """Hand ``records`` to the delivery while the lease is fresh; False on a stop or a lost lease."""
         lease, stop = self.lease, self._stop
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 
 import attrs
 
@@ -24,12 +23,12 @@ from ..errors import KinsumerError, NoRecordWithin
 from ..reading.position import Position
 from ..record import Record
 from ..stats import GuardedStats
-from .progress import Checkpoint, ShardProgress
+from .progress import Checkpoint, Run, ShardProgress
 from .record_queue import CLOSED, Closed, RecordQueue
 
 __all__ = ["Delivery", "HandoffResult"]
 
-#: Records next*() takes from the queue in one go: at most this many, and at most buffer_size / 16.
+#: Records per chunk of the queue (next*() takes a chunk in one go): at most this many, and at most buffer_size / 16.
 MAX_BATCH = 64
 _LEASE_WAIT = 0.5  # seconds between two looks at a closed delivery while waiting for a lease
 
@@ -50,19 +49,26 @@ class HandoffResult:
 
 
 Taken = tuple[Record, ShardProgress, int]
-_TIMED_OUT = object()
+_MANUAL = object()  # the holder of manual mode's run, shared by every calling thread
 
 
 class Delivery:
-    """The queue between the shard workers and the caller, and what was delivered from it."""
+    """The queue between the shard workers and the caller, and what was delivered from it.
+
+    ``next*()`` takes records from the queue a chunk at a time and hands them over from a
+    :class:`Run`: in auto mode each calling thread has a run of its own, so handing over its
+    next record and counting its previous one processed take one short lock and no
+    bookkeeping per record; the shard's checkpoint folds the run in when it is read.
+    """
 
     def __init__(self, buffer_size: int, stats: GuardedStats) -> None:
-        self._queue = RecordQueue(buffer_size)
+        self._queue = RecordQueue(buffer_size, max(1, min(MAX_BATCH, buffer_size // 16)))
         self._stats = stats
-        self._batch_size = max(1, min(MAX_BATCH, buffer_size // 16))
-        self._batch: deque[tuple[Record, ShardProgress]] = deque()  # taken from the queue, not yet delivered
-        self._take_lock = threading.Lock()
-        self._held: dict[Hashable, tuple[ShardProgress, int]] = {}  # auto mode: each holder's record in hand
+        self._wants_deliveries = stats.wants_deliveries
+        self._take_lock = threading.Lock()  # one taker waits on the queue at a time: runs start in queue order
+        self._hand_lock = threading.Lock()  # short: handing a record over, starting or ending a run
+        self._runs: dict[Hashable, Run] = {}  # each holder's run being handed over
+        self._closed = False
         self._error: KinsumerError | None = None
 
     # ----------------------------------------------------------------- the shard workers' side
@@ -71,12 +77,11 @@ class Delivery:
         """The bookkeeping of one capture of a shard, starting at its stored checkpoint."""
         return ShardProgress(shard_id, checkpoint)
 
-    def push(self, progress: ShardProgress, records: Sequence[Record], should_stop: Callable[[], bool]) -> int:
+    def push(self, progress: ShardProgress, records: list[Record], should_stop: Callable[[], bool]) -> int:
         """Queue ``records`` in order, waiting for room; how many are in (fewer if stopped or closed)."""
-        items = [(record, progress) for record in records]
         start = 0
-        while start < len(items) and not should_stop():
-            added = self._queue.put_many(items, start, should_stop)
+        while start < len(records) and not should_stop():
+            added = self._queue.put(progress, records, start, should_stop)
             if not added and self._queue.closed:
                 break
             progress.pushed(added)
@@ -92,7 +97,7 @@ class Delivery:
 
         After this no record of ``progress`` is delivered and no acknowledgement counts.
         """
-        progress.revoke()
+        self._revoke(progress)
         dropped = self._queue.purge(progress)
         clean = progress.wait(progress.all_acknowledged, timeout)
         outstanding = progress.outstanding
@@ -100,9 +105,14 @@ class Delivery:
 
     def drop(self, progress: ShardProgress) -> None:
         """Forget a shard at once (another client owns it): no delivery, no acknowledgement, no wait."""
-        progress.revoke()
+        self._revoke(progress)
         self._queue.purge(progress)
         progress.release()
+
+    def _revoke(self, progress: ShardProgress) -> None:
+        progress.revoke()
+        with self._hand_lock:
+            pass  # a record being handed over meanwhile is in its holder's hands now; none follows
 
     @staticmethod
     def wait_processed(progress: ShardProgress, should_stop: Callable[[], bool], poll: float = 1.0) -> bool:
@@ -123,27 +133,39 @@ class Delivery:
 
         A close without error (a stop) wins over any error, whichever came first.
         """
-        if error is None:
-            self._error = None
-        elif not self._queue.closed:
-            self._error = error
+        with self._hand_lock:
+            if error is None:
+                self._error = None
+            elif not self._closed:
+                self._error = error
+            self._closed = True
         self._queue.close()
 
     @property
     def closed(self) -> bool:
-        return self._queue.closed
+        return self._closed
 
     def next_auto(self, holder: Hashable, timeout: float | None) -> Record | None:
-        """Auto mode: count ``holder``'s previous record processed, then take the next one."""
-        held = self._held.pop(holder, None)
-        if held is not None:
-            held[0].ack(held[1])
-        taken = self.take(timeout)
-        if taken is None:
-            return None
-        record, progress, token = taken
-        self._held[holder] = (progress, token)
-        return record
+        """Auto mode: count ``holder``'s previous record processed, then take the next one.
+
+        Raises :class:`NoRecordWithin` after ``timeout`` s without one, and the error the
+        delivery was closed with.
+        """
+        with self._hand_lock:  # the usual case: the next record of the holder's run
+            run = self._runs.get(holder)
+            if run is not None and not self._closed:
+                i = run.handed
+                progress = run.progress
+                if i < run.end and not progress.revoked and time.monotonic() < progress.fresh_until:
+                    run.processed = i
+                    run.handed = i + 1
+                    record = run.records[i]
+                    if not self._wants_deliveries:
+                        return record
+                    self._stats.record_delivered(record.shard_id, _age(record.approximate_arrival_timestamp))
+                    return record
+        taken = self._taken(self._hand(holder, _deadline(timeout), auto=True), timeout)
+        return None if taken is None else taken[0]
 
     def next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
         """Manual mode: the next record and the Checkpoint that marks it processed."""
@@ -154,81 +176,118 @@ class Delivery:
         return record, Checkpoint(record.shard_id, record.sequence_number, record.sub_sequence_number, progress, token)
 
     def acknowledge_held(self) -> None:
-        """A clean stop: the record each holder has in hand counts as processed."""
-        while self._held:
-            _holder, (progress, token) = self._held.popitem()
-            progress.ack(token)
+        """A clean stop: the record each auto-mode holder has in hand counts as processed."""
+        self._end_runs(processed=True)
+
+    def abandon_held(self) -> None:
+        """A stop after a failure: the record each auto-mode holder has in hand was not processed.
+
+        It is not acknowledged, and no handoff waits for it: the shard's next owner delivers it.
+        """
+        self._end_runs(processed=False)
+
+    def _end_runs(self, *, processed: bool) -> None:
+        with self._hand_lock:
+            runs, self._runs = self._runs, {}
+            for holder, run in runs.items():
+                auto = holder is not _MANUAL
+                if auto and processed:
+                    run.processed = run.handed
+                run.progress.end_run(run, abandon_in_hand=auto and not processed)
 
     def take(self, timeout: float | None) -> Taken | None:
-        """The next record, registered as delivered; None once closed.
+        """The next record (manual mode), registered as delivered, with its token; None once closed.
 
         Raises :class:`NoRecordWithin` after ``timeout`` s without one, and the error the
         delivery was closed with.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        taken = self._take_until(deadline)
-        if taken is _TIMED_OUT:
-            raise NoRecordWithin(timeout if timeout is not None else 0.0)
-        return taken  # type: ignore[return-value]
+        return self._taken(self._hand(_MANUAL, _deadline(timeout), auto=False), timeout)
 
     def poll(self) -> Taken | None:
         """Like :meth:`take` without waiting: None when nothing is ready, or once :attr:`closed`."""
-        taken = self._take_until(time.monotonic())
-        return None if taken is _TIMED_OUT else taken  # type: ignore[return-value]
+        handed = self._hand(_MANUAL, time.monotonic(), auto=False)
+        return None if handed is None else self._taken(handed, 0.0)
 
-    def _take_until(self, deadline: float | None) -> Taken | object | None:
-        """A record, None once closed, or _TIMED_OUT at the deadline."""
+    def _taken(self, handed: tuple[Run, int] | Closed | None, timeout: float | None) -> Taken | None:
+        """What :meth:`_hand` gave, as (record, progress, token); raising as :meth:`take` says."""
+        if handed is None:
+            raise NoRecordWithin(timeout if timeout is not None else 0.0)
+        if isinstance(handed, Closed):
+            if self._error is not None:
+                raise self._error
+            return None
+        run, i = handed
+        record = run.records[i]
+        if self._wants_deliveries:
+            self._stats.record_delivered(record.shard_id, _age(record.approximate_arrival_timestamp))
+        return record, run.progress, run.base + i
+
+    def _hand(self, holder: Hashable, deadline: float | None, *, auto: bool) -> tuple[Run, int] | Closed | None:
+        """Hand over ``holder``'s next record: (its run, its index); None at the deadline; CLOSED.
+
+        Ends the holder's run once it is handed over entirely or its shard is revoked, and
+        starts the next run from the queue. A record whose shard's lease is not known to be
+        ours (not confirmed for a while: the process was paused, or DynamoDB is out of reach)
+        waits for the lease to be confirmed or lost.
+        """
         while True:
-            taken = self._take_one(deadline)
-            if isinstance(taken, Closed):
-                if self._error is not None:
-                    raise self._error
-                return None
-            if taken is None:
-                return _TIMED_OUT
-            if taken[2] is not None:
-                return taken
-            # its shard is being handed off: the new owner delivers it
+            waiting_for: ShardProgress | None = None
+            with self._hand_lock:
+                if self._closed:
+                    return CLOSED
+                run = self._runs.get(holder)
+                if run is not None:
+                    progress, i = run.progress, run.handed
+                    if auto:
+                        run.processed = i  # asking again: the record in hand is processed
+                    if i < run.end and not progress.revoked:
+                        if time.monotonic() < progress.fresh_until:
+                            run.handed = i + 1
+                            return run, i
+                        waiting_for = progress
+                    else:  # handed over entirely, or its shard is being handed off: the new owner delivers the rest
+                        del self._runs[holder]
+                        progress.end_run(run)
+            if waiting_for is not None:
+                if not self._wait_for_lease(waiting_for, deadline):
+                    return CLOSED if self._closed else None
+                continue
+            started = self._start_run(deadline)
+            if not isinstance(started, Run):
+                return started
+            with self._hand_lock:
+                if self._closed:  # a stop came while it waited: nothing more is handed over
+                    started.progress.end_run(started)
+                    return CLOSED
+                self._runs[holder] = started
 
-    def _take_one(self, deadline: float | None) -> tuple[Record, ShardProgress, int | None] | Closed | None:
-        """The next record, registered as delivered; None at the deadline; CLOSED once closed.
+    def _start_run(self, deadline: float | None) -> Run | Closed | None:
+        """The next chunk of the queue as a run, registered as delivered; None at the deadline; CLOSED.
 
-        Records leave the queue in batches (one lock round per batch, not per record). Taking
-        one and registering its delivery happen under one lock, so that with several calling
-        threads each shard's records are registered in shard order. A record whose shard's
-        lease is not known to be ours (not confirmed for a while: the process was paused, or
-        DynamoDB is out of reach) waits for the lease to be confirmed or lost.
+        Taking a chunk and registering it happen under one lock, so that with several calling
+        threads each shard's records are registered in shard order.
         """
         lock = self._take_lock
-        if not lock.acquire(blocking=False):  # the usual case: one calling thread
-            wait = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-            if not lock.acquire(timeout=wait):
-                return None
+        wait = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not lock.acquire(blocking=False) and not lock.acquire(timeout=wait):
+            return None
         try:
-            if self._queue.closed:
-                return CLOSED
-            batch = self._batch
-            if not batch:
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                taken = self._queue.get_many(self._batch_size, remaining)
-                if not isinstance(taken, list):
+            while True:
+                taken = self._queue.get(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                if not isinstance(taken, tuple):
                     return taken
-                batch.extend(taken)
-            record, progress = batch[0]
-            if not progress.fresh(time.monotonic()) and not self._wait_for_lease(progress, deadline):
-                return CLOSED if self._queue.closed else None
-            batch.popleft()
-            token = progress.deliver((record.sequence_number, record.sub_sequence_number))
+                records, progress = taken
+                run = progress.start_run(records)
+                if run is not None:
+                    return run
+                # its shard is being handed off: the new owner delivers these
         finally:
             lock.release()
-        if token is not None and self._stats.wants_deliveries:
-            self._stats.record_delivered(record.shard_id, _age(record.approximate_arrival_timestamp))
-        return record, progress, token
 
     def _wait_for_lease(self, progress: ShardProgress, deadline: float | None) -> bool:
         """Wait until the shard's lease is confirmed or lost; False at the deadline or once closed."""
         while not progress.fresh_or_revoked():
-            if self._queue.closed:
+            if self._closed:
                 return False
             now = time.monotonic()
             if deadline is not None and now >= deadline:
@@ -236,6 +295,10 @@ class Delivery:
             wake = _LEASE_WAIT if deadline is None else min(_LEASE_WAIT, deadline - now)
             progress.wait(progress.fresh_or_revoked, wake)
         return True
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
 
 
 def _age(timestamp: dt.datetime) -> float:

@@ -1,9 +1,10 @@
 """Delivery bookkeeping of one captured shard, and the Checkpoint callable.
 
 A :class:`ShardProgress` lives as long as one capture of a shard. The shard's reader
-counts what it pushes, ``next*()`` registers what it delivers, and each record's
-:class:`Checkpoint` (or, in auto mode, the caller's next call) acknowledges it. It is
-thread-safe and never blocks for long: every method holds one short lock.
+counts what it pushes, ``next*()`` registers what it delivers (a :class:`Run` at a time),
+and each record's :class:`Checkpoint` (or, in auto mode, the caller's next call)
+acknowledges it. It is thread-safe and never blocks for long: every method holds one short
+lock.
 """
 
 from __future__ import annotations
@@ -16,113 +17,190 @@ from collections.abc import Callable
 import attrs
 
 from ..reading.position import Position
+from ..record import Record
 from .tracker import CheckpointTracker
 
-__all__ = ["Checkpoint", "ShardProgress"]
+__all__ = ["Checkpoint", "Run", "ShardProgress"]
+
+
+class Run:
+    """Consecutive records of one shard, registered as delivered together and handed over in order.
+
+    ``next*()`` takes records from the queue a run at a time (one lock round and one
+    registration per run, not per record) and hands them over one by one: ``records[:handed]``
+    were handed over; in auto mode ``records[:processed]`` were processed (a holder's previous
+    record counts once it asks for the next one), of which ``records[:folded]`` were already
+    acknowledged in the shard's tracker. The token of ``records[i]`` is ``base + i``.
+
+    The holder changes ``handed`` and ``processed`` under the delivery's lock, without the
+    shard's: the shard reads them when it needs its checkpoint (see :meth:`ShardProgress._fold`).
+    """
+
+    __slots__ = ("base", "end", "folded", "handed", "processed", "progress", "records")
+
+    def __init__(self, progress: ShardProgress, records: list[Record], base: int) -> None:
+        self.progress = progress
+        self.records = records
+        self.base = base
+        self.end = len(records)
+        self.handed = 0
+        self.processed = 0
+        self.folded = 0
 
 
 class ShardProgress:
-    """What has been pushed, delivered and acknowledged under one capture of a shard."""
+    """What has been pushed, delivered and acknowledged under one capture of a shard.
+
+    ``revoked`` and ``fresh_until`` are read without the lock on the per-record path.
+    """
 
     __slots__ = (
         "_cond",
         "_delivered",
-        "_fresh_until",
+        "_initial",
         "_lock",
         "_pushed",
         "_released",
-        "_revoked",
+        "_runs",
         "_tracker",
         "_version",
         "_waiting",
+        "fresh_until",
+        "revoked",
         "shard_id",
     )
 
     def __init__(self, shard_id: str, checkpoint: Position | None) -> None:
         self.shard_id = shard_id
-        self._lock = threading.Lock()  # taken directly on the per-record paths
+        self._lock = threading.Lock()  # taken directly on the per-run paths
         self._cond = threading.Condition(self._lock)
         self._waiting = 0  # threads in wait()
         self._version = 0  # bumped by every change wait() may be waiting for
-        self._tracker = CheckpointTracker(checkpoint)
+        self._initial = checkpoint
+        self._tracker: CheckpointTracker[Record] = CheckpointTracker()
+        self._runs: list[Run] = []  # runs being handed over
         self._pushed = 0  # records the reader put into the queue
-        self._delivered = 0  # records next*() handed over
-        self._revoked = False  # no more deliveries (handoff started)
+        self._delivered = 0  # records registered as delivered (retracted ones excluded)
+        #: No more deliveries (handoff started).
+        self.revoked = False
         self._released = False  # no more acknowledgements (shard given up)
-        self._fresh_until = math.inf  # monotonic time until which the shard's lease is known to be ours
+        #: Monotonic time until which the shard's lease is known to be ours.
+        self.fresh_until = math.inf
 
     def confirm(self, fresh_until: float) -> None:
         """The shard's lease was confirmed: records may be delivered until ``fresh_until`` (monotonic)."""
         with self._lock:
-            self._fresh_until = fresh_until
+            self.fresh_until = fresh_until
             self._changed()
 
     def fresh(self, now: float) -> bool:
-        """The lease was confirmed recently enough at ``now`` (a plain read: called per record)."""
-        return now < self._fresh_until
+        """The lease was confirmed recently enough at ``now``."""
+        return now < self.fresh_until
 
     def fresh_or_revoked(self) -> bool:
         """What a delivery waiting for the lease waits for: a confirmation, or the shard's loss."""
-        return self._revoked or time.monotonic() < self._fresh_until
+        return self.revoked or time.monotonic() < self.fresh_until
 
     @property
     def checkpoint(self) -> Position | None:
         with self._lock:
-            return self._tracker.checkpoint
+            return self._checkpoint()
 
     @property
     def outstanding(self) -> int:
         """Delivered records not yet acknowledged."""
         with self._lock:
-            return self._tracker.outstanding
+            return self._outstanding()
 
     def pushed(self, count: int) -> None:
         with self._lock:
             self._pushed += count
 
-    def deliver(self, position: Position) -> int | None:
-        """Register a delivery; None if the shard is being handed off (drop the record)."""
+    def start_run(self, records: list[Record]) -> Run | None:
+        """Register ``records`` as delivered, to be handed over in order; None once revoked."""
         with self._lock:
-            if self._revoked:
+            if self.revoked:
                 return None
-            self._delivered += 1
-            return self._tracker.deliver(position)
+            run = Run(self, records, self._tracker.deliver_many(records))
+            self._runs.append(run)
+            self._delivered += run.end
+            return run
+
+    def end_run(self, run: Run, *, abandon_in_hand: bool = False) -> None:
+        """The run is over: its processed records count, those never handed over are retracted.
+
+        Records not handed over are left for the shard's next owner, so a run ends early only
+        once the shard is revoked or the consumer stops. With ``abandon_in_hand``, the records
+        handed over but not processed are retracted too (an auto-mode caller that failed).
+        """
+        with self._lock:
+            self._fold(run)
+            self._runs.remove(run)
+            keep = run.processed if abandon_in_hand else run.handed
+            if keep < run.end:
+                self._tracker.retract(run.base + keep, run.base + run.end - 1)
+                self._delivered -= run.end - keep
+            self._changed()
 
     def ack(self, token: int) -> None:
         """Acknowledge a delivered record; a no-op once the shard is released."""
         with self._lock:
             if self._released:
                 return
-            if self._tracker.ack(token) and self._tracker.outstanding == 0:
+            if self._tracker.ack(token) and self._outstanding() == 0:
                 self._changed()
 
     def revoke(self) -> None:
         """Stop deliveries: records still queued for this capture will be dropped."""
         with self._lock:
-            self._revoked = True
+            self.revoked = True
             self._changed()
-
-    def _changed(self) -> None:
-        """Something wait() may be waiting for happened (called with the lock held)."""
-        self._version += 1
-        if self._waiting:
-            self._cond.notify_all()
 
     def release(self) -> Position | None:
         """Stop acknowledgements; returns the final checkpoint."""
         with self._lock:
+            checkpoint = self._checkpoint()
             self._released = True
-            return self._tracker.checkpoint
+            return checkpoint
 
     def all_acknowledged(self) -> bool:
         """Every delivered record is acknowledged."""
         with self._lock:
-            return self._tracker.outstanding == 0
+            return self._outstanding() == 0
 
     def all_processed(self) -> bool:
         """Every pushed record was delivered and acknowledged."""
         with self._lock:
-            return self._delivered == self._pushed and self._tracker.outstanding == 0
+            return self._delivered == self._pushed and self._outstanding() == 0
+
+    # ----------------------------------------------------------------- with the lock held
+
+    def _fold(self, run: Run) -> None:
+        """Acknowledge what the run's holder processed since the last fold."""
+        processed = run.processed  # one read: the holder may move it on meanwhile
+        if processed > run.folded and not self._released:
+            self._tracker.ack_range(run.base + run.folded, run.base + processed - 1)
+            run.folded = processed
+
+    def _checkpoint(self) -> Position | None:
+        for run in self._runs:
+            self._fold(run)
+        last = self._tracker.checkpoint
+        return self._initial if last is None else (last.sequence_number, last.sub_sequence_number)
+
+    def _outstanding(self) -> int:
+        """Records handed over and not yet acknowledged (registered ones not handed over excluded)."""
+        not_handed = 0
+        for run in self._runs:
+            self._fold(run)
+            not_handed += run.end - run.handed
+        return self._tracker.outstanding - not_handed
+
+    def _changed(self) -> None:
+        """Something wait() may be waiting for happened."""
+        self._version += 1
+        if self._waiting:
+            self._cond.notify_all()
 
     def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Wait up to ``timeout`` s for ``predicate`` (one of the methods above) to hold."""

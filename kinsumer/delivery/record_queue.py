@@ -1,7 +1,9 @@
 """The bounded queue between the shard readers and ``next*()``.
 
-One queue for all shards of a client; FIFO, so each shard's order is kept. Its capacity,
-in records, bounds memory whatever the stream holds. Closing it wakes every waiter.
+One queue for all shards of a client; FIFO, so each shard's order is kept. It holds chunks
+of consecutive records of one capture of a shard, so that a reader and ``next*()`` pay its
+lock once per chunk rather than once per record. Its capacity, in records, bounds memory
+whatever the stream holds. Closing it wakes every waiter.
 """
 
 from __future__ import annotations
@@ -9,14 +11,15 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from ..record import Record
 from .progress import ShardProgress
 
 __all__ = ["CLOSED", "Closed", "Item", "RecordQueue"]
 
-Item = tuple[Record, ShardProgress]
+#: Consecutive records of one capture of a shard.
+Item = tuple[list[Record], ShardProgress]
 
 
 class Closed:
@@ -28,36 +31,39 @@ CLOSED = Closed()
 
 
 class RecordQueue:
-    """FIFO of (record, progress) items holding at most ``capacity`` records.
+    """FIFO of chunks of at most ``chunk`` records, holding at most ``capacity`` records.
 
     The fast paths take the lock directly and wake the other side only when it waits.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, chunk: int) -> None:
         self._capacity = capacity
+        self._chunk = chunk
         self._items: deque[Item] = deque()
+        self._count = 0  # records in self._items
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)
         self._not_full = threading.Condition(self._lock)
-        self._getters = 0  # threads waiting in get_many()
-        self._putters = 0  # threads waiting in put_many()
+        self._getters = 0  # threads waiting in get()
+        self._putters = 0  # threads waiting in put()
         self._closed = False
 
     def __len__(self) -> int:
-        return len(self._items)
+        """Records queued."""
+        return self._count
 
     @property
     def closed(self) -> bool:
         return self._closed
 
-    def put_many(self, items: Sequence[Item], start: int, should_stop: Callable[[], bool]) -> int:
-        """Append ``items[start:]`` as room allows, waiting for room while ``should_stop()`` is false.
+    def put(self, progress: ShardProgress, records: list[Record], start: int, should_stop: Callable[[], bool]) -> int:
+        """Append ``records[start:]`` as room allows, waiting for room while ``should_stop()`` is false.
 
         Returns how many were appended (0 once closed or stopping). Whoever makes
         ``should_stop()`` true calls :meth:`wake_putters` afterwards.
         """
         with self._lock:
-            while not self._closed and len(self._items) >= self._capacity and not should_stop():
+            while not self._closed and self._count >= self._capacity and not should_stop():
                 self._putters += 1
                 try:
                     self._not_full.wait()
@@ -65,20 +71,24 @@ class RecordQueue:
                     self._putters -= 1
             if self._closed:
                 return 0
-            room = self._capacity - len(self._items)
-            chunk = items[start : start + room]
-            self._items.extend(chunk)
-            if chunk and self._getters:
-                self._not_empty.notify(len(chunk))
-            return len(chunk)
+            end = min(len(records), start + self._capacity - self._count)
+            if end <= start:
+                return 0
+            size, append = self._chunk, self._items.append
+            for first in range(start, end, size):
+                append((records[first : min(first + size, end)], progress))
+            self._count += end - start
+            if self._getters:
+                self._not_empty.notify(self._getters)
+            return end - start
 
     def wake_putters(self) -> None:
-        """Have the threads waiting in :meth:`put_many` check their ``should_stop`` again."""
+        """Have the threads waiting in :meth:`put` check their ``should_stop`` again."""
         with self._lock:
             self._not_full.notify_all()
 
-    def get_many(self, limit: int, timeout: float | None) -> list[Item] | Closed | None:
-        """Up to ``limit`` of the oldest items; None after ``timeout`` s with nothing; CLOSED once closed."""
+    def get(self, timeout: float | None) -> Item | Closed | None:
+        """The oldest chunk; None after ``timeout`` s with nothing; CLOSED once closed."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             items = self._items
@@ -93,23 +103,20 @@ class RecordQueue:
                     self._getters -= 1
             if self._closed:
                 return CLOSED
-            taken = [items.popleft() for _ in range(min(limit, len(items)))]
+            item = items.popleft()
+            self._count -= len(item[0])
             if self._putters:
                 self._not_full.notify(self._putters)
-            return taken
-
-    def get(self, timeout: float | None) -> Item | Closed | None:
-        """The oldest item; None after ``timeout`` s with nothing; CLOSED once closed."""
-        taken = self.get_many(1, timeout)
-        return taken[0] if isinstance(taken, list) else taken
+            return item
 
     def purge(self, progress: ShardProgress) -> int:
-        """Drop the queued records of one capture of a shard (it is being handed off)."""
+        """Drop the queued records of one capture of a shard (it is being handed off); how many."""
         with self._lock:
             kept = [item for item in self._items if item[1] is not progress]
-            dropped = len(self._items) - len(kept)
+            dropped = self._count - sum(len(records) for records, _ in kept)
             self._items.clear()  # in place: the deque is the queue's identity
             self._items.extend(kept)
+            self._count -= dropped
             if dropped:
                 self._not_full.notify_all()
             return dropped

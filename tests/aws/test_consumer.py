@@ -569,3 +569,33 @@ def test_a_failing_stat_receiver_never_stops_consumption(
         "records_fetched",
     ]
     assert stats.calls["shard_gained"] == 1 and stats.calls["shard_lost"] == 1  # the others still arrive
+
+
+def test_leaving_a_with_block_by_an_exception_does_not_wait_for_the_record_in_hand(
+    kinesis: Any, db: Any, stream: str
+) -> None:
+    """The record the handler failed on is not processed: no handoff waits for it, the next run gets it."""
+    put(kinesis, b"a", b"b", b"c")
+    stats = CountingStats()
+    config = attrs.evolve(FAST, handoff_timeout=120, stats=stats)  # a wait for the record would outlast the join
+    make(kinesis, db, config).create_required_tables()
+    failures: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            with make(kinesis, db, config, tables=False) as k:
+                for record in k:
+                    if record.data == b"b":
+                        raise KeyboardInterrupt  # Ctrl-C while processing b
+        except KeyboardInterrupt as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    thread.join(60)  # far less than handoff_timeout
+    assert not thread.is_alive() and len(failures) == 1
+    assert [(shard, clean) for shard, _, clean in stats.handoffs] == [(SHARD, True)]
+    stored = stored_checkpoint(db)
+    assert stored is not None and stored.sequence_number is not None  # a is processed, b is not
+    with make(kinesis, db, tables=False) as again:
+        assert again.next(timeout=10) == b"b"

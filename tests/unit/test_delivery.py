@@ -14,11 +14,11 @@ from kinsumer.stats import GuardedStats
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
-def _no_wait() -> bool:  # put_many's should_stop: add what fits, never wait for room
+def _no_wait() -> bool:  # put's should_stop: add what fits, never wait for room
     return True
 
 
-def _wait_for_room() -> bool:  # put_many's should_stop: wait for room as long as it takes
+def _wait_for_room() -> bool:  # put's should_stop: wait for room as long as it takes
     return False
 
 
@@ -26,19 +26,28 @@ def record(seq: int, shard: str = "s") -> Record:
     return Record(b"x", "k", str(seq), shard, NOW, NOW)
 
 
+def deliver(progress: ShardProgress, seq: int) -> int | None:
+    """Register one record as delivered and hand it over, as manual mode does; its token."""
+    run = progress.start_run([record(seq, progress.shard_id)])
+    if run is None:
+        return None
+    run.handed = 1
+    return run.base
+
+
 def test_deliveries_after_revoke_are_refused_but_acks_still_count() -> None:
     progress = ShardProgress("s", None)
-    token = progress.deliver(("1", None))
+    token = deliver(progress, 1)
     assert token is not None
     progress.revoke()
-    assert progress.deliver(("2", None)) is None
+    assert deliver(progress, 2) is None
     progress.ack(token)
     assert progress.checkpoint == ("1", None)
 
 
 def test_acks_after_release_are_no_ops() -> None:
     progress = ShardProgress("s", ("5", None))
-    a = progress.deliver(("6", None))
+    a = deliver(progress, 6)
     assert a is not None
     assert progress.release() == ("5", None)
     Checkpoint("s", "6", None, progress, a)()
@@ -48,9 +57,9 @@ def test_acks_after_release_are_no_ops() -> None:
 def test_all_processed_needs_every_pushed_record_delivered_and_acked() -> None:
     progress = ShardProgress("s", None)
     progress.pushed(2)
-    a = progress.deliver(("1", None))
+    a = deliver(progress, 1)
     assert not progress.all_processed()
-    b = progress.deliver(("2", None))
+    b = deliver(progress, 2)
     assert a is not None and b is not None
     progress.ack(b)
     assert not progress.all_processed()
@@ -60,7 +69,7 @@ def test_all_processed_needs_every_pushed_record_delivered_and_acked() -> None:
 
 def test_wait_wakes_on_the_last_ack() -> None:
     progress = ShardProgress("s", None)
-    token = progress.deliver(("1", None))
+    token = deliver(progress, 1)
     assert token is not None
     acker = threading.Timer(0.05, progress.ack, args=(token,))
     acker.start()
@@ -68,23 +77,37 @@ def test_wait_wakes_on_the_last_ack() -> None:
     acker.join()
 
 
+def sequence_numbers(item: object) -> list[str]:
+    assert isinstance(item, tuple), item
+    return [r.sequence_number for r in item[0]]
+
+
 def test_queue_is_bounded_and_fifo() -> None:
-    q = RecordQueue(3)
+    q = RecordQueue(3, chunk=1)
     progress = ShardProgress("s", None)
-    items = [(record(i), progress) for i in range(5)]
-    assert q.put_many(items, 0, _no_wait) == 3
-    assert q.put_many(items, 3, _no_wait) == 0
-    got = q.get(0)
-    assert got is not CLOSED and got is not None and got[0].sequence_number == "0"
-    assert q.put_many(items, 3, _no_wait) == 1
-    assert [q.get(0)[0].sequence_number for _ in range(3)] == ["1", "2", "3"]  # type: ignore[index]
+    records = [record(i) for i in range(5)]
+    assert q.put(progress, records, 0, _no_wait) == 3
+    assert q.put(progress, records, 3, _no_wait) == 0
+    assert sequence_numbers(q.get(0)) == ["0"]
+    assert q.put(progress, records, 3, _no_wait) == 1
+    assert [sequence_numbers(q.get(0)) for _ in range(3)] == [["1"], ["2"], ["3"]]
     assert q.get(0.01) is None
 
 
+def test_queue_holds_chunks_and_counts_records() -> None:
+    q = RecordQueue(7, chunk=3)
+    progress = ShardProgress("s", None)
+    assert q.put(progress, [record(i) for i in range(10)], 0, _no_wait) == 7  # as many as there is room for
+    assert len(q) == 7
+    assert [sequence_numbers(q.get(0)) for _ in range(3)] == [["0", "1", "2"], ["3", "4", "5"], ["6"]]
+    assert len(q) == 0
+
+
 def test_purge_drops_only_one_capture_and_frees_room() -> None:
-    q = RecordQueue(4)
+    q = RecordQueue(4, chunk=2)
     old, other = ShardProgress("a", None), ShardProgress("b", None)
-    q.put_many([(record(1, "a"), old), (record(1, "b"), other), (record(2, "a"), old)], 0, _no_wait)
+    q.put(old, [record(1, "a"), record(2, "a")], 0, _no_wait)
+    q.put(other, [record(1, "b")], 0, _no_wait)
     assert q.purge(old) == 2
     assert len(q) == 1
     got = q.get(0)
@@ -92,11 +115,11 @@ def test_purge_drops_only_one_capture_and_frees_room() -> None:
 
 
 def test_close_wakes_a_blocked_reader_and_writer() -> None:
-    q = RecordQueue(1)
+    q = RecordQueue(1, chunk=1)
     progress = ShardProgress("s", None)
-    q.put_many([(record(1), progress)], 0, _no_wait)
+    q.put(progress, [record(1)], 0, _no_wait)
     results: list[object] = []
-    writer = threading.Thread(target=lambda: results.append(q.put_many([(record(2), progress)], 0, _wait_for_room)))
+    writer = threading.Thread(target=lambda: results.append(q.put(progress, [record(2)], 0, _wait_for_room)))
     writer.start()
     q.close()
     writer.join(10)
@@ -104,35 +127,24 @@ def test_close_wakes_a_blocked_reader_and_writer() -> None:
     assert q.get(None) is CLOSED
 
 
-def test_get_many_takes_a_batch_in_order() -> None:
-    q = RecordQueue(10)
-    progress = ShardProgress("s", None)
-    q.put_many([(record(i), progress) for i in range(5)], 0, _no_wait)
-    first = q.get_many(3, 0)
-    assert isinstance(first, list) and [r.sequence_number for r, _ in first] == ["0", "1", "2"]
-    rest = q.get_many(10, 0)
-    assert isinstance(rest, list) and [r.sequence_number for r, _ in rest] == ["3", "4"]
-    assert q.get_many(10, 0.01) is None
-
-
 def test_taking_records_wakes_a_writer_waiting_for_room() -> None:
-    q = RecordQueue(2)
+    q = RecordQueue(2, chunk=2)
     progress = ShardProgress("s", None)
-    q.put_many([(record(1), progress), (record(2), progress)], 0, _no_wait)
+    q.put(progress, [record(1), record(2)], 0, _no_wait)
     added: list[int] = []
-    writer = threading.Thread(target=lambda: added.append(q.put_many([(record(3), progress)], 0, _wait_for_room)))
+    writer = threading.Thread(target=lambda: added.append(q.put(progress, [record(3)], 0, _wait_for_room)))
     writer.start()
     deadline = time.monotonic() + 10
     while q._putters == 0 and time.monotonic() < deadline:  # the writer is waiting for room
         time.sleep(0.01)
-    assert q.get_many(1, 0) is not None
+    assert q.get(0) is not None
     writer.join(10)  # it was woken: it has no timeout of its own
     assert not writer.is_alive() and added == [1]
 
 
 def test_wait_sees_an_ack_that_lands_while_its_predicate_runs() -> None:
     progress = ShardProgress("s", None)
-    token = progress.deliver(("1", None))
+    token = deliver(progress, 1)
     assert token is not None
     calls = []
 
@@ -150,28 +162,28 @@ def test_wait_sees_an_ack_that_lands_while_its_predicate_runs() -> None:
 
 
 def test_a_reader_waiting_through_a_purge_gets_what_is_put_after_it() -> None:
-    q = RecordQueue(4)
+    q = RecordQueue(4, chunk=4)
     old, new = ShardProgress("a", None), ShardProgress("b", None)
     got: list[object] = []
-    reader = threading.Thread(target=lambda: got.append(q.get_many(10, 60)))
+    reader = threading.Thread(target=lambda: got.append(q.get(60)))
     reader.start()
     deadline = time.monotonic() + 10
     while q._getters == 0 and time.monotonic() < deadline:  # the reader is waiting for records
         time.sleep(0.01)
     q.purge(old)
-    q.put_many([(record(1, "b"), new)], 0, _no_wait)
+    q.put(new, [record(1, "b")], 0, _no_wait)
     reader.join(10)  # far less than its 60 s timeout
     assert not reader.is_alive()
-    assert isinstance(got[0], list) and [r.sequence_number for r, _ in got[0]] == ["1"]
+    assert sequence_numbers(got[0]) == ["1"]
 
 
 def test_a_writer_waiting_for_room_leaves_when_told_to_stop() -> None:
-    q = RecordQueue(1)
+    q = RecordQueue(1, chunk=1)
     progress = ShardProgress("s", None)
-    q.put_many([(record(1), progress)], 0, _no_wait)
+    q.put(progress, [record(1)], 0, _no_wait)
     stop = threading.Event()
     added: list[int] = []
-    writer = threading.Thread(target=lambda: added.append(q.put_many([(record(2), progress)], 0, stop.is_set)))
+    writer = threading.Thread(target=lambda: added.append(q.put(progress, [record(2)], 0, stop.is_set)))
     writer.start()
     deadline = time.monotonic() + 10
     while q._putters == 0 and time.monotonic() < deadline:  # the writer is waiting for room
@@ -191,7 +203,7 @@ def delivery(buffer_size: int = 100) -> Delivery:
 
 
 def test_auto_mode_counts_a_holders_record_when_that_holder_asks_again() -> None:
-    d = delivery()
+    d = delivery(buffer_size=16)  # chunks of one record: each holder takes one at a time
     progress = d.open_shard("s", None)
     assert d.push(progress, [record(1), record(2), record(3)], _wait_for_room)
     assert d.next_auto("holder-a", 1) == record(1)
@@ -323,3 +335,99 @@ def test_a_record_of_a_lease_found_lost_is_dropped_while_waiting() -> None:
     threading.Timer(0.05, stale.revoke).start()  # a commit found another owner
     taken = d.take(10)
     assert taken is not None and taken[0] == record(1, "t")  # the stale shard's record went with it
+
+
+# ---------------------------------------------------------------- runs: records handed over a chunk at a time
+
+
+def test_a_holders_run_counts_in_the_checkpoint_as_the_holder_goes() -> None:
+    d = delivery(buffer_size=1024)  # chunks of 64: the ten records are one run
+    progress = d.open_shard("s", None)
+    d.push(progress, [record(i) for i in range(1, 11)], _wait_for_room)
+    assert [d.next_auto("h", 1) for _ in range(3)] == [record(1), record(2), record(3)]
+    assert progress.checkpoint == ("2", None)  # read by the committer mid-run: 1 and 2 are processed
+    assert progress.outstanding == 1  # 3 is in hand; 4 to 10 were not handed over yet
+    assert [d.next_auto("h", 1) for _ in range(7)] == [record(i) for i in range(4, 11)]
+    assert progress.checkpoint == ("9", None)
+    d.acknowledge_held()
+    assert progress.checkpoint == ("10", None)
+    assert progress.all_processed()
+
+
+def test_a_handoff_mid_run_waits_only_for_the_record_in_hand() -> None:
+    d = delivery(buffer_size=1024)
+    progress, other = d.open_shard("s", None), d.open_shard("t", None)
+    d.push(progress, [record(i) for i in range(1, 11)], _wait_for_room)
+    assert [d.next_auto("h", 1) for _ in range(3)] == [record(1), record(2), record(3)]
+    results: list[HandoffResult] = []
+    handoff = threading.Thread(target=lambda: results.append(d.hand_off(progress, timeout=60)))
+    handoff.start()
+    deadline = time.monotonic() + 10
+    while not progress.revoked and time.monotonic() < deadline:  # the handoff has begun
+        time.sleep(0.01)
+    d.push(other, [record(1, "t")], _wait_for_room)
+    assert d.next_auto("h", 10) == record(1, "t")  # not record 4: its shard is being handed off
+    handoff.join(10)  # far less than its 60 s: asking again processed record 3
+    assert results == [HandoffResult(clean=True, checkpoint=("3", None), dropped=0, outstanding=0)]
+
+
+def test_after_a_failure_the_record_in_hand_is_neither_counted_nor_waited_for() -> None:
+    d = delivery(buffer_size=1024)
+    progress = d.open_shard("s", ("0", None))
+    d.push(progress, [record(1), record(2), record(3)], _wait_for_room)
+    assert d.next_auto("h", 1) == record(1)
+    assert d.next_auto("h", 1) == record(2)  # the caller fails while processing it
+    d.close()
+    d.abandon_held()
+    result = d.hand_off(progress, timeout=60)  # returns at once: nothing is in anyone's hands
+    assert result == HandoffResult(clean=True, checkpoint=("1", None), dropped=0, outstanding=0)
+
+
+def test_manual_mode_hands_a_run_out_across_callers_and_a_handoff_keeps_the_rest() -> None:
+    d = delivery(buffer_size=1024)
+    progress = d.open_shard("s", ("0", None))
+    d.push(progress, [record(i) for i in range(1, 6)], _wait_for_room)
+    (r1, cp1), (r2, cp2) = d.next_manual(1), d.next_manual(1)
+    assert (r1, r2) == (record(1), record(2)) and cp1 is not None and cp2 is not None
+    acker = threading.Timer(0.05, lambda: (cp2(), cp1()))
+    acker.start()
+    result = d.hand_off(progress, timeout=60)
+    acker.join()
+    assert result == HandoffResult(clean=True, checkpoint=("2", None), dropped=0, outstanding=0)
+    with pytest.raises(NoRecordWithin):  # records 3 to 5 go to the shard's next owner
+        d.next_manual(0.05)
+
+
+def test_several_threads_in_auto_mode_get_every_record_once_and_the_checkpoints_reach_the_end() -> None:
+    d = delivery(buffer_size=64)  # chunks of 4: runs of one shard go to different threads
+    shards = {name: d.open_shard(name, None) for name in "abc"}
+    per_shard = 200
+    got: list[list[Record]] = [[] for _ in range(4)]
+
+    def consume(mine: list[Record]) -> None:
+        while (r := d.next_auto(threading.get_ident(), None)) is not None:  # until the close below
+            mine.append(r)
+
+    def produce(name: str) -> None:
+        for start in range(0, per_shard, 25):
+            d.push(shards[name], [record(i, name) for i in range(start, start + 25)], _wait_for_room)
+
+    threads = [threading.Thread(target=consume, args=(mine,)) for mine in got]
+    threads += [threading.Thread(target=produce, args=(name,)) for name in shards]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60
+    while sum(map(len, got)) < 3 * per_shard and time.monotonic() < deadline:
+        time.sleep(0.01)
+    d.close()  # a stop: the waiting threads get None
+    for thread in threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in threads)
+    delivered = [(r.shard_id, int(r.sequence_number)) for mine in got for r in mine]
+    assert sorted(delivered) == [(name, i) for name in "abc" for i in range(per_shard)]
+    for mine in got:  # each thread saw each shard's records in order
+        for name in shards:
+            seen = [int(r.sequence_number) for r in mine if r.shard_id == name]
+            assert seen == sorted(seen)
+    d.acknowledge_held()
+    assert {name: p.checkpoint for name, p in shards.items()} == {n: (str(per_shard - 1), None) for n in "abc"}

@@ -7,23 +7,54 @@ from kinsumer.reading.position import Position, StartPosition, position_order
 
 
 class TrackerModel(RuleBasedStateMachine):
-    """The tracker against a plain model: delivered list + acknowledged set.
+    """The tracker against a plain model: delivered list + acknowledged and retracted sets.
 
     Records are plain Kinesis records or the user records of KPL aggregates, whose positions
-    share a sequence number and count up in sub-sequence.
+    share a sequence number and count up in sub-sequence. They are registered one at a time
+    or as a run, acknowledged one at a time or as a range; some are retracted (registered,
+    never handed over) and never acknowledged.
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self.tracker = CheckpointTracker(("100", None))
+        self.tracker: CheckpointTracker[Position] = CheckpointTracker(("100", None))
         self.delivered: list[tuple[int, Position]] = []  # (token, position)
         self.acked: set[int] = set()
+        self.retracted: set[int] = set()
         self.next_seq = 101
 
     def _deliver(self, position: Position) -> None:
         if self.delivered:
             assert position_order(position) > position_order(self.delivered[-1][1])
         self.delivered.append((self.tracker.deliver(position), position))
+
+    @rule(gaps=st.lists(st.integers(1, 5), min_size=1, max_size=8))
+    def deliver_a_run(self, gaps: list[int]) -> None:
+        positions = []
+        for gap in gaps:
+            self.next_seq += gap
+            positions.append((str(self.next_seq), None))
+        first = self.tracker.deliver_many(positions)
+        assert first == (self.delivered[-1][0] + 1 if self.delivered else 0)
+        self.delivered += [(first + i, p) for i, p in enumerate(positions)]
+
+    @precondition(lambda self: self.delivered)
+    @rule(data=st.data())
+    def ack_a_range(self, data: st.DataObject) -> None:
+        tokens = [t for t, _ in self.delivered]
+        first = data.draw(st.sampled_from(tokens))
+        last = data.draw(st.sampled_from([t for t in tokens if t >= first]))
+        self.tracker.ack_range(first, last)
+        self.acked |= {t for t in range(first, last + 1) if t not in self.retracted}
+
+    @precondition(lambda self: any(t not in self.acked for t, _ in self.delivered))
+    @rule(data=st.data())
+    def retract(self, data: st.DataObject) -> None:
+        unacked = [t for t, _ in self.delivered if t not in self.acked]
+        first = data.draw(st.sampled_from(unacked))
+        last = data.draw(st.sampled_from([t for t in unacked if t >= first]))
+        self.tracker.retract(first, last)
+        self.retracted |= {t for t in range(first, last + 1) if t not in self.acked}
 
     @rule(gap=st.integers(1, 5))
     def deliver_plain(self, gap: int) -> None:
@@ -41,7 +72,8 @@ class TrackerModel(RuleBasedStateMachine):
     def ack(self, data: st.DataObject) -> None:
         token, _ = data.draw(st.sampled_from(self.delivered))
         self.tracker.ack(token)
-        self.acked.add(token)
+        if token not in self.retracted:
+            self.acked.add(token)
 
     @rule(token=st.integers(-5, 10_000))
     def ack_unknown_token_is_harmless(self, token: int) -> None:
@@ -72,13 +104,8 @@ class TrackerModel(RuleBasedStateMachine):
             assert position_order(checkpoint) < position_order(unacked[0])
 
     @invariant()
-    def outstanding_counts_records_after_the_checkpoint(self) -> None:
-        covered = 0
-        for token, _ in self.delivered:
-            if token not in self.acked:
-                break
-            covered += 1
-        assert self.tracker.outstanding == len(self.delivered) - covered
+    def outstanding_counts_records_neither_acknowledged_nor_retracted(self) -> None:
+        assert self.tracker.outstanding == len(self.delivered) - len(self.acked) - len(self.retracted)
 
 
 TestTrackerModel = TrackerModel.TestCase
