@@ -21,15 +21,25 @@ REPO = HERE.parents[1]
 
 @attrs.frozen
 class Measure:
-    """``records`` read in ``seconds``; ``startup``: seconds until the first record, if known."""
+    """``records`` read in ``seconds``; ``startup``: seconds until the first record, if known.
+
+    ``cpu``: CPU-seconds this process (all its threads) spent over the same ``seconds``, if
+    measured; the servers run in processes of their own and are not counted.
+    """
 
     records: int
     seconds: float
     startup: float | None = None
+    cpu: float | None = None
 
     @property
     def rate(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def cpu_per_100k(self) -> float:
+        """CPU-seconds per 100,000 records (NaN if not measured)."""
+        return self.cpu / self.records * 100_000 if self.cpu is not None and self.records else float("nan")
 
 
 @attrs.frozen
@@ -65,7 +75,7 @@ def read_through_next(k: Kinsumer, total: int) -> Measure:
     """
     k.create_required_tables()
     try:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         k.run()
         sink = 0
         first: float | None = None
@@ -76,8 +86,8 @@ def read_through_next(k: Kinsumer, total: int) -> Measure:
             sink += len(data)
             if first is None:
                 first = time.perf_counter()
-        ended = time.perf_counter()
+        ended, cpu = time.perf_counter(), time.process_time() - cpu
     finally:
         k.stop()
         k.delete_tables()
-    return Measure(total, ended - started, startup=(first or ended) - started)
+    return Measure(total, ended - started, startup=(first or ended) - started, cpu=cpu)

@@ -91,7 +91,7 @@ def _iterator(kinesis: Any, stream: str, shard_id: str) -> str:
 def bare_loop(filled: Filled) -> Measure:
     """The ceiling, one thread: GetRecords round-robin over the shards."""
     kinesis = filled.server.client("kinesis")
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     iterators = {shard: _iterator(kinesis, filled.stream, shard) for shard in filled.per_shard}
     left = dict(filled.per_shard)
     sink = 0
@@ -105,7 +105,7 @@ def bare_loop(filled: Filled) -> Measure:
                 del iterators[shard]
             else:
                 iterators[shard] = response["NextShardIterator"]
-    return Measure(filled.total, time.perf_counter() - started)
+    return Measure(filled.total, time.perf_counter() - started, cpu=time.process_time() - cpu)
 
 
 def bare_threads(filled: Filled) -> Measure:
@@ -126,7 +126,7 @@ def bare_threads(filled: Filled) -> Measure:
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     threads = [threading.Thread(target=read, args=item) for item in filled.per_shard.items()]
     for thread in threads:
         thread.start()
@@ -134,7 +134,7 @@ def bare_threads(filled: Filled) -> Measure:
         thread.join()
     if errors:
         raise errors[0]
-    return Measure(filled.total, time.perf_counter() - started)
+    return Measure(filled.total, time.perf_counter() - started, cpu=time.process_time() - cpu)
 
 
 def kinsumer_next(filled: Filled, config: Config | None = None) -> Measure:
