@@ -13,6 +13,7 @@ __all__ = [
     "AWSError",
     "AlreadyStarted",
     "CheckpointModeError",
+    "ClientIdInUse",
     "ConfigError",
     "KinsumerError",
     "MissingDependency",
@@ -68,6 +69,30 @@ class AlreadyStarted(KinsumerError):
     def __init__(self) -> None:
         super().__init__(
             "run() was already called on this Kinsumer; a Kinsumer runs once: create a new one to consume again"
+        )
+
+
+class ClientIdInUse(KinsumerError):
+    """Another live process heartbeats with this ``client_id`` (it was fixed in the Config)."""
+
+    def __init__(self, client_id: str, host: str, pid: int, seconds_ago: float, *, taken_over: bool = False) -> None:
+        self.client_id = client_id
+        self.host = host
+        self.pid = pid
+        self.seconds_ago = seconds_ago
+        if taken_over:
+            what = (
+                f"client_id {client_id!r} was taken over by another process (host {host!r}, pid {pid}) while "
+                "this client could not heartbeat; this client stops so that the two do not read the same shards"
+            )
+        else:
+            what = (
+                f"client_id {client_id!r} is in use by another live process (host {host!r}, pid {pid}, last "
+                f"heartbeat {seconds_ago:.1f} s ago)"
+            )
+        super().__init__(
+            f"{what}; give each process its own client_id, or leave client_id unset for a fresh one. If that "
+            "process is gone, start again once its heartbeat is older than client_record_max_age"
         )
 
 

@@ -1,9 +1,14 @@
 """The clients table: heartbeats and the sorted list of live clients.
 
 Row: ``ID`` (hash key), ``Name``, ``LastUpdate`` (epoch ms), ``Host``, ``Pid``,
-``CacheVersion`` (the version of the shard cache the client last read or wrote: the others
-read the cache only when a live client has a newer one), ``Leaving`` (set while a stopping
-client hands its shards off: it gets no shards, yet its shards are not taken from it).
+``Instance`` (random, one per run of a Kinsumer: tells two processes that use one fixed
+``client_id`` apart), ``CacheVersion`` (the version of the shard cache the client last read
+or wrote: the others read the cache only when a live client has a newer one), ``Leaving``
+(set while a stopping client hands its shards off: it gets no shards, yet its shards are not
+taken from it).
+
+A client writes its row only while it holds it: the first heartbeat (:func:`claim`) takes a
+free, stale or given-up row; the later ones (:func:`heartbeat`) only a row of its instance.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from ..aws.tables import now_ms
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["ClientRow", "all_clients", "deregister", "heartbeat", "live_clients", "reap_clients"]
+__all__ = ["ClientRow", "all_clients", "claim", "deregister", "heartbeat", "live_clients", "reap_clients", "this_host"]
 
 _HOST = socket.gethostname()
 
@@ -35,28 +40,86 @@ class ClientRow:
     pid: int = 0
     cache_version: int = 0
     leaving: bool = False
+    instance: str = ""
+
+
+def this_host() -> str:
+    return _HOST
 
 
 def heartbeat(
-    db: DynamoDBClient, table: str, client_id: str, name: str, cache_version: int = 0, *, leaving: bool = False
-) -> None:
-    """Insert or refresh this client's row."""
+    db: DynamoDBClient,
+    table: str,
+    client_id: str,
+    name: str,
+    instance: str,
+    cache_version: int = 0,
+    *,
+    leaving: bool = False,
+) -> ClientRow | None:
+    """Refresh this client's row; the other instance's row instead if one took it over (nothing written)."""
+    return _put(db, table, _item(client_id, name, instance, cache_version, leaving), "Instance = :instance", {})
+
+
+def claim(
+    db: DynamoDBClient, table: str, client_id: str, name: str, instance: str, *, stale_ms: int, replacing: int = -1
+) -> ClientRow | None:
+    """The first heartbeat: write the row if it is free, ours, last updated before ``stale_ms`` (epoch ms),
+    or last updated at ``replacing`` (a row of a dead process); else return the row that holds it."""
+    values = {":stale": {"N": str(stale_ms)}, ":seen": {"N": str(replacing)}}
+    condition = "Instance = :instance OR LastUpdate < :stale OR LastUpdate = :seen"
+    return _put(db, table, _item(client_id, name, instance, 0, False), condition, values)
+
+
+def _item(client_id: str, name: str, instance: str, cache_version: int, leaving: bool) -> dict[str, Any]:
     item: dict[str, Any] = {
         "ID": {"S": client_id},
         "Name": {"S": name},
         "LastUpdate": {"N": str(now_ms())},
         "Host": {"S": _HOST},
         "Pid": {"N": str(os.getpid())},
+        "Instance": {"S": instance},
         "CacheVersion": {"N": str(cache_version)},
     }
     if leaving:
         item["Leaving"] = {"BOOL": True}
-    db.put_item(TableName=table, Item=item)
+    return item
 
 
-def deregister(db: DynamoDBClient, table: str, client_id: str) -> None:
-    """Delete this client's row (a clean stop), so the others rebalance at once."""
-    db.delete_item(TableName=table, Key={"ID": {"S": client_id}})
+def _put(
+    db: DynamoDBClient, table: str, item: dict[str, Any], condition: str, values: dict[str, Any]
+) -> ClientRow | None:
+    """Put ``item`` if its row is absent or ``condition`` holds; else the row that is there."""
+    for _ in range(3):  # a row deleted between the put and the read: put again
+        try:
+            db.put_item(
+                TableName=table,
+                Item=item,
+                ConditionExpression=f"attribute_not_exists(ID) OR {condition}",
+                ExpressionAttributeValues={":instance": item["Instance"], **values},
+            )
+            return None
+        except botocore.exceptions.ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
+        found = db.get_item(TableName=table, Key={"ID": item["ID"]}, ConsistentRead=True).get("Item")
+        if found is not None:
+            return _row(found)
+    raise RuntimeError(f"the row of client {item['ID']['S']} keeps changing in {table}")
+
+
+def deregister(db: DynamoDBClient, table: str, client_id: str, instance: str) -> None:
+    """Delete this client's row (a clean stop), so the others rebalance at once; not another instance's."""
+    try:
+        db.delete_item(
+            TableName=table,
+            Key={"ID": {"S": client_id}},
+            ConditionExpression="Instance = :instance",
+            ExpressionAttributeValues={":instance": {"S": instance}},
+        )
+    except botocore.exceptions.ClientError as exc:
+        if not is_condition_failure(exc):
+            raise
 
 
 def _scan(db: DynamoDBClient, table: str, condition: str | None = None, cutoff_ms: int = 0) -> list[ClientRow]:
@@ -69,19 +132,21 @@ def _scan(db: DynamoDBClient, table: str, condition: str | None = None, cutoff_m
             ExpressionAttributeValues={":cutoff": {"N": str(cutoff_ms)}},
         )
     for page in db.get_paginator("scan").paginate(**params):
-        for item in page.get("Items", []):
-            rows.append(
-                ClientRow(
-                    id=item["ID"]["S"],
-                    name=item.get("Name", {}).get("S", ""),
-                    last_update=int(item.get("LastUpdate", {}).get("N", "0")),
-                    host=item.get("Host", {}).get("S", ""),
-                    pid=int(item.get("Pid", {}).get("N", "0")),
-                    cache_version=int(item.get("CacheVersion", {}).get("N", "0")),
-                    leaving=bool(item.get("Leaving", {}).get("BOOL", False)),
-                )
-            )
+        rows += [_row(item) for item in page.get("Items", [])]
     return rows
+
+
+def _row(item: dict[str, Any]) -> ClientRow:
+    return ClientRow(
+        id=item["ID"]["S"],
+        name=item.get("Name", {}).get("S", ""),
+        last_update=int(item.get("LastUpdate", {}).get("N", "0")),
+        host=item.get("Host", {}).get("S", ""),
+        pid=int(item.get("Pid", {}).get("N", "0")),
+        cache_version=int(item.get("CacheVersion", {}).get("N", "0")),
+        leaving=bool(item.get("Leaving", {}).get("BOOL", False)),
+        instance=item.get("Instance", {}).get("S", ""),
+    )
 
 
 def all_clients(db: DynamoDBClient, table: str) -> list[ClientRow]:

@@ -24,6 +24,7 @@ from ..reading.reader import ReaderFactory
 from . import clients_table, metadata_table
 from .assignment import assigned_shards, balanced_assignment, client_index
 from .clients_table import ClientRow
+from .identity import claim_row, release_row, taken_over
 from .leader import refresh_shard_cache
 from .membership import Membership
 from .metadata_table import ShardCache
@@ -55,6 +56,7 @@ class Coordinator:
         self._cache: ShardCache | None = None
         self._next_leader_action = 0.0
         self._next_reap = 0.0
+        self._claimed = False  # the first heartbeat claimed our row in the clients table
         self._renew_leadership_at = 0.0
         self._next_cache_read = 0.0  # the cache is read when a client has a newer one, or at least this often
         self._recheck_at = math.inf  # an extra round when a silent client turns stale
@@ -176,16 +178,27 @@ class Coordinator:
             self._pool.assign(wanted, cache.parents)
 
     def _heartbeat(self, call: Callable[..., Any], *, leaving: bool = False) -> int:
-        """Write our row; the liveness learns it landed. Returns the cache version it carries."""
+        """Write our row; the liveness learns it landed. Returns the cache version it carries.
+
+        The first one claims the row (see :mod:`.identity`); a later one that finds the row
+        claimed by another process meanwhile raises :class:`~kinsumer.ClientIdInUse`.
+        """
         rt = self._rt
+        db, table = rt.dynamodb, rt.tables.clients
         version = self._cache.version if self._cache is not None else 0
         started = rt.liveness.now()
-        call(
-            lambda: clients_table.heartbeat(
-                rt.dynamodb, rt.tables.clients, rt.client_id, rt.client_name, version, leaving=leaving
-            ),
-            "PutItem",
-        )
+        if not self._claimed:
+            call(lambda: claim_row(db, table, rt.client_id, rt.client_name, rt.instance, rt.max_age), "PutItem")
+            self._claimed = True
+        else:
+            holder = call(
+                lambda: clients_table.heartbeat(
+                    db, table, rt.client_id, rt.client_name, rt.instance, version, leaving=leaving
+                ),
+                "PutItem",
+            )
+            if holder is not None:
+                raise taken_over(rt.client_id, holder)
         rt.liveness.heartbeat_done(started)
         return version
 
@@ -274,9 +287,11 @@ class Coordinator:
         deadline = time.monotonic() + _FINAL_CALL_DEADLINE
         try:
             rt.call(
-                lambda: clients_table.deregister(rt.dynamodb, rt.tables.clients, rt.client_id),
+                lambda: clients_table.deregister(rt.dynamodb, rt.tables.clients, rt.client_id, rt.instance),
                 "DeleteItem",
                 deadline=deadline,
             )
         except Exception as exc:  # noqa: BLE001 - our row expires by itself
             log.warning("could not deregister client %s: %s", rt.client_id, exc)
+        if self._claimed:
+            release_row(rt.tables.clients, rt.client_id)

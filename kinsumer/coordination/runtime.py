@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -50,6 +51,8 @@ class Runtime:
     stats: GuardedStats
     #: Called once with the first fatal error; the owner stops everything.
     on_fatal: Callable[[KinsumerError], None]
+    #: Tells this run apart from another process that uses the same client_id (see identity).
+    instance: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     #: Wakes the coordinator to refresh the shard cache now (a shard finished).
     request_refresh: Callable[[], None] = attrs.field(default=lambda: None)
     #: This client's heartbeat chain (the coordinator heartbeats; leases read it).

@@ -55,16 +55,16 @@ def test_a_missing_table_is_named(db: Any, tables: Tables) -> None:
 
 def test_heartbeat_live_clients_sorted_and_deregister(db: Any, tables: Tables) -> None:
     for cid in ("c", "a", "b"):
-        clients_table.heartbeat(db, tables.clients, cid, f"name-{cid}")
+        clients_table.heartbeat(db, tables.clients, cid, f"name-{cid}", f"instance-{cid}")
     live = clients_table.live_clients(db, tables.clients, max_age=10)
     assert [c.id for c in live] == ["a", "b", "c"]
     assert live[0].name == "name-a"
-    clients_table.deregister(db, tables.clients, "b")
+    clients_table.deregister(db, tables.clients, "b", "instance-b")
     assert [c.id for c in clients_table.live_clients(db, tables.clients, max_age=10)] == ["a", "c"]
 
 
 def test_silent_clients_are_not_live_and_get_reaped(db: Any, tables: Tables) -> None:
-    clients_table.heartbeat(db, tables.clients, "alive", "n")
+    clients_table.heartbeat(db, tables.clients, "alive", "n", "instance-alive")
     old = str(now_ms() - 60_000)
     db.put_item(TableName=tables.clients, Item={"ID": {"S": "dead"}, "Name": {"S": "n"}, "LastUpdate": {"N": old}})
     assert [c.id for c in clients_table.live_clients(db, tables.clients, max_age=10)] == ["alive"]
