@@ -8,13 +8,15 @@ closed one. KPL aggregates become their user records here (:mod:`.kpl`).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import email.utils
 import functools
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import botocore.exceptions
@@ -36,7 +38,8 @@ __all__ = ["FIRST_PAGE", "PollingReader", "polling_readers"]
 log = logging.getLogger("kinsumer.reading")
 T = TypeVar("T")
 
-#: A LATEST iterator that expires before its first record resumes from this long before it was taken.
+#: Without the server's time, a LATEST iterator that expires before its first record resumes from
+#: this long before this host's clock says it was taken.
 _LATEST_SLACK = dt.timedelta(seconds=1)
 
 
@@ -123,7 +126,7 @@ class PollingReader:
         position = self._position
         args = {"StreamName": self._stream_name, "ShardId": self._shard_id, **position.iterator_args()}
         try:
-            iterator = self._call(lambda: self._kinesis.get_shard_iterator(**args)["ShardIterator"], "GetShardIterator")
+            response = self._call(lambda: self._kinesis.get_shard_iterator(**args), "GetShardIterator")
         except botocore.exceptions.ClientError as exc:
             if not is_not_found(exc):
                 raise
@@ -131,9 +134,9 @@ class PollingReader:
                 raise
             log.warning("%s is no longer in the stream (past retention); it ends here", self._shard_id)
             return None
-        if position.kind == "LATEST":  # should it expire before a record comes, resume from about now
-            self._position = StartPosition.at_timestamp(dt.datetime.now(dt.UTC) - _LATEST_SLACK)
-        return str(iterator)
+        if position.kind == "LATEST":  # should it expire before a record comes, resume from when it was taken
+            self._position = StartPosition.at_timestamp(_taken_at(response))
+        return str(response["ShardIterator"])
 
     def _get_records(self, iterator: str, limit: int) -> dict[str, Any]:
         """One GetRecords, at most one attempt per throttle_delay (a retry waits as long too)."""
@@ -171,6 +174,21 @@ class PollingReader:
         self._ended = True
         children = tuple(str(child["ShardId"]) for child in response.get("ChildShards") or ())
         return Page(self._shard_id, raw, retrieved_at, behind, end_of_shard=True, child_shards=children)
+
+
+def _taken_at(response: Mapping[str, Any]) -> dt.datetime:
+    """When the server made an iterator: the ``Date`` of its answer (whole seconds, so at or before).
+
+    The server's clock, not this host's: a skewed local clock would skip records or repeat them.
+    """
+    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    if date:
+        with contextlib.suppress(TypeError, ValueError):
+            taken = email.utils.parsedate_to_datetime(date)
+            if taken.tzinfo is not None:
+                return taken
+    log.debug("no Date in the GetShardIterator answer; using this host's clock")
+    return dt.datetime.now(dt.UTC) - _LATEST_SLACK
 
 
 def polling_readers(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import email.utils
 import pathlib
 import re
 import threading
@@ -92,9 +93,15 @@ def test_an_expired_iterator_is_renewed_after_the_last_record_handed_on(kinesis:
     assert stats.retried[("GetRecords", "ExpiredIteratorException")] == 1
 
 
-def test_a_latest_iterator_that_expires_before_any_record_resumes_from_when_it_was_taken(
+def test_a_latest_iterator_that_expires_before_any_record_resumes_from_when_the_server_made_it(
     kinesis: Any, stream: str
 ) -> None:
+    server_time = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(hours=1)  # this host runs 1 h fast
+
+    def server_clock(response_dict: dict[str, Any], **_: Any) -> None:
+        response_dict["headers"]["date"] = email.utils.format_datetime(server_time, usegmt=True)
+
+    kinesis.meta.events.register("before-parse.kinesis.GetShardIterator", server_clock)
     r = reader(kinesis, StartPosition.latest())
     calls = iterator_calls(kinesis)
     assert r.next_page().raw == []
@@ -102,6 +109,7 @@ def test_a_latest_iterator_that_expires_before_any_record_resumes_from_when_it_w
     FaultPlan(kinesis, "GetRecords", lambda n: "ExpiredIteratorException" if n == 1 else None)
     assert read_all(r) == [b"written while the iterator was valid"]
     assert [c["ShardIteratorType"] for c in calls] == ["LATEST", "AT_TIMESTAMP"]
+    assert calls[1]["Timestamp"] == server_time  # the server's time, not this host's
 
 
 def test_a_shard_gone_from_the_stream_ends_like_a_closed_one(kinesis: Any, stream: str) -> None:
