@@ -28,6 +28,7 @@ from .reading.position import Position
 from .record import Record
 from .stats import GuardedStats
 from .status import ClientStatus, OwnedShard
+from .waiting import wait_event
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -200,7 +201,7 @@ class Kinsumer:
             self._stopped.set()
             log.info("kinsumer %s stopped (client %s)", self.application_name, self.client_id)
         else:
-            self._stopped.wait(self.config.handoff_timeout + _STOP_GRACE)
+            wait_event(self._stopped, self.config.handoff_timeout + _STOP_GRACE)
 
     def _on_fatal(self, error: KinsumerError) -> None:
         # wake the callers (they raise the error) and stop the background work

@@ -15,6 +15,7 @@ import time
 from typing import Protocol
 
 from ..reading.position import Position
+from ..waiting import join_thread
 from .commit_schedule import CommitSchedule
 from .lease import ShardLease
 from .runtime import Runtime
@@ -76,7 +77,7 @@ class Committer:
             self._stopping = True
             self._cond.notify()
         if self._thread.ident is not None:
-            self._thread.join(timeout)
+            join_thread(self._thread, timeout)
 
     def _loop(self) -> None:
         period = self._schedule.period

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from ..aws.retry import Stopped
 from ..aws.tables import now_ms as tables_now_ms
 from ..reading.reader import ReaderFactory
+from ..waiting import join_thread
 from . import clients_table, metadata_table
 from .assignment import assigned_shards, balanced_assignment, client_index
 from .clients_table import ClientRow
@@ -87,7 +88,7 @@ class Coordinator:
         """Wait for the loop and every shard worker to end; False if some did not in time."""
         deadline = time.monotonic() + timeout
         if self._thread.ident is not None:
-            self._thread.join(max(0.0, deadline - time.monotonic()))
+            join_thread(self._thread, deadline - time.monotonic())
         else:  # run() failed before the loop started: leave from here
             self._leave()
         alive = self._pool.join(deadline)

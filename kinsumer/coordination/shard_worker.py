@@ -22,6 +22,7 @@ from ..delivery.progress import ShardProgress
 from ..reading.position import Position, StartPosition
 from ..reading.reader import ReaderFactory, ShardReader
 from ..record import Record
+from ..waiting import join_thread
 from .checkpoints_table import CheckpointRow
 from .committer import Committer
 from .lease import LeaseState, ShardLease
@@ -85,7 +86,7 @@ class ShardWorker:
         return self._thread.is_alive()
 
     def join(self, timeout: float | None) -> None:
-        self._thread.join(timeout)
+        join_thread(self._thread, timeout)
 
     @property
     def captured(self) -> bool:

@@ -23,6 +23,7 @@ from ..errors import KinsumerError, NoRecordWithin
 from ..reading.position import Position
 from ..record import Record
 from ..stats import GuardedStats
+from ..waiting import slice_of
 from .progress import Checkpoint, Run, ShardProgress
 from .record_queue import CLOSED, Closed, RecordQueue
 
@@ -268,9 +269,11 @@ class Delivery:
         threads each shard's records are registered in shard order.
         """
         lock = self._take_lock
-        wait = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-        if not lock.acquire(blocking=False) and not lock.acquire(timeout=wait):
-            return None
+        while not lock.acquire(timeout=slice_of(None if deadline is None else deadline - time.monotonic())):
+            if self._closed:
+                return CLOSED
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
         try:
             while True:
                 taken = self._queue.get(None if deadline is None else max(0.0, deadline - time.monotonic()))

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ..record import Record
+from ..waiting import slice_of
 from .progress import ShardProgress
 
 __all__ = ["CLOSED", "Closed", "Item", "RecordQueue"]
@@ -98,7 +99,7 @@ class RecordQueue:
                     return None
                 self._getters += 1
                 try:
-                    self._not_empty.wait(remaining)
+                    self._not_empty.wait(slice_of(remaining))  # a signal to another thread is noticed
                 finally:
                     self._getters -= 1
             if self._closed:

@@ -1,0 +1,44 @@
+"""Ctrl-C reaches a caller blocked in next(), whichever thread the operating system hands it to."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from demo.servers import LocalServer
+from kinsumer import Kinsumer
+from tests.conftest import unique
+from tests.procs.harness import REPO
+
+pytestmark = pytest.mark.server
+
+
+def test_sigint_handed_to_another_thread_interrupts_a_next_without_timeout(moto_server: LocalServer) -> None:
+    kinesis = moto_server.client("kinesis")
+    stream, app = unique("stream"), unique("app")
+    kinesis.create_stream(StreamName=stream, ShardCount=2)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    Kinsumer(stream, app, "admin", kinesis=kinesis, dynamodb=moto_server.client("dynamodb")).create_required_tables()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.procs.blocked_next", moto_server.endpoint, stream, app],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"},
+    )  # fmt: skip
+    try:
+        try:
+            _, stderr = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+            _, stderr = proc.communicate(timeout=10)
+            pytest.fail(f"next() never saw the SIGINT; the stacks:\n{stderr[-6000:]}")
+        assert "signalling" in stderr and "interrupted" in stderr, stderr[-3000:]
+        assert proc.returncode == 130
+        assert moto_server.client("dynamodb").scan(TableName=f"{app}_clients")["Items"] == []  # it left cleanly
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
