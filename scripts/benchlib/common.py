@@ -31,6 +31,8 @@ class Measure:
     seconds: float
     startup: float | None = None
     cpu: float | None = None
+    #: CPU-seconds from the first record to the last (``records - 1`` records), if measured.
+    steady_cpu: float | None = None
 
     @property
     def rate(self) -> float:
@@ -79,15 +81,16 @@ def read_through_next(k: Kinsumer, total: int) -> Measure:
         k.run()
         sink = 0
         first: float | None = None
+        first_cpu = 0.0
         for _ in range(total):
             data = k.next(timeout=60)
             if data is None:
                 raise RuntimeError(f"the consumer stopped after {_} of {total} records")
             sink += len(data)
             if first is None:
-                first = time.perf_counter()
-        ended, cpu = time.perf_counter(), time.process_time() - cpu
+                first, first_cpu = time.perf_counter(), time.process_time()
+        ended, cpu, steady = time.perf_counter(), time.process_time() - cpu, time.process_time() - first_cpu
     finally:
         k.stop()
         k.delete_tables()
-    return Measure(total, ended - started, startup=(first or ended) - started, cpu=cpu)
+    return Measure(total, ended - started, startup=(first or ended) - started, cpu=cpu, steady_cpu=steady)
