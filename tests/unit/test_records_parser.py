@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -105,50 +106,47 @@ def test_an_unexpected_body_is_left_to_botocore() -> None:
         assert response["body"] == body
 
 
-@mock_aws
-def test_a_client_with_the_parser_reads_what_a_plain_client_reads() -> None:
+PAYLOADS = [bytes([i]) * i for i in range(1, 40)]
+
+
+def _answers(read: Callable[[Any, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a plain client and a client with the parser installed answer to ``read(client, iterator)``."""
     plain = boto3.client("kinesis", region_name="us-east-1")
-    lean = boto3.client("kinesis", region_name="us-east-1")
-    assert records_parser.install(lean)
+    installed = boto3.client("kinesis", region_name="us-east-1")
+    assert records_parser.install(installed)
     plain.create_stream(StreamName="s", ShardCount=1)
-    payloads = [bytes([i]) * i for i in range(1, 40)]
-    plain.put_records(StreamName="s", Records=[{"Data": p, "PartitionKey": f"k{i}"} for i, p in enumerate(payloads)])
+    plain.put_records(StreamName="s", Records=[{"Data": p, "PartitionKey": f"k{i}"} for i, p in enumerate(PAYLOADS)])
     answers = []
-    for client in (plain, lean):
+    for client in (plain, installed):
         iterator = client.get_shard_iterator(
             StreamName="s", ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
         )
-        answers.append(records_parser.get_records(client, ShardIterator=iterator["ShardIterator"], Limit=100))
-    assert [r["Data"] for r in answers[1]["Records"]] == payloads
+        answers.append(read(client, iterator["ShardIterator"]))
+    return answers
+
+
+@mock_aws
+def test_a_client_with_the_parser_reads_what_a_plain_client_reads() -> None:
+    answers = _answers(lambda client, it: records_parser.get_records(client, ShardIterator=it, Limit=100))
+    assert [r["Data"] for r in answers[1]["Records"]] == PAYLOADS
     assert answers[1]["Records"] == answers[0]["Records"]  # timestamps: the same instants
     assert all(r["ApproximateArrivalTimestamp"].tzinfo is dt.UTC for r in answers[1]["Records"])  # ours: UTC
     assert answers[1]["MillisBehindLatest"] == answers[0]["MillisBehindLatest"]
     assert set(answers[1]) == set(answers[0])
 
 
-def _in_detail(response: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """A response's records as botocore made them, down to each timestamp's time zone."""
-    return [
-        (r["Data"], r["PartitionKey"], r["SequenceNumber"], repr(r["ApproximateArrivalTimestamp"]))
-        for r in response["Records"]
-    ]
-
-
 @mock_aws
 def test_the_users_own_calls_on_a_client_with_the_parser_get_botocores_answer() -> None:
     """A Kinesis client the user passed to kinsumer answers the user's code exactly as before."""
-    plain = boto3.client("kinesis", region_name="us-east-1")
-    shared = boto3.client("kinesis", region_name="us-east-1")
-    assert records_parser.install(shared)
-    plain.create_stream(StreamName="s", ShardCount=1)
-    plain.put_records(StreamName="s", Records=[{"Data": b"%d" % i, "PartitionKey": f"k{i}"} for i in range(20)])
-    answers = []
-    for client in (plain, shared):
-        iterator = client.get_shard_iterator(
-            StreamName="s", ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
-        )
-        answers.append(client.get_records(ShardIterator=iterator["ShardIterator"], Limit=100))
-    assert _in_detail(answers[1]) == _in_detail(answers[0])  # local time zone and all, as botocore gives
+    answers = _answers(lambda client, it: client.get_records(ShardIterator=it, Limit=100))
+
+    def in_detail(response: dict[str, Any]) -> list[tuple[Any, ...]]:  # down to each timestamp's time zone
+        return [
+            (r["Data"], r["PartitionKey"], r["SequenceNumber"], repr(r["ApproximateArrivalTimestamp"]))
+            for r in response["Records"]
+        ]
+
+    assert in_detail(answers[0]) and in_detail(answers[1]) == in_detail(answers[0])
     assert not any(r["ApproximateArrivalTimestamp"].tzinfo is dt.UTC for r in answers[1]["Records"])
 
 
