@@ -14,6 +14,9 @@ from .errors import ConfigError
 from .reading.reader import DEFAULT_THROTTLE_DELAY, MAX_RECORDS_PER_CALL
 from .stats import StatReceiver
 
+#: The longest handoff_timeout: stop() waits about this long at most for a shard's records.
+MAX_HANDOFF_TIMEOUT = 300.0
+
 __all__ = ["Config", "InitialPosition", "validate_names"]
 
 InitialPosition = Literal["TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"]
@@ -22,8 +25,8 @@ _BILLING_MODES = ("PAY_PER_REQUEST", "PROVISIONED")
 _STAT_METHODS = tuple(name for name in vars(StatReceiver) if not name.startswith("_"))
 
 
-def _seconds(minimum: float, *, inclusive: bool, why: str = "") -> Any:
-    """Validator: a finite number of seconds above ``minimum``."""
+def _seconds(minimum: float, *, inclusive: bool, why: str = "", maximum: float = math.inf) -> Any:
+    """Validator: a finite number of seconds above ``minimum`` (and at most ``maximum``)."""
 
     def check(instance: Any, attribute: attrs.Attribute[float], value: object) -> None:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
@@ -31,6 +34,8 @@ def _seconds(minimum: float, *, inclusive: bool, why: str = "") -> Any:
         if value < minimum or (not inclusive and value == minimum):
             op = ">=" if inclusive else ">"
             raise ConfigError(f"Config.{attribute.name}", f"must be {op} {minimum:g} seconds{why}", value)
+        if value > maximum:
+            raise ConfigError(f"Config.{attribute.name}", f"must be <= {maximum:g} seconds", value)
 
     return check
 
@@ -130,8 +135,13 @@ class Config:
     initial_timestamp: dt.datetime | None = attrs.field(default=None, validator=_timestamp)
     #: The Limit of each GetRecords call.
     max_records_per_call: int = attrs.field(default=MAX_RECORDS_PER_CALL, validator=_integer(1, MAX_RECORDS_PER_CALL))
-    #: How long a client that gives up a shard waits for delivered records to be checkpointed.
-    handoff_timeout: float = attrs.field(default=10.0, converter=_as_float, validator=_seconds(0, inclusive=True))
+    #: How long a client that gives up a shard waits for delivered records to be checkpointed
+    #: (at most 300 s: it bounds how long ``stop()`` takes).
+    handoff_timeout: float = attrs.field(
+        default=10.0,
+        converter=_as_float,
+        validator=_seconds(0, inclusive=True, maximum=MAX_HANDOFF_TIMEOUT),
+    )
     #: Receives counters and timings; the default does nothing.
     stats: StatReceiver = attrs.field(factory=StatReceiver, validator=_stat_receiver)
     #: This client's ID in the clients table (sort key of the membership). Default: a new UUID.

@@ -108,6 +108,7 @@ class Kinsumer:
         self._delivery = Delivery(config.buffer_size, self._stats)
         self._state = _NEW
         self._auto_running = False  # run() was called in auto mode: next() needs no other check
+        self._ran = False  # run() was called
         self._lifecycle = threading.Lock()
         self._stopped = threading.Event()
         self._coordinator: Coordinator | None = None
@@ -148,8 +149,9 @@ class Kinsumer:
         """
         with self._lifecycle:
             if self._state != _NEW:
-                raise AlreadyStarted()
+                raise AlreadyStarted(stopped_before_run=self._coordinator is None and not self._ran)
             self._state = _RUNNING
+            self._ran = True
             self._auto_running = not self.config.manual_checkpointing
         try:
             ensure_tables_ready(self._dynamodb, self.tables)
@@ -226,7 +228,7 @@ class Kinsumer:
     def status(self) -> ClientStatus:
         """A snapshot of this client: leadership, place in the membership, shards and their lag."""
         coordinator = self._coordinator
-        if coordinator is None:
+        if coordinator is None or self._stopped.is_set():  # not running: no leadership, no shard
             return ClientStatus(self.client_id, self.client_name, self._state, False, 0, 0, ())
         return ClientStatus(
             client_id=self.client_id,

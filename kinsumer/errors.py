@@ -64,12 +64,11 @@ class TableNotFound(KinsumerError):
 
 
 class AlreadyStarted(KinsumerError):
-    """``run()`` was called on a Kinsumer that already ran."""
+    """``run()`` was called on a Kinsumer that already ran, or that was stopped before it ran."""
 
-    def __init__(self) -> None:
-        super().__init__(
-            "run() was already called on this Kinsumer; a Kinsumer runs once: create a new one to consume again"
-        )
+    def __init__(self, *, stopped_before_run: bool = False) -> None:
+        what = "stop() was called before run() on this Kinsumer" if stopped_before_run else "run() was already called"
+        super().__init__(f"{what}; a Kinsumer runs once: create a new one to consume again")
 
 
 class ClientIdInUse(KinsumerError):

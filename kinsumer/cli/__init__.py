@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import signal
 import sys
 import threading
 import time
@@ -33,19 +34,30 @@ from .tail import StreamTail, format_record
 
 __all__ = ["main"]
 
-EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (systemd, docker stop), handled as Ctrl-C is: a tail --app leaves the application."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     try:
         if argv[:1] == ["demo"]:  # the demo has options of its own (and --help), and no AWS ones
             return int(checkout_module("demo", "demo.app").main(argv[1:]))
         args = _parser().parse_args(argv)
         return int(args.run(args))
-    except KeyboardInterrupt:
-        print("kinsumer: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print(f"kinsumer: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `kinsumer tail ... | head`
         return 0
     except Exception as exc:
@@ -54,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"kinsumer: error: {message}", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -122,11 +122,27 @@ def test_next_before_run(consumer: Kinsumer) -> None:
 
 def test_run_twice(consumer: Kinsumer) -> None:
     consumer.run()
-    with pytest.raises(AlreadyStarted):
+    with pytest.raises(AlreadyStarted, match=r"run\(\) was already called"):
         consumer.run()
     consumer.stop()
-    with pytest.raises(AlreadyStarted):
+    with pytest.raises(AlreadyStarted, match=r"run\(\) was already called"):
         consumer.run()
+
+
+def test_run_after_a_stop_that_came_first_says_so(consumer: Kinsumer) -> None:
+    consumer.stop()
+    with pytest.raises(AlreadyStarted, match=r"stop\(\) was called before run\(\).*create a new one"):
+        consumer.run()
+
+
+def test_status_after_stop_lists_no_shard(consumer: Kinsumer, kinesis: Any) -> None:
+    put(kinesis, b"a")
+    consumer.run()
+    assert consumer.next(timeout=10) == b"a"
+    assert [s.captured for s in consumer.status().shards] == [True]
+    consumer.stop()
+    status = consumer.status()
+    assert (status.state, status.shards, status.is_leader) == ("stopped", (), False)
 
 
 # ---------------------------------------------------------------- lifecycle

@@ -190,8 +190,11 @@ def test_help_everywhere(moto_server: LocalServer) -> None:
         assert "usage:" in answer.stdout.lower()
 
 
-def test_ctrl_c_stops_a_tail_cleanly_and_leaves_the_application(
-    moto_server: LocalServer, new_stream: Callable[[int], str]
+@pytest.mark.parametrize(
+    ("signum", "code", "said"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_ctrl_c_or_sigterm_stops_a_tail_cleanly_and_leaves_the_application(
+    moto_server: LocalServer, new_stream: Callable[[int], str], signum: int, code: int, said: str
 ) -> None:
     stream, app = new_stream(1), unique("app")
     assert run(moto_server, "create-tables", app).returncode == 0
@@ -208,15 +211,15 @@ def test_ctrl_c_stops_a_tail_cleanly_and_leaves_the_application(
             assert proc.stdout.readline().startswith("shardId-")
         clients_table = f"{app}_clients"
         assert moto_server.client("dynamodb").scan(TableName=clients_table)["Items"]  # a member now
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         try:
             _, stderr = proc.communicate(timeout=30)  # drains both pipes while waiting
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
             _, stderr = proc.communicate(timeout=10)
-            pytest.fail(f"tail did not exit within 30 s of SIGINT; its stderr:\n{stderr[-6000:]}")
-        assert proc.returncode == 130, stderr
-        assert "interrupted" in stderr
+            pytest.fail(f"tail did not exit within 30 s of {signum}; its stderr:\n{stderr[-6000:]}")
+        assert proc.returncode == code, stderr
+        assert said in stderr
         assert moto_server.client("dynamodb").scan(TableName=clients_table)["Items"] == []  # left cleanly
     finally:
         if proc.poll() is None:

@@ -32,6 +32,7 @@ INVALID: list[tuple[dict[str, Any], str, str]] = [
     ({"max_records_per_call": 0}, "Config.max_records_per_call", "between 1 and 10000"),
     ({"max_records_per_call": 10_001}, "Config.max_records_per_call", "between 1 and 10000"),
     ({"handoff_timeout": -1}, "Config.handoff_timeout", ">= 0"),
+    ({"handoff_timeout": 1e9}, "Config.handoff_timeout", "<= 300"),  # stop() would be unbounded
     ({"stats": None}, "Config.stats", "StatReceiver"),
     ({"stats": object()}, "Config.stats", "missing records_fetched"),
     ({"client_id": ""}, "Config.client_id", "non-empty"),
