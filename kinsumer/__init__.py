@@ -17,6 +17,7 @@ from .errors import (
     StreamNotFound,
     TableNotFound,
     TableTimeout,
+    WrongTableSchema,
 )
 from .record import Record
 from .stats import StatReceiver
@@ -40,6 +41,7 @@ __all__ = [
     "StreamNotFound",
     "TableNotFound",
     "TableTimeout",
+    "WrongTableSchema",
 ]
 
 __version__ = "0.1.0"

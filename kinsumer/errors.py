@@ -23,6 +23,7 @@ __all__ = [
     "StreamNotFound",
     "TableNotFound",
     "TableTimeout",
+    "WrongTableSchema",
 ]
 
 
@@ -60,6 +61,21 @@ class TableNotFound(KinsumerError):
         super().__init__(
             f"DynamoDB table {table_name!r} does not exist (or is not ACTIVE); create the application's "
             f"tables once first: Kinsumer.create_required_tables() or `kinsumer create-tables {application}`"
+        )
+
+
+class WrongTableSchema(KinsumerError):
+    """One of the application's DynamoDB tables exists with another key than kinsumer's."""
+
+    def __init__(self, table_name: str, found: str, key: str) -> None:
+        self.table_name = table_name
+        self.found = found
+        self.expected = f"{key} (string hash key)"
+        application = table_name.rsplit("_", 1)[0]
+        super().__init__(
+            f"DynamoDB table {table_name!r} is keyed by {found}; kinsumer needs {self.expected} alone. "
+            f"It was made by something else: use another application name, or delete it "
+            f"(`kinsumer delete-tables {application}`) and create the tables again"
         )
 
 

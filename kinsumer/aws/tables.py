@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import botocore.exceptions
 
-from ..errors import TableNotFound, TableTimeout
+from ..errors import TableNotFound, TableTimeout, WrongTableSchema
 from .error_codes import is_in_use, is_not_found
 
 if TYPE_CHECKING:
@@ -49,13 +49,28 @@ class Tables:
         return [(self.clients, "ID"), (self.checkpoints, "Shard"), (self.metadata, "Key")]
 
 
-def _table_status(db: DynamoDBClient, name: str) -> str | None:
+def _describe(db: DynamoDBClient, name: str) -> dict[str, Any] | None:
+    """The table's description; None if it does not exist."""
     try:
-        return db.describe_table(TableName=name)["Table"].get("TableStatus")
+        return dict(db.describe_table(TableName=name)["Table"])
     except botocore.exceptions.ClientError as exc:
         if is_not_found(exc):
             return None
         raise
+
+
+def _table_status(db: DynamoDBClient, name: str) -> str | None:
+    table = _describe(db, name)
+    return None if table is None else table.get("TableStatus")
+
+
+def _check_key(name: str, key: str, table: dict[str, Any]) -> None:
+    """Raise :class:`WrongTableSchema` unless ``table``'s key is ``key`` alone, a string hash key."""
+    schema = [(k.get("AttributeName"), k.get("KeyType")) for k in table.get("KeySchema", [])]
+    types = {a.get("AttributeName"): a.get("AttributeType") for a in table.get("AttributeDefinitions", [])}
+    if schema != [(key, "HASH")] or types.get(key) != "S":
+        found = ", ".join(f"{attr} ({str(kind).lower()} key, type {types.get(attr, '?')})" for attr, kind in schema)
+        raise WrongTableSchema(name, found or "nothing", key)
 
 
 def _wait_for(db: DynamoDBClient, name: str, wanted: set[str | None], timeout: float) -> None:
@@ -84,6 +99,9 @@ def _create_one(db: DynamoDBClient, name: str, key: str, billing: dict[str, Any]
             if not is_in_use(exc):  # created meanwhile by someone else
                 raise
     _wait_for(db, name, {"ACTIVE"}, timeout)
+    table = _describe(db, name)
+    if table is not None:
+        _check_key(name, key, table)
 
 
 def _delete_one(db: DynamoDBClient, name: str, timeout: float) -> None:
@@ -127,10 +145,13 @@ def delete_tables(db: DynamoDBClient, tables: Tables, *, timeout: float = 300.0)
 
 
 def ensure_tables_ready(db: DynamoDBClient, tables: Tables) -> None:
-    """Raise :class:`TableNotFound` naming the first table that is missing or not usable."""
+    """Raise :class:`TableNotFound` naming the first table that is missing or not usable, and
+    :class:`WrongTableSchema` for one keyed otherwise than kinsumer keys it."""
 
     def check(name: str, key: str) -> None:
-        if _table_status(db, name) not in ("ACTIVE", "UPDATING"):
+        table = _describe(db, name)
+        if table is None or table.get("TableStatus") not in ("ACTIVE", "UPDATING"):
             raise TableNotFound(name)
+        _check_key(name, key, table)
 
     _for_each(tables, check)  # the three at once: run() starts sooner

@@ -8,7 +8,7 @@ import pytest
 
 from kinsumer.aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready, now_ms
 from kinsumer.coordination import checkpoints_table, clients_table, metadata_table
-from kinsumer.errors import TableNotFound
+from kinsumer.errors import TableNotFound, WrongTableSchema
 
 
 def table_names(db: Any) -> set[str]:
@@ -48,6 +48,36 @@ def test_a_missing_table_is_named(db: Any, tables: Tables) -> None:
         ensure_tables_ready(db, tables)
     assert info.value.table_name == "app_metadata"
     assert "create_required_tables()" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("key_schema", "types", "found"),
+    [
+        ([("Name", "HASH")], {"Name": "S"}, "Name (hash key, type S)"),  # another key
+        ([("ID", "HASH")], {"ID": "N"}, "ID (hash key, type N)"),  # the key as a number
+        ([("ID", "HASH"), ("At", "RANGE")], {"ID": "S", "At": "N"}, "ID (hash key, type S), At (range key, type N)"),
+    ],
+)
+def test_a_table_keyed_otherwise_is_named_with_its_key_and_the_expected_one(
+    db: Any, key_schema: list[tuple[str, str]], types: dict[str, str], found: str
+) -> None:
+    """A clients table made by something else: create_required_tables() and run() say so, not a later write."""
+    tables = Tables.for_application("other")
+    db.create_table(
+        TableName=tables.clients,
+        KeySchema=[{"AttributeName": a, "KeyType": k} for a, k in key_schema],
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": t} for a, t in types.items()],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for check in (lambda: create_tables(db, tables), lambda: ensure_tables_ready(db, tables)):
+        with pytest.raises(WrongTableSchema) as info:
+            check()
+        assert (info.value.table_name, info.value.found, info.value.expected) == (
+            "other_clients",
+            found,
+            "ID (string hash key)",
+        )
+        assert "kinsumer delete-tables other" in str(info.value)
 
 
 # ---------------------------------------------------------------- clients
