@@ -4,7 +4,9 @@ Row: ``Shard`` (hash key), ``SequenceNumber`` (string: Kinesis sequence numbers 
 DynamoDB's 38 digits), ``SubSequenceNumber`` (inside a KPL aggregate: the index of the last
 processed user record; absent when the whole Kinesis record is processed, and in rows of
 versions before it), ``OwnerID``, ``OwnerName``, ``LastUpdate`` (epoch ms), ``Finished``
-(epoch ms, set once the shard is closed and fully processed), ``ParentShardIds``.
+(epoch ms, set once the shard is closed and fully processed), ``ParentShardIds``, ``StartAt``
+(epoch ms, the service's time: where a shard with no checkpoint starts when ``initial_position``
+is LATEST or AT_TIMESTAMP, recorded by its first owner so that no later owner starts later).
 
 Capture is conditional on the row being free, ours, or exactly as read while its owner was
 found dead (the caller decides that from the clients table: :mod:`.membership`); commit and
@@ -26,7 +28,7 @@ from ..reading.position import Position
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["CheckpointRow", "capture", "commit", "delete_rows", "load_rows", "read_row", "release"]
+__all__ = ["CheckpointRow", "capture", "commit", "delete_rows", "load_rows", "read_row", "record_start", "release"]
 
 _NAMES = {
     "#lag": "MillisBehindLatest",
@@ -37,6 +39,7 @@ _NAMES = {
     "#lu": "LastUpdate",
     "#fin": "Finished",
     "#parents": "ParentShardIds",
+    "#start": "StartAt",
 }
 
 
@@ -51,6 +54,7 @@ class CheckpointRow:
     finished: bool = False
     parent_shard_ids: tuple[str, ...] = ()
     millis_behind_latest: int | None = None  # as last committed by the owner
+    start_at: int | None = None  # epoch ms: where the shard starts while it has no checkpoint
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> CheckpointRow:
@@ -64,6 +68,7 @@ class CheckpointRow:
             finished="Finished" in item,
             parent_shard_ids=tuple(v["S"] for v in item.get("ParentShardIds", {}).get("L", [])),
             millis_behind_latest=int(item["MillisBehindLatest"]["N"]) if "MillisBehindLatest" in item else None,
+            start_at=int(item["StartAt"]["N"]) if "StartAt" in item else None,
         )
 
     @property
@@ -186,6 +191,13 @@ def commit(
         values[":lag"] = {"N": str(millis_behind_latest)}
     update, values = _owner_update(checkpoint, sets, [], values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
+
+
+def record_start(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str, start_at: int) -> bool:
+    """Store where the shard starts while it has no checkpoint (epoch ms). False: not ours."""
+    return _owned_update(
+        db, table, shard_id, owner_id, "SET #start = :start, #lu = :now", {":start": {"N": str(start_at)}}
+    )
 
 
 def release(

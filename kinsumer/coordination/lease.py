@@ -147,6 +147,19 @@ class ShardLease:
                 rt.stats.checkpoint_written(self.shard_id)
             return True
 
+    def record_start(self, start_at: int, call: Call) -> bool:
+        """Store where the shard starts while it has no checkpoint (epoch ms); False once not owned."""
+        rt = self._rt
+        with self._lock:
+            if self.state is not LeaseState.OWNED:
+                return False
+            return self._owned_write(
+                call,
+                lambda: checkpoints_table.record_start(
+                    rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id, start_at=start_at
+                ),
+            )
+
     def release(self, checkpoint: Position | None, *, finished: bool, call: Call) -> bool:
         """Store the final checkpoint (and Finished) and give the row up; False if it was not ours."""
         rt = self._rt

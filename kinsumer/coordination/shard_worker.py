@@ -9,6 +9,7 @@ shard is finished, handed off, or lost to another client.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import logging
 import threading
@@ -124,9 +125,10 @@ class ShardWorker:
             progress.revoke()
         self._committer.add(self)
         rt.stats.shard_gained(self.shard_id)
-        log.info("captured %s at %s", self.shard_id, row.checkpoint or rt.config.initial_position)
+        start = row.checkpoint or (f"StartAt {row.start_at} ms" if row.start_at else rt.config.initial_position)
+        log.info("captured %s at %s", self.shard_id, start)
         try:
-            if self._read(progress, row.checkpoint) and self._finish(progress):
+            if self._read(progress, row) and self._finish(progress):
                 return
             if self.lease.state is LeaseState.LOST:
                 self._abandon(progress)
@@ -187,20 +189,36 @@ class ShardWorker:
 
     # ----------------------------------------------------------------- reading
 
-    def _read(self, progress: ShardProgress, checkpoint: Position | None) -> bool:
-        """Read into the delivery until the shard ends (True) or a stop request (False)."""
+    def _read(self, progress: ShardProgress, row: CheckpointRow) -> bool:
+        """Read into the delivery until the shard ends (True) or a stop request (False).
+
+        A shard with no checkpoint starts at its recorded start, else at ``initial_position``.
+        A LATEST or AT_TIMESTAMP start is recorded before the first record is handed on, so
+        that a restart or the shard's next owner starts there, not later (nothing written
+        after this first start is skipped). A LATEST start is the service's time when the
+        reader's first iterator was made.
+        """
         rt = self._rt
         cfg = rt.config
-        if checkpoint is not None:
-            start = StartPosition.after_position(checkpoint)
+        unrecorded = False
+        if row.checkpoint is not None:
+            start = StartPosition.after_position(row.checkpoint)
+        elif row.start_at is not None:
+            start = StartPosition.at_timestamp(dt.datetime.fromtimestamp(row.start_at / 1000, dt.UTC))
         else:
             start = StartPosition.initial(cfg.initial_position, cfg.initial_timestamp)
+            unrecorded = start.kind != "TRIM_HORIZON"
         self.state = ShardState.READING
         reader: ShardReader | None = None
         try:
             reader = self._readers(self.shard_id, start, self._stop)
             while True:
                 page = reader.next_page()
+                if unrecorded:
+                    at = start.timestamp if start.timestamp is not None else reader.latest_at
+                    if at is not None and not self.lease.record_start(int(at.timestamp() * 1000), self._call):
+                        return False  # not ours any more
+                    unrecorded = False
                 self.millis_behind_latest = page.millis_behind_latest
                 if page.raw and not self._push(progress, page.records()):
                     return False

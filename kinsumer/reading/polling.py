@@ -72,10 +72,15 @@ class PollingReader:
         self._iterator: str | None = None
         self._ended = False
         self._last_attempt = -math.inf  # monotonic time of the last GetRecords attempt
+        self._latest_at: dt.datetime | None = None
 
     @property
     def shard_id(self) -> str:
         return self._shard_id
+
+    @property
+    def latest_at(self) -> dt.datetime | None:
+        return self._latest_at
 
     def close(self) -> None:
         """Nothing to release: an iterator expires by itself."""
@@ -135,7 +140,8 @@ class PollingReader:
             log.warning("%s is no longer in the stream (past retention); it ends here", self._shard_id)
             return None
         if position.kind == "LATEST":  # should it expire before a record comes, resume from when it was taken
-            self._position = StartPosition.at_timestamp(_taken_at(response))
+            self._latest_at = _taken_at(response)
+            self._position = StartPosition.at_timestamp(self._latest_at)
         return str(response["ShardIterator"])
 
     def _get_records(self, iterator: str, limit: int) -> dict[str, Any]:

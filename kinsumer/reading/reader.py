@@ -75,6 +75,12 @@ class ShardReader(Protocol):
     @property
     def shard_id(self) -> str: ...
 
+    @property
+    def latest_at(self) -> dt.datetime | None:
+        """Where a LATEST start lies, once the first page was asked for: the service's time when
+        the reader's first iterator was made (None for other starts, and before)."""
+        ...
+
     def next_page(self, limit: int | None = None) -> Page:
         """The next page: at most ``limit`` records (default: the reader's own size).
 
