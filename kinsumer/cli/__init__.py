@@ -22,9 +22,10 @@ from typing import Any, cast
 
 from .. import __version__
 from ..aws.kinesis import ensure_stream_active
-from ..aws.tables import Tables, create_tables, delete_tables
+from ..aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
 from ..config import Config, InitialPosition, validate_names
 from ..consumer import Kinsumer
+from ..coordination import checkpoints_table
 from ..reading.position import StartPosition
 from ..status import read_status
 from .aws import add_aws_options, clients, describe_error
@@ -106,12 +107,26 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     sub.set_defaults(run=_status)
 
-    sub = command("tail", "print records as they arrive; no table is touched unless --app is given")
+    sub = command(
+        "tail",
+        "print records as they arrive; read-only (no table is touched) unless --app is given without --no-commit",
+    )
     sub.add_argument("stream", help="stream name")
-    sub.add_argument("--from", dest="start", choices=["trim-horizon", "latest", "at-timestamp"], default="latest")
+    sub.add_argument(
+        "--from", dest="start", choices=["trim-horizon", "latest", "at-timestamp"], default="latest",
+        help="where shards without a checkpoint start (default: latest, records written from now on)",
+    )  # fmt: skip
     sub.add_argument("--timestamp", help="ISO 8601 time, with --from at-timestamp")
     sub.add_argument("--json", action="store_true", help="one JSON object per record")
-    sub.add_argument("--app", help="read as a client of this application (shares shards, checkpoints)")
+    sub.add_argument(
+        "--app",
+        help="consume as a member of this application: takes shards from its workers while it runs and "
+        "checkpoints what it prints (those records do not reach the application); see --no-commit",
+    )
+    sub.add_argument(
+        "--no-commit", action="store_true",
+        help="with --app: start each shard after the application's checkpoint, without joining or writing anything",
+    )  # fmt: skip
     sub.add_argument("--count", type=int, help="stop after this many records")
     sub.add_argument("--idle-timeout", type=float, help="stop after this many seconds without a record")
     sub.set_defaults(run=_tail)
@@ -205,12 +220,15 @@ def _tail(args: argparse.Namespace) -> int:
     _positive("--count", args.count)
     _positive("--idle-timeout", args.idle_timeout, 0)
     position = _start_position(args)
+    if args.no_commit and not args.app:
+        raise _usage("--no-commit needs --app (whose checkpoints to start from)")
     kinesis, dynamodb = clients(args)
     ensure_stream_active(kinesis, args.stream)
     printed = 0
-    if args.app:
+    if args.app and not args.no_commit:
         return _tail_as_client(args, position, kinesis, dynamodb)
-    tail = StreamTail(kinesis, args.stream, position)
+    starts, finished = _checkpoints(dynamodb, args.app) if args.app else ({}, set())
+    tail = StreamTail(kinesis, args.stream, position, starts=starts, finished=finished)
     try:
         for record in tail.records(idle_timeout=args.idle_timeout):
             print(format_record(record, args.stream, args.json), flush=True)
@@ -220,6 +238,23 @@ def _tail(args: argparse.Namespace) -> int:
     finally:
         tail.stop()
     return 0
+
+
+def _checkpoints(dynamodb: Any, app: str) -> tuple[dict[str, StartPosition], set[str]]:
+    """Where each shard of ``app`` stands: a start after its checkpoint (or at its recorded start), and the
+    shards it finished. Read only."""
+    tables = Tables.for_application(app)
+    ensure_tables_ready(dynamodb, tables)
+    starts: dict[str, StartPosition] = {}
+    finished: set[str] = set()
+    for shard, row in checkpoints_table.load_rows(dynamodb, tables.checkpoints).items():
+        if row.finished:
+            finished.add(shard)
+        elif row.checkpoint is not None:
+            starts[shard] = StartPosition.after_position(row.checkpoint)
+        elif row.start_at is not None:
+            starts[shard] = StartPosition.at_timestamp(dt.datetime.fromtimestamp(row.start_at / 1000, dt.UTC))
+    return starts, finished
 
 
 def _tail_as_client(args: argparse.Namespace, position: StartPosition, kinesis: Any, dynamodb: Any) -> int:

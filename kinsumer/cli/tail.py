@@ -1,6 +1,7 @@
 """``kinsumer tail``: records as they arrive, without tables (or as a member of an application).
 
-Without tables each shard is read by its own thread from the chosen position; a child shard
+Without tables each shard is read by its own thread from the chosen position (or, with
+``--app APP --no-commit``, from where APP's checkpoints say, writing nothing); a child shard
 starts once its parents were read to their end, so per-key order holds across resharding.
 """
 
@@ -11,7 +12,7 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..aws.kinesis import list_shards
@@ -36,11 +37,22 @@ _ENDED = "ended"
 class StreamTail:
     """Reads every consumable shard of a stream into one bounded queue."""
 
-    def __init__(self, kinesis: KinesisClient, stream: str, start: StartPosition, buffer: int = 1000) -> None:
+    def __init__(
+        self,
+        kinesis: KinesisClient,
+        stream: str,
+        start: StartPosition,
+        buffer: int = 1000,
+        *,
+        starts: Mapping[str, StartPosition] | None = None,
+        finished: Iterable[str] = (),
+    ) -> None:
+        """``starts``: where given shards start instead of ``start``; ``finished``: shards read to their end."""
         self._kinesis, self._stream, self._start = kinesis, stream, start
+        self._starts = dict(starts or {})
         self._queue: queue.Queue[Record | tuple[str, str]] = queue.Queue(buffer)
         self._stop = threading.Event()
-        self._finished: set[str] = set()
+        self._finished: set[str] = set(finished)
         self._started: set[str] = set()
         self._threads: list[threading.Thread] = []
 
@@ -80,7 +92,8 @@ class StreamTail:
         for shard in consumable_frontier(listing, self._finished):
             if shard not in self._started:
                 self._started.add(shard)
-                thread = threading.Thread(target=self._read, args=(shard, position), daemon=True, name=f"tail-{shard}")
+                start = self._starts.get(shard, position)
+                thread = threading.Thread(target=self._read, args=(shard, start), daemon=True, name=f"tail-{shard}")
                 self._threads.append(thread)
                 thread.start()
 

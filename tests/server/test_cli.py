@@ -111,6 +111,27 @@ def test_tail_as_a_client_of_an_application_checkpoints(
     assert [json.loads(d)["id"] for d in data] == list(range(10))  # the second run resumed after the first
 
 
+def test_tail_no_commit_starts_after_the_applications_checkpoints_and_writes_nothing(
+    moto_server: LocalServer, new_stream: Callable[[int], str]
+) -> None:
+    stream, app = new_stream(1), unique("app")
+    assert run(moto_server, "create-tables", app).returncode == 0
+    assert run(moto_server, "produce", stream, "--count", "20").returncode == 0
+    member = run(moto_server, "tail", stream, "--from", "trim-horizon", "--app", app, "--count", "5")
+    assert member.returncode == 0, member.stderr
+    db = moto_server.client("dynamodb")
+    before = db.scan(TableName=f"{app}_checkpoints", ConsistentRead=True)["Items"]
+    peek = run(moto_server, "tail", stream, "--from", "trim-horizon", "--app", app, "--no-commit", "--count", "5")
+    again = run(moto_server, "tail", stream, "--from", "trim-horizon", "--app", app, "--no-commit", "--count", "5")
+    assert peek.returncode == 0 and again.returncode == 0, peek.stderr + again.stderr
+    ids = [[json.loads(line.split(" ", 3)[3])["id"] for line in out.stdout.splitlines()] for out in (peek, again)]
+    assert ids == [list(range(5, 10))] * 2  # after the application's checkpoint, and it did not move
+    assert db.scan(TableName=f"{app}_checkpoints", ConsistentRead=True)["Items"] == before
+    assert db.scan(TableName=f"{app}_clients")["Items"] == []  # it never joined
+    alone = run(moto_server, "tail", stream, "--no-commit", "--count", "1")
+    assert alone.returncode == 2 and "--no-commit needs --app" in alone.stderr
+
+
 def test_status_shows_clients_leader_shards_and_lag(moto_server: LocalServer, new_stream: Callable[[int], str]) -> None:
     stream, app = new_stream(2), unique("app")
     assert run(moto_server, "create-tables", app).returncode == 0
