@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from .. import __version__
-from ..aws.kinesis import ensure_stream_active
+from ..aws.kinesis import ensure_stream_active, list_shards, stream_exists
 from ..aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
 from ..config import Config, InitialPosition, validate_names
 from ..consumer import Kinsumer
@@ -91,6 +91,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--read-capacity", type=int, default=10, help="with PROVISIONED (default 10)")
     sub.add_argument("--write-capacity", type=int, default=10, help="with PROVISIONED (default 10)")
     sub.set_defaults(run=_create_tables)
+
+    sub = command("create-stream", "create a Kinesis stream and wait until it is ACTIVE (for a first try; idempotent)")
+    sub.add_argument("stream", help="stream name")
+    sub.add_argument("--shards", type=int, default=2, help="shards of a new stream (default 2)")
+    sub.set_defaults(run=_create_stream)
 
     sub = command("delete-tables", "delete an application's tables, and with them every checkpoint")
     sub.add_argument("app", help="application name")
@@ -174,6 +179,20 @@ def _create_tables(args: argparse.Namespace) -> int:
         write_capacity=args.write_capacity,
     )
     print(f"tables of {args.app} are ACTIVE: {tables.clients}, {tables.checkpoints}, {tables.metadata}")
+    return 0
+
+
+def _create_stream(args: argparse.Namespace) -> int:
+    validate_names(args.stream, "create-stream", "cli")
+    _positive("--shards", args.shards)
+    kinesis, _ = clients(args)
+    if stream_exists(kinesis, args.stream):
+        print(f"stream {args.stream} exists already")
+    else:
+        kinesis.create_stream(StreamName=args.stream, ShardCount=args.shards)
+    kinesis.get_waiter("stream_exists").wait(StreamName=args.stream, WaiterConfig={"Delay": 1, "MaxAttempts": 300})
+    shards = len(list_shards(kinesis, args.stream))
+    print(f"stream {args.stream} is ACTIVE with {shards} shards")
     return 0
 
 

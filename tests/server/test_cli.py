@@ -58,6 +58,20 @@ def test_create_and_delete_tables(moto_server: LocalServer) -> None:
     assert tables(moto_server, app) == set()
 
 
+def test_create_stream_for_a_first_try_is_idempotent(moto_server: LocalServer) -> None:
+    stream = unique("stream")
+    try:
+        made = run(moto_server, "create-stream", stream, "--shards", "3")
+        assert made.returncode == 0, made.stderr
+        assert f"stream {stream} is ACTIVE with 3 shards" in made.stdout
+        again = run(moto_server, "create-stream", stream)
+        assert again.returncode == 0 and "exists already" in again.stdout and "with 3 shards" in again.stdout
+        summary = moto_server.client("kinesis").describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+        assert (summary["StreamStatus"], summary["OpenShardCount"]) == ("ACTIVE", 3)
+    finally:
+        moto_server.client("kinesis").delete_stream(StreamName=stream)
+
+
 def test_produce_then_tail_without_tables(moto_server: LocalServer, new_stream: Callable[[int], str]) -> None:
     stream = new_stream(2)
     before = set(moto_server.client("dynamodb").list_tables()["TableNames"])
