@@ -112,34 +112,22 @@ def test_produce_aggregated_records_and_tail_shows_the_user_records(
     assert [line.split(" ")[1].rsplit("/", 1)[1] for line in plain.stdout.splitlines()] == ["0", "1"]
 
 
-def test_tail_as_a_client_of_an_application_checkpoints(
+def test_tail_as_a_member_of_an_application_checkpoints_and_with_no_commit_only_looks(
     moto_server: LocalServer, new_stream: Callable[[int], str]
 ) -> None:
     stream, app = new_stream(1), unique("app")
     assert run(moto_server, "create-tables", app).returncode == 0
     assert run(moto_server, "produce", stream, "--count", "20").returncode == 0
-    first = run(moto_server, "tail", stream, "--from", "trim-horizon", "--app", app, "--count", "5")
-    second = run(moto_server, "tail", stream, "--from", "trim-horizon", "--app", app, "--count", "5")
-    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
-    data = [line.split(" ", 3)[3] for line in (first.stdout + second.stdout).splitlines()]
-    assert [json.loads(d)["id"] for d in data] == list(range(10))  # the second run resumed after the first
 
+    def tail_ids(*options: str) -> list[int]:
+        done = run(moto_server, "tail", stream, "--from", "trim-horizon", "--app", app, "--count", "5", *options)
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line.split(" ", 3)[3])["id"] for line in done.stdout.splitlines()]
 
-def test_tail_no_commit_starts_after_the_applications_checkpoints_and_writes_nothing(
-    moto_server: LocalServer, new_stream: Callable[[int], str]
-) -> None:
-    stream, app = new_stream(1), unique("app")
-    assert run(moto_server, "create-tables", app).returncode == 0
-    assert run(moto_server, "produce", stream, "--count", "20").returncode == 0
-    member = run(moto_server, "tail", stream, "--from", "trim-horizon", "--app", app, "--count", "5")
-    assert member.returncode == 0, member.stderr
+    assert tail_ids() + tail_ids() == list(range(10))  # the second run resumed after the first
     db = moto_server.client("dynamodb")
     before = db.scan(TableName=f"{app}_checkpoints", ConsistentRead=True)["Items"]
-    peek = run(moto_server, "tail", stream, "--from", "trim-horizon", "--app", app, "--no-commit", "--count", "5")
-    again = run(moto_server, "tail", stream, "--from", "trim-horizon", "--app", app, "--no-commit", "--count", "5")
-    assert peek.returncode == 0 and again.returncode == 0, peek.stderr + again.stderr
-    ids = [[json.loads(line.split(" ", 3)[3])["id"] for line in out.stdout.splitlines()] for out in (peek, again)]
-    assert ids == [list(range(5, 10))] * 2  # after the application's checkpoint, and it did not move
+    assert tail_ids("--no-commit") == tail_ids("--no-commit") == list(range(10, 15))  # after the checkpoint: unmoved
     assert db.scan(TableName=f"{app}_checkpoints", ConsistentRead=True)["Items"] == before
     assert db.scan(TableName=f"{app}_clients")["Items"] == []  # it never joined
     alone = run(moto_server, "tail", stream, "--no-commit", "--count", "1")
