@@ -171,7 +171,7 @@ class Kinsumer:
             self._auto_running = not self.config.manual_checkpointing
         try:
             ensure_tables_ready(self._dynamodb, self.tables)
-            ensure_stream_active(self._kinesis, self.stream_name)
+            stream_identity = ensure_stream_active(self._kinesis, self.stream_name)
             runtime = Runtime(
                 kinesis=self._kinesis,
                 dynamodb=self._dynamodb,
@@ -180,6 +180,7 @@ class Kinsumer:
                 config=self.config,
                 client_id=self.client_id,
                 client_name=self.client_name,
+                stream_identity=stream_identity,
                 delivery=self._delivery,
                 stats=self._stats,
                 on_fatal=self._on_fatal,

@@ -49,8 +49,12 @@ def stream_exists(kinesis: KinesisClient, stream_name: str) -> bool:
     return True
 
 
-def ensure_stream_active(kinesis: KinesisClient, stream_name: str) -> None:
-    """Raise :class:`StreamNotFound` unless the stream exists and is readable."""
+def ensure_stream_active(kinesis: KinesisClient, stream_name: str) -> str:
+    """Raise :class:`StreamNotFound` unless the stream exists and is readable; else its identity.
+
+    The identity (``ARN@creation time in epoch ms``) tells incarnations of a stream apart: a
+    stream deleted and created again under its old name has the same ARN, not the same identity.
+    """
     try:
         summary = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
     except botocore.exceptions.ClientError as exc:
@@ -59,3 +63,6 @@ def ensure_stream_active(kinesis: KinesisClient, stream_name: str) -> None:
         raise
     if summary.get("StreamStatus") not in ("ACTIVE", "UPDATING"):
         raise StreamNotFound(stream_name)
+    created = summary.get("StreamCreationTimestamp")
+    created_ms = int(created.timestamp() * 1000) if created is not None else 0
+    return f"{summary.get('StreamARN', stream_name)}@{created_ms}"

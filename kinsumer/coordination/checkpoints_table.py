@@ -6,7 +6,10 @@ processed user record; absent when the whole Kinesis record is processed, and in
 versions before it), ``OwnerID``, ``OwnerName``, ``LastUpdate`` (epoch ms), ``Finished``
 (epoch ms, set once the shard is closed and fully processed), ``ParentShardIds``, ``StartAt``
 (epoch ms, the service's time: where a shard with no checkpoint starts when ``initial_position``
-is LATEST or AT_TIMESTAMP, recorded by its first owner so that no later owner starts later).
+is LATEST or AT_TIMESTAMP, recorded by its first owner so that no later owner starts later),
+``Stream`` (the identity of the stream the row's progress belongs to: a row of an earlier
+incarnation of a stream created again under its name is never applied; rows without it, of
+versions before it, count as the current stream's).
 
 Capture is conditional on the row being free, ours, or exactly as read while its owner was
 found dead (the caller decides that from the clients table: :mod:`.membership`); commit and
@@ -28,7 +31,17 @@ from ..reading.position import Position
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["CheckpointRow", "capture", "commit", "delete_rows", "load_rows", "read_row", "record_start", "release"]
+__all__ = [
+    "CheckpointRow",
+    "capture",
+    "commit",
+    "delete_rows",
+    "load_rows",
+    "read_row",
+    "record_start",
+    "release",
+    "reset",
+]
 
 _NAMES = {
     "#lag": "MillisBehindLatest",
@@ -40,6 +53,7 @@ _NAMES = {
     "#fin": "Finished",
     "#parents": "ParentShardIds",
     "#start": "StartAt",
+    "#stream": "Stream",
 }
 
 
@@ -55,6 +69,7 @@ class CheckpointRow:
     parent_shard_ids: tuple[str, ...] = ()
     millis_behind_latest: int | None = None  # as last committed by the owner
     start_at: int | None = None  # epoch ms: where the shard starts while it has no checkpoint
+    stream: str | None = None  # the identity of the stream the row's progress belongs to
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> CheckpointRow:
@@ -69,7 +84,19 @@ class CheckpointRow:
             parent_shard_ids=tuple(v["S"] for v in item.get("ParentShardIds", {}).get("L", [])),
             millis_behind_latest=int(item["MillisBehindLatest"]["N"]) if "MillisBehindLatest" in item else None,
             start_at=int(item["StartAt"]["N"]) if "StartAt" in item else None,
+            stream=item.get("Stream", {}).get("S"),
         )
+
+    def foreign(self, stream: str) -> bool:
+        """The row's progress belongs to another incarnation of the stream (``stream``: the current one)."""
+        return self.stream is not None and bool(stream) and self.stream != stream
+
+    def without_progress(self) -> CheckpointRow:
+        """The row with nothing of its shard's progress: as if the shard was never read."""
+        return attrs.evolve(
+            self, sequence_number=None, sub_sequence_number=None, finished=False, start_at=None,
+            millis_behind_latest=None, stream=None,
+        )  # fmt: skip
 
     @property
     def checkpoint(self) -> Position | None:
@@ -98,15 +125,23 @@ def capture(
     owner_name: str,
     parents: tuple[str, ...] = (),
     taking: CheckpointRow | None = None,
+    stream: str = "",
 ) -> CheckpointRow | None:
-    """Take the shard if it is unfinished and free or ours, or still exactly ``taking`` (a row
-    read while its owner was found dead). Returns the row as taken.
+    """Take the shard if it is unfinished (or finished in another incarnation of the stream) and
+    free or ours, or still exactly ``taking`` (a row read while its owner was found dead).
+    Returns the row as taken: check :meth:`CheckpointRow.foreign` before applying it.
 
     A single conditional UpdateItem that returns the new row, so the checkpoint we start
-    from is exactly the one stored when we took ownership.
+    from is exactly the one stored when we took ownership. A row without ``Stream`` gets
+    ``stream``; one with another keeps it (:func:`reset` clears the row, then sets it).
     """
     update = "SET #owner = :me, #oname = :name, #lu = :now"
     values: dict[str, Any] = {":me": {"S": owner_id}, ":name": {"S": owner_name}, ":now": {"N": str(now_ms())}}
+    unfinished = "attribute_not_exists(#fin)"
+    if stream:
+        update += ", #stream = if_not_exists(#stream, :stream)"
+        values[":stream"] = {"S": stream}
+        unfinished = "(attribute_not_exists(#fin) OR #stream <> :stream)"
     if parents:
         update += ", #parents = :parents"
         values[":parents"] = {"L": [{"S": p} for p in parents]}
@@ -115,7 +150,7 @@ def capture(
         taken = " OR (#owner = :prev AND #lu = :prevlu)"
         values[":prev"] = {"S": taking.owner_id}
         values[":prevlu"] = {"N": str(taking.last_update)}
-    condition = f"attribute_not_exists(#fin) AND (attribute_not_exists(#owner) OR #owner = :me{taken})"
+    condition = f"{unfinished} AND (attribute_not_exists(#owner) OR #owner = :me{taken})"
     item = _conditional_update(db, table, shard_id, update, condition, values, return_new=True)
     return None if item is None else CheckpointRow.from_item(item)
 
@@ -190,6 +225,22 @@ def commit(
         sets.append("#lag = :lag")
         values[":lag"] = {"N": str(millis_behind_latest)}
     update, values = _owner_update(checkpoint, sets, [], values)
+    return _owned_update(db, table, shard_id, owner_id, update, values)
+
+
+def reset(
+    db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str, stream: str, parents: tuple[str, ...]
+) -> bool:
+    """Clear what the row holds of another incarnation of the stream, and stamp ours. False: not ours."""
+    sets = ["#stream = :stream", "#lu = :now"]
+    values: dict[str, Any] = {":stream": {"S": stream}}
+    removes = ["#seq", "#sub", "#fin", "#start", "#lag"]
+    if parents:
+        sets.append("#parents = :parents")
+        values[":parents"] = {"L": [{"S": p} for p in parents]}
+    else:
+        removes.append("#parents")
+    update = f"SET {', '.join(sets)} REMOVE {', '.join(removes)}"
     return _owned_update(db, table, shard_id, owner_id, update, values)
 
 

@@ -149,11 +149,14 @@ class Coordinator:
             cache = call(lambda: metadata_table.read_shard_cache(db, tables.metadata), "GetItem")
             self._next_cache_read = now + cfg.leader_action_frequency
         leader_due = self.is_leader and now >= self._next_leader_action
-        if cache is None or not cache.shard_ids or leader_due or self._refresh.is_set():
+        other_stream = cache is not None and cache.stream != rt.stream_identity  # or a cache of a version before
+        if cache is None or not cache.shard_ids or leader_due or other_stream or self._refresh.is_set():
             self._refresh.clear()
             seen, reap = cache, self.is_leader
             cache = call(
-                lambda: refresh_shard_cache(rt.kinesis, db, rt.stream_name, tables, seen, reap_trimmed=reap),
+                lambda: refresh_shard_cache(
+                    rt.kinesis, db, rt.stream_name, tables, seen, reap_trimmed=reap, stream_identity=rt.stream_identity
+                ),
                 "RefreshShardCache",
             )
             if self.is_leader:
@@ -231,7 +234,13 @@ class Coordinator:
             return cache
         written: ShardCache | None = call(
             lambda: metadata_table.write_shard_cache(
-                rt.dynamodb, rt.tables.metadata, list(cache.shard_ids), cache.parents, cache.version, wanted
+                rt.dynamodb,
+                rt.tables.metadata,
+                list(cache.shard_ids),
+                cache.parents,
+                cache.version,
+                wanted,
+                stream=cache.stream,
             ),
             "PutItem",
         )

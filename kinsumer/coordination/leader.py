@@ -33,16 +33,19 @@ def refresh_shard_cache(
     seen: ShardCache | None,
     *,
     reap_trimmed: bool = False,
+    stream_identity: str = "",
 ) -> ShardCache:
     """List the shards, compute the frontier, and store it unless it is unchanged.
 
     ``seen`` is the cache as last read; if another client wrote a newer one meanwhile, that
     one is returned instead. With ``reap_trimmed``, finished rows of shards that left the
-    stream (past retention) are deleted.
+    stream (past retention) are deleted. Rows of another incarnation of the stream
+    (``stream_identity``: the current one) count as not finished; a cache of another
+    incarnation is written again.
     """
     shards = list_shards(kinesis, stream_name)
     rows = checkpoints_table.load_rows(db, tables.checkpoints)
-    finished = {shard for shard, row in rows.items() if row.finished}
+    finished = {shard for shard, row in rows.items() if row.finished and not row.foreign(stream_identity)}
     frontier = consumable_frontier(shards, finished)
     if reap_trimmed:
         listed = {s.shard_id for s in shards}
@@ -50,13 +53,16 @@ def refresh_shard_cache(
         if trimmed:
             log.info("deleting the checkpoints of %d shards trimmed from the stream", len(trimmed))
             checkpoints_table.delete_rows(db, tables.checkpoints, trimmed)
-    if seen is not None and list(seen.shard_ids) == frontier:
+    if seen is not None and list(seen.shard_ids) == frontier and seen.stream == stream_identity:
         return seen
     parents = {s.shard_id: s.parents for s in shards if s.shard_id in set(frontier)}
     written = metadata_table.write_shard_cache(  # the published assignment goes with it
-        db, tables.metadata, frontier, parents, seen.version if seen else 0, seen.assignment if seen else None
-    )
+        db, tables.metadata, frontier, parents, seen.version if seen else 0, seen.assignment if seen else None,
+        stream=stream_identity,
+    )  # fmt: skip
     if written is None:  # someone else wrote first: theirs is at least as fresh
-        return metadata_table.read_shard_cache(db, tables.metadata) or ShardCache(tuple(frontier), parents)
+        return metadata_table.read_shard_cache(db, tables.metadata) or ShardCache(
+            tuple(frontier), parents, stream=stream_identity
+        )
     log.info("shard cache: %d consumable shards %s", len(frontier), frontier)
     return written

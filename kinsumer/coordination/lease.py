@@ -18,6 +18,7 @@ shard before delivering more of it).
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import logging
 import threading
@@ -36,6 +37,15 @@ log = logging.getLogger("kinsumer.lease")
 #: Runs one AWS call (a thunk, and the operation's name) with the caller's retry policy:
 #: every write takes one, so the caller decides how long transient faults are retried.
 Call = Callable[[Callable[[], Any], str], Any]
+
+
+def _created(identity: str | None) -> str:
+    """The creation time in a stream identity (``ARN@epoch ms``), readable."""
+    try:
+        millis = int((identity or "").rsplit("@", 1)[1])
+    except (IndexError, ValueError):
+        return "at an unknown time"
+    return dt.datetime.fromtimestamp(millis / 1000, dt.UTC).isoformat(timespec="seconds")
 
 
 class LeaseState(enum.Enum):
@@ -82,10 +92,24 @@ class ShardLease:
             row: CheckpointRow | None = call(
                 lambda: checkpoints_table.capture(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
-                    owner_name=rt.client_name, parents=self._parents, taking=taking,
+                    owner_name=rt.client_name, parents=self._parents, taking=taking, stream=rt.stream_identity,
                 ),
                 "UpdateItem",
             )  # fmt: skip
+            if row is not None and row.foreign(rt.stream_identity):
+                log.warning(
+                    "the checkpoint of %s belongs to an earlier stream %s (created %s); this one was created "
+                    "%s: the shard starts from initial_position and its row is overwritten",
+                    self.shard_id, rt.stream_name, _created(row.stream), _created(rt.stream_identity),
+                )  # fmt: skip
+                reset = call(
+                    lambda: checkpoints_table.reset(
+                        rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
+                        stream=rt.stream_identity, parents=self._parents,
+                    ),
+                    "UpdateItem",
+                )  # fmt: skip
+                row = row.without_progress() if reset else None  # not reset: taken meanwhile, not ours
             if row is not None:
                 self.state = LeaseState.OWNED
                 self.committed = row.checkpoint

@@ -83,6 +83,8 @@ class ShardCache:
     last_update: int = 0
     #: shard -> client, as the leader published it (``Config(assignment="balanced")`` only).
     assignment: dict[str, str] = attrs.field(factory=dict, eq=False)
+    #: The identity of the stream the shards belong to ("" in caches of versions before it).
+    stream: str = attrs.field(default="", eq=False)
 
 
 def read_shard_cache(db: DynamoDBClient, table: str) -> ShardCache | None:
@@ -99,6 +101,7 @@ def read_shard_cache(db: DynamoDBClient, table: str) -> ShardCache | None:
         version=int(item.get("Version", {}).get("N", "0")),
         last_update=int(item.get("LastUpdate", {}).get("N", "0")),
         assignment={shard: owner["S"] for shard, owner in item.get("Assignment", {}).get("M", {}).items()},
+        stream=item.get("Stream", {}).get("S", ""),
     )
 
 
@@ -109,6 +112,8 @@ def write_shard_cache(
     parents: dict[str, tuple[str, ...]],
     expected_version: int,
     assignment: Mapping[str, str] | None = None,
+    *,
+    stream: str = "",
 ) -> ShardCache | None:
     """Write the cache (and the assignment, if any) if nobody wrote since we read ``expected_version``.
 
@@ -125,6 +130,8 @@ def write_shard_cache(
     }
     if assignment:
         item["Assignment"] = {"M": {shard: {"S": owner} for shard, owner in assignment.items()}}
+    if stream:
+        item["Stream"] = {"S": stream}
     try:
         db.put_item(
             TableName=table,
@@ -137,4 +144,4 @@ def write_shard_cache(
         if is_condition_failure(exc):
             return None
         raise
-    return ShardCache(tuple(shard_ids), dict(parents), version, now, dict(assignment or {}))
+    return ShardCache(tuple(shard_ids), dict(parents), version, now, dict(assignment or {}), stream)

@@ -51,6 +51,8 @@ class Runtime:
     stats: GuardedStats
     #: Called once with the first fatal error; the owner stops everything.
     on_fatal: Callable[[KinsumerError], None]
+    #: The stream's identity (``ARN@creation ms``): checkpoint rows of another incarnation are not applied.
+    stream_identity: str = ""
     #: Tells this run apart from another process that uses the same client_id (see identity).
     instance: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     #: Wakes the coordinator to refresh the shard cache now (a shard finished).

@@ -168,7 +168,7 @@ class ShardWorker:
                 if captured is not None:
                     return captured
             row = lease.read_row(self._call)
-            if row is not None and row.finished:
+            if row is not None and row.finished and not row.foreign(rt.stream_identity):
                 log.debug("%s is already finished", self.shard_id)
                 rt.request_refresh()
                 return None

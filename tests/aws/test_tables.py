@@ -182,6 +182,31 @@ def test_a_finished_shard_cannot_be_captured_and_gets_reaped(db: Any, tables: Ta
     assert set(checkpoints_table.load_rows(db, tables.checkpoints)) == {"s2"}
 
 
+def test_rows_of_another_incarnation_of_the_stream_are_told_apart_and_reset(db: Any, tables: Tables) -> None:
+    old, new = "arn:aws:kinesis:us-east-1:1:stream/s@1000", "arn:aws:kinesis:us-east-1:1:stream/s@2000"
+    table = tables.checkpoints
+    # a row of a version before the identity: stamped with the current stream at capture, and applied
+    db.put_item(TableName=table, Item={"Shard": {"S": "s0"}, "SequenceNumber": {"S": "5"}})
+    legacy = checkpoints_table.capture(db, table, "s0", owner_id="A", owner_name="a", stream=new)
+    assert legacy is not None and legacy.checkpoint == ("5", None) and legacy.stream == new and not legacy.foreign(new)
+    # a finished row of the old incarnation: captured (finished there only), seen as foreign, then reset
+    db.put_item(TableName=table, Item={"Shard": {"S": "s1"}, "SequenceNumber": {"S": "9"}, "Finished": {"N": "1"},
+                                       "Stream": {"S": old}, "StartAt": {"N": "1"}})  # fmt: skip
+    row = checkpoints_table.capture(db, table, "s1", owner_id="A", owner_name="a", stream=new)
+    assert row is not None and row.foreign(new) and row.finished and row.stream == old
+    assert row.without_progress().checkpoint is None and not row.without_progress().finished
+    assert not checkpoints_table.reset(db, table, "s1", owner_id="B", stream=new, parents=())  # only the owner
+    assert checkpoints_table.reset(db, table, "s1", owner_id="A", stream=new, parents=("s0",))
+    stored = checkpoints_table.read_row(db, table, "s1")
+    assert stored is not None and (stored.checkpoint, stored.finished, stored.start_at, stored.stream) == (
+        None, False, None, new
+    )  # fmt: skip
+    assert stored.parent_shard_ids == ("s0",) and stored.owner_id == "A"
+    # a finished row of the current incarnation stays finished
+    assert checkpoints_table.release(db, table, "s1", owner_id="A", checkpoint=("3", None), finished=True)
+    assert checkpoints_table.capture(db, table, "s1", owner_id="A", owner_name="a", stream=new) is None
+
+
 def test_capture_records_the_parents(db: Any, tables: Tables) -> None:
     row = checkpoints_table.capture(db, tables.checkpoints, "child", owner_id="A", owner_name="a", parents=("p1", "p2"))
     assert row is not None and row.parent_shard_ids == ("p1", "p2")
