@@ -303,7 +303,10 @@ class ShardWorker:
             )  # fmt: skip
         released = self._release(result.checkpoint)
         if not released:
-            log.warning("%s was taken by another client during the handoff", self.shard_id)
+            log.warning(
+                "could not store the release of %s: its row was no longer this client's (taken by a client that "
+                "found this one silent, or deleted)", self.shard_id,
+            )  # fmt: skip
         elapsed = time.monotonic() - started
         log.info(
             "released %s at %s after %.2f s (%d queued records dropped)",
