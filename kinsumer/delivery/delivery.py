@@ -152,6 +152,7 @@ class Delivery:
         Raises :class:`NoRecordWithin` after ``timeout`` s without one, and the error the
         delivery was closed with.
         """
+        record = None
         with self._hand_lock:  # the usual case: the next record of the holder's run
             run = self._runs.get(holder)
             if run is not None and not self._closed:
@@ -161,12 +162,12 @@ class Delivery:
                     run.processed = i
                     run.handed = i + 1
                     record = run.records[i]
-                    if not self._wants_deliveries:
-                        return record
-                    self._stats.record_delivered(record.shard_id, _age(record.approximate_arrival_timestamp))
-                    return record
-        taken = self._taken(self._hand(holder, _deadline(timeout), auto=True), timeout)
-        return None if taken is None else taken[0]
+        if record is None:
+            taken = self._taken(self._hand(holder, _deadline(timeout), auto=True), timeout)
+            return None if taken is None else taken[0]
+        if self._wants_deliveries:  # outside the lock: the receiver is the user's code
+            self._stats.record_delivered(record.shard_id, _age(record.approximate_arrival_timestamp))
+        return record
 
     def next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
         """Manual mode: the next record and the Checkpoint that marks it processed."""
