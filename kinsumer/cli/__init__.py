@@ -269,10 +269,8 @@ def _checkpoints(dynamodb: Any, app: str) -> tuple[dict[str, StartPosition], set
     for shard, row in checkpoints_table.load_rows(dynamodb, tables.checkpoints).items():
         if row.finished:
             finished.add(shard)
-        elif row.checkpoint is not None:
-            starts[shard] = StartPosition.after_position(row.checkpoint)
-        elif row.start_at is not None:
-            starts[shard] = StartPosition.at_timestamp(dt.datetime.fromtimestamp(row.start_at / 1000, dt.UTC))
+        elif (start := row.resume_at) is not None:
+            starts[shard] = start
     return starts, finished
 
 

@@ -19,6 +19,7 @@ overwrite the new owner's checkpoint.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -26,7 +27,7 @@ import botocore.exceptions
 
 from ..aws.error_codes import is_condition_failure
 from ..aws.tables import now_ms
-from ..reading.position import Position
+from ..reading.position import Position, StartPosition
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -86,6 +87,16 @@ class CheckpointRow:
             start_at=int(item["StartAt"]["N"]) if "StartAt" in item else None,
             stream=item.get("Stream", {}).get("S"),
         )
+
+    @property
+    def resume_at(self) -> StartPosition | None:
+        """Where reading the shard goes on: after its checkpoint, else at its recorded start; None
+        if it has neither (it starts at ``initial_position``)."""
+        if self.checkpoint is not None:
+            return StartPosition.after_position(self.checkpoint)
+        if self.start_at is not None:
+            return StartPosition.at_timestamp(dt.datetime.fromtimestamp(self.start_at / 1000, dt.UTC))
+        return None
 
     def foreign(self, stream: str) -> bool:
         """The row's progress belongs to another incarnation of the stream (``stream``: the current one)."""

@@ -9,7 +9,6 @@ shard is finished, handed off, or lost to another client.
 
 from __future__ import annotations
 
-import datetime as dt
 import enum
 import logging
 import threading
@@ -200,12 +199,9 @@ class ShardWorker:
         """
         rt = self._rt
         cfg = rt.config
-        unrecorded = False
-        if row.checkpoint is not None:
-            start = StartPosition.after_position(row.checkpoint)
-        elif row.start_at is not None:
-            start = StartPosition.at_timestamp(dt.datetime.fromtimestamp(row.start_at / 1000, dt.UTC))
-        else:
+        start = row.resume_at
+        unrecorded = start is None
+        if start is None:
             start = StartPosition.initial(cfg.initial_position, cfg.initial_timestamp)
             unrecorded = start.kind != "TRIM_HORIZON"
         self.state = ShardState.READING
