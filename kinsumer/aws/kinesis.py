@@ -7,6 +7,7 @@ ListShards, never DescribeStream (whose limit is 10 calls/s per account). Readin
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions
@@ -18,7 +19,7 @@ from .error_codes import is_not_found
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
-__all__ = ["ensure_stream_active", "list_shards", "stream_exists"]
+__all__ = ["created_at", "ensure_stream_active", "list_shards", "stream_exists"]
 
 
 def list_shards(kinesis: KinesisClient, stream_name: str) -> list[ShardInfo]:
@@ -66,3 +67,12 @@ def ensure_stream_active(kinesis: KinesisClient, stream_name: str) -> str:
     created = summary.get("StreamCreationTimestamp")
     created_ms = int(created.timestamp() * 1000) if created is not None else 0
     return f"{summary.get('StreamARN', stream_name)}@{created_ms}"
+
+
+def created_at(identity: str | None) -> str:
+    """The creation time in a stream identity (``ARN@epoch ms``), readable."""
+    try:
+        millis = int((identity or "").rsplit("@", 1)[1])
+    except (IndexError, ValueError):
+        return "at an unknown time"
+    return dt.datetime.fromtimestamp(millis / 1000, dt.UTC).isoformat(timespec="seconds")

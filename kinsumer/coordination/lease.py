@@ -18,13 +18,13 @@ shard before delivering more of it).
 
 from __future__ import annotations
 
-import datetime as dt
 import enum
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..aws.kinesis import created_at
 from ..reading.position import Position, position_order
 from . import checkpoints_table
 from .checkpoints_table import CheckpointRow
@@ -37,15 +37,6 @@ log = logging.getLogger("kinsumer.lease")
 #: Runs one AWS call (a thunk, and the operation's name) with the caller's retry policy:
 #: every write takes one, so the caller decides how long transient faults are retried.
 Call = Callable[[Callable[[], Any], str], Any]
-
-
-def _created(identity: str | None) -> str:
-    """The creation time in a stream identity (``ARN@epoch ms``), readable."""
-    try:
-        millis = int((identity or "").rsplit("@", 1)[1])
-    except (IndexError, ValueError):
-        return "at an unknown time"
-    return dt.datetime.fromtimestamp(millis / 1000, dt.UTC).isoformat(timespec="seconds")
 
 
 class LeaseState(enum.Enum):
@@ -100,7 +91,7 @@ class ShardLease:
                 log.warning(
                     "the checkpoint of %s belongs to an earlier stream %s (created %s); this one was created "
                     "%s: the shard starts from initial_position and its row is overwritten",
-                    self.shard_id, rt.stream_name, _created(row.stream), _created(rt.stream_identity),
+                    self.shard_id, rt.stream_name, created_at(row.stream), created_at(rt.stream_identity),
                 )  # fmt: skip
                 reset = call(
                     lambda: checkpoints_table.reset(

@@ -114,7 +114,9 @@ class BatchOffset:
     not picked up again); ``initial`` is where newly consumable shards start. ``unread``
     names the shards the batch does not read, with what is known of them (a :class:`Stop`
     value); ``until`` is the Trigger.AvailableNow cut (epoch ms): records that arrived at
-    or after it are left for the next query run.
+    or after it are left for the next query run. ``stream`` is the identity of the stream
+    the positions belong to (``ARN@creation ms``; None in offsets written before it was
+    recorded): positions of an earlier stream of the same name are never applied.
     """
 
     run: str
@@ -125,6 +127,7 @@ class BatchOffset:
     limit: int = 0  # records per shard in this batch; 0: no limit
     unread: Mapping[str, str] = attrs.field(factory=dict)
     until: int | None = None
+    stream: str | None = None
 
     @property
     def read(self) -> list[str]:
@@ -144,6 +147,8 @@ class BatchOffset:
             data["unread"] = {shard: self.unread[shard] for shard in sorted(self.unread)}
         if self.until is not None:
             data["until"] = self.until
+        if self.stream is not None:
+            data["stream"] = self.stream
         return dict(sorted(data.items()))
 
     @classmethod
@@ -157,7 +162,19 @@ class BatchOffset:
             limit=int(data.get("limit", 0)),
             unread=dict(data.get("unread", {})),
             until=None if data.get("until") is None else int(data["until"]),
+            stream=None if data.get("stream") is None else str(data["stream"]),
         )
+
+    def foreign(self, stream: str) -> bool:
+        """The positions belong to another incarnation of the stream (``stream``: the current one)."""
+        return self.stream is not None and self.stream != stream
+
+    def restarted(self, stream: str) -> BatchOffset:
+        """This offset on the stream ``stream``, with nothing of an earlier stream's progress.
+
+        The next batch starts every shard of ``stream`` that has no parent at ``initial``.
+        """
+        return BatchOffset(run=self.run, batch=self.batch, initial=self.initial, limit=self.limit, stream=stream)
 
 
 def next_offset(start: BatchOffset, ends: Mapping[str, ShardEnd], listing: Iterable[ShardInfo]) -> BatchOffset:

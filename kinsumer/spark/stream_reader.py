@@ -9,16 +9,17 @@ One input partition per ``shardsPerTask`` shards that a batch reads.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import attrs
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from ..aws.kinesis import list_shards, stream_exists
+from ..aws.kinesis import created_at, ensure_stream_active, list_shards
 from ..aws.tables import create_table
-from ..errors import StreamNotFound
 from ..reading.frontier import ShardInfo
 from .batch_ends import BatchEnds, BatchLedger
 from .clients import clients, s3_client
@@ -45,6 +46,8 @@ __all__ = ["KinsumerStreamReader", "ShardPartition"]
 
 _LISTING_TTL = 1.0  # seconds a ListShards answer is reused by the driver
 _KEPT_BATCHES = 2  # ledger items kept for batches before the newest (a restart replays the newest)
+
+log = logging.getLogger("kinsumer.spark")
 
 
 class ShardPartition(InputPartition):
@@ -74,18 +77,17 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._until: int | None = None  # Trigger.AvailableNow: the cut, epoch ms
         self._prober: Prober | None = None
         self._checked = False  # the stream exists and the ledger table too
+        self._identity: str | None = None  # the stream's, learnt once per query run (a restart learns it again)
 
     # ----------------------------------------------------------------- driver
 
     def initialOffset(self) -> dict[str, Any]:
         if not self._checked:  # Spark may ask twice
-            kinesis, dynamodb = clients(self._options)
-            if not stream_exists(kinesis, self._options.stream):  # before making a table for it
-                raise StreamNotFound(self._options.stream)
+            self._stream()  # the stream exists: before making a table for it
             if self._options.metadata_path is None:
-                create_table(dynamodb, self._options.table, "Key")
+                create_table(clients(self._options)[1], self._options.table, "Key")
             self._checked = True
-        return BatchOffset(run=self._run, batch=-1, initial=self._initial).to_json()
+        return BatchOffset(run=self._run, batch=-1, initial=self._initial, stream=self._stream()).to_json()
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow: read what arrived before now, in as many batches as the limits need."""
@@ -99,6 +101,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         current = BatchOffset.from_json(start) if start is not None else self._last
         if current is None:
             current = BatchOffset.from_json(self.initialOffset())
+        current = self._on_this_stream(current)
         ends = self._recorded_ends(current)
         listing = self._list_shards()
         probed = {}
@@ -116,6 +119,12 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         batch = BatchOffset.from_json(end)
         self._last = batch
         if start == end or batch.batch < 0:
+            return []
+        if batch.foreign(self._stream()):  # a replay after the stream was created again: its records are gone
+            log.warning(
+                "batch %d was planned on an earlier stream %s (created %s): it reads nothing",
+                batch.batch, self._options.stream, created_at(batch.stream),
+            )  # fmt: skip
             return []
         planned = self._ledger(batch.run)
         recorded = {} if planned.plan(batch.batch) else planned.ends(batch.batch)  # planned before: a replay
@@ -140,6 +149,31 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: ledger items are forgotten as later batches are planned."""
+
+    def _stream(self) -> str:
+        """The identity of the stream (``ARN@creation ms``); StreamNotFound if it is not readable."""
+        if self._identity is None:
+            self._identity = ensure_stream_active(clients(self._options)[0], self._options.stream)
+        return self._identity
+
+    def _on_this_stream(self, offset: BatchOffset) -> BatchOffset:
+        """``offset`` if its positions belong to the current stream; else a restart of every shard.
+
+        Offsets written before the identity was recorded count as the current stream's.
+        """
+        stream = self._stream()
+        if offset.stream is None:
+            return attrs.evolve(offset, stream=stream)
+        if not offset.foreign(stream):
+            return offset
+        log.warning(
+            "the offsets of stream %s belong to an earlier stream of that name (created %s); this one was "
+            "created %s: every shard starts from the query's initial position %s",
+            self._options.stream, created_at(offset.stream), created_at(stream), offset.initial,
+        )  # fmt: skip
+        self._prober = None  # its iterators are the earlier stream's
+        self._listing = (-_LISTING_TTL, [])
+        return offset.restarted(stream)
 
     def _limits(self, limit: Any) -> Limits:
         total = self._options.max_records_per_trigger

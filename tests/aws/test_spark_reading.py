@@ -20,11 +20,12 @@ from kinsumer.aws.tables import create_table
 from kinsumer.spark.batch_ends import BatchEnds
 from kinsumer.spark.batch_reader import KinsumerBatchReader
 from kinsumer.spark.cut import arrival_ms
-from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, ShardEnd, Stop, after
+from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, BatchOffset, ShardEnd, Stop, after
 from kinsumer.spark.options import SourceOptions
 from kinsumer.spark.path_ledger import PathLedger
 from kinsumer.spark.probe import Prober
 from kinsumer.spark.shard_range import ShardRange, read_shard_range, read_shard_ranges
+from kinsumer.spark.stream_reader import KinsumerStreamReader
 from tests.helpers import wait_until
 
 SHARD = "shardId-000000000000"
@@ -176,6 +177,27 @@ def test_a_batch_read_reads_every_shard_up_to_when_it_was_planned(kinesis: Any) 
     data = sorted(int(d) for batch in batches for d in batch.column("data").to_pylist())
     assert data == list(range(40))
     assert {s.shard for s in slices} == {f"shardId-00000000000{i}" for i in range(2)}
+
+
+def test_the_driver_never_applies_offsets_of_an_earlier_stream_of_the_name(
+    kinesis: Any, tmp_path: pathlib.Path
+) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    options = {"streamName": "s", "region": "us-east-1", "metadataPath": str(tmp_path / "ledger")}
+    reader = KinsumerStreamReader(SourceOptions.from_options(options))
+    current = BatchOffset.from_json(reader.initialOffset()).stream
+    assert current is not None and current.startswith("arn:aws:kinesis:") and current != "arn@1"
+    old_position = after("49590338271490256608559692538361571095921575989136588898")
+    earlier = BatchOffset("r", 3, TRIM_HORIZON, {SHARD: old_position}, ("shardId-000000000001",), stream="arn@1")
+    replayed = earlier.to_json()
+    assert reader.partitions(attrs.evolve(earlier, batch=2).to_json(), replayed) == []  # its records are gone
+    following = BatchOffset.from_json(reader.latestOffset(replayed))
+    assert (following.batch, following.stream, following.done) == (4, current, ())
+    assert dict(following.shards) == {SHARD: TRIM_HORIZON}
+    # written before identities were recorded: the current stream's, positions kept
+    legacy = attrs.evolve(earlier, stream=None, done=())
+    kept = BatchOffset.from_json(reader.latestOffset(legacy.to_json()))
+    assert (kept.stream, dict(kept.shards)) == (current, dict(legacy.shards))
 
 
 def test_a_batch_read_of_latest_is_refused() -> None:

@@ -14,8 +14,8 @@ import pytest
 from demo.aggregation import aggregated_entries
 from demo.servers import LocalServer
 from tests.conftest import unique
-from tests.helpers import Producer, produce_per_shard, put_all, wait_until
-from tests.reshard import merge_adjacent, new_stream, split_first
+from tests.helpers import Producer, produce_per_shard, put_all, shard_hash_keys, wait_until
+from tests.reshard import merge_adjacent, new_stream, split_first, wait_active
 
 pytestmark = pytest.mark.server
 
@@ -273,3 +273,39 @@ def test_split_and_merge_between_batches_keep_per_key_order(
     assert_shard_order(rows)
     read = assert_reshard_order(rows, kinesis.list_shards(StreamName=stream)["Shards"])
     assert {parent, left, right} <= read
+
+
+def test_a_stream_created_again_under_its_name_is_read_from_its_start_after_a_restart(
+    spark: Any, kinesalite: LocalServer, moto_server: LocalServer, tmp_path: pathlib.Path
+) -> None:
+    """The checkpoint's offsets hold positions and a finished parent of the first incarnation.
+
+    The second reuses the shard IDs (on kinesalite, which closes a split parent): none of it applies.
+    """
+    kinesis = kinesalite.client("kinesis")
+    stream, app = new_stream(kinesis, 1), unique("app")
+    sink, checkpoint = BatchLog(), tmp_path / "ckpt"
+    query = start_query(spark, kinesalite, moto_server, stream, app, checkpoint, sink, limit=1000)
+    try:
+        first = produce_per_shard(kinesis, stream, 10)
+        wait_for(query, lambda: len(sink.ids()) >= len(first), "the first incarnation's records")
+        split_first(kinesis, stream)
+        first += produce_per_shard(kinesis, stream, 10, first_id=len(first))  # on both children
+        wait_for(query, lambda: len(sink.ids()) >= len(first), "its children's records")
+    finally:
+        query.stop()
+    assert sorted(sink.ids()) == first
+
+    kinesis.delete_stream(StreamName=stream)
+    kinesis.get_waiter("stream_not_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+    kinesis.create_stream(StreamName=stream, ShardCount=2)  # shardId-000000000000 (the split parent) and -001 again
+    wait_active(kinesis, stream)
+    second = produce_per_shard(kinesis, stream, 20, first_id=100)
+    query = start_query(spark, kinesalite, moto_server, stream, app, checkpoint, sink, limit=1000)
+    try:
+        wait_for(query, lambda: len(sink.ids()) >= len(first) + len(second), "the new stream's records")
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert sorted(sink.ids()) == first + second  # nothing of the new stream lost, nothing twice
+    assert {row["shard"] for row in sink.final_rows() if row["id"] >= 100} == set(shard_hash_keys(kinesis, stream))

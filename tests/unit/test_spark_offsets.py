@@ -82,6 +82,21 @@ def test_a_child_is_never_read_before_all_its_parents_reached_shard_end(
             assert all(p in finished for p in by_id[shard].parents), (shard, by_id[shard].parents, finished)
 
 
+def test_offsets_of_an_earlier_stream_of_the_name_restart_every_shard_at_the_initial_position() -> None:
+    old_stream, new_stream = "arn:aws:kinesis:us-east-1:1:stream/s@1000", "arn:aws:kinesis:us-east-1:1:stream/s@2000"
+    listing = [ShardInfo("s0", closed=True), ShardInfo("s1", parent_shard_id="s0"), ShardInfo("s2")]
+    old = BatchOffset("r", 4, TRIM_HORIZON, {"s1": "AFTER:9", "s2": "AFTER:5"}, ("s0",), limit=7, stream=old_stream)
+    assert BatchOffset.from_json(json.loads(json.dumps(old.to_json()))) == old
+    assert old.to_json()["stream"] == old_stream
+    assert old.foreign(new_stream) and not old.foreign(old_stream)
+    assert not BatchOffset("r", 4, TRIM_HORIZON).foreign(new_stream)  # written before identities: the current one
+    # the new stream reuses the shard IDs: nothing of the old positions or the old "done" applies
+    following = next_offset(old.restarted(new_stream), {"s1": ShardEnd(after("11"))}, listing)
+    assert following.batch == 5 and following.stream == new_stream and following.limit == 7
+    assert dict(following.shards) == {"s0": TRIM_HORIZON, "s2": TRIM_HORIZON}
+    assert following.done == ()
+
+
 def test_start_positions() -> None:
     assert to_start_position("AFTER:42").sequence_number == "42"
     assert to_start_position(after("42", 3)) == StartPosition.after("42", 3)  # inside a KPL aggregate
