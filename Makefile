@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 KINESALITE := tests/kinesalite/node_modules/.installed
+KINESIS_MOCK := tests/kinesis_mock/node_modules/.installed
 
 .PHONY: test demo spark-demo bench lint typecheck unit clean
 
@@ -25,7 +26,12 @@ $(KINESALITE): tests/kinesalite/package.json tests/kinesalite/package-lock.json
 	cd tests/kinesalite && npm ci --no-audit --no-fund --loglevel=error
 	touch $(KINESALITE)
 
-test: $(STAMP) $(KINESALITE)
+# kinesis-mock (npm kinesis-local): Kinesis with enhanced fan-out, for the SubscribeToShard tests
+$(KINESIS_MOCK): tests/kinesis_mock/package.json tests/kinesis_mock/package-lock.json
+	cd tests/kinesis_mock && npm ci --no-audit --no-fund --loglevel=error
+	touch $(KINESIS_MOCK)
+
+test: $(STAMP) $(KINESALITE) $(KINESIS_MOCK)
 	$(PY) -m ruff check kinsumer demo tests scripts
 	$(PY) -m mypy
 	$(PY) -m pytest

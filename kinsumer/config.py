@@ -78,6 +78,11 @@ def _client_id(instance: Any, attribute: attrs.Attribute[str | None], value: obj
         raise ConfigError("Config.client_id", "must be None or a non-empty string", value)
 
 
+def _consumer_name(instance: Any, attribute: attrs.Attribute[str | None], value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not _CONSUMER_NAME.fullmatch(value)):
+        raise ConfigError("Config.efo_consumer_name", "must be None or 1-128 characters of A-Z a-z 0-9 _ . -", value)
+
+
 def _timestamp(instance: Any, attribute: attrs.Attribute[dt.datetime | None], value: object) -> None:
     if value is None:
         return
@@ -155,6 +160,9 @@ class Config:
     #: while balance allows: a leave moves only the leaver's shards). Every client of an
     #: application must use the same one.
     assignment: Assignment = attrs.field(default="modulo", validator=_one_of(ASSIGNMENTS))
+    #: None: read with GetRecords (polling). A name: read with enhanced fan-out through the stream
+    #: consumer of that name (registered if absent; each owned shard gets SubscribeToShard).
+    efo_consumer_name: str | None = attrs.field(default=None, validator=_consumer_name)
     #: Read capacity units of each table when billing_mode="PROVISIONED".
     read_capacity: int = attrs.field(default=10, validator=_integer(1))
     #: Write capacity units of each table when billing_mode="PROVISIONED".
@@ -190,6 +198,7 @@ class Config:
             )
 
 
+_CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _TABLE_PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,240}")
 _STREAM_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 

@@ -19,6 +19,7 @@ import botocore.exceptions
 from .aws import records_parser
 from .aws.error_codes import to_kinsumer_error
 from .aws.kinesis import ensure_stream_active
+from .aws.stream_consumers import deregister_stream_consumer, ensure_stream_consumer, stream_arn
 from .aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
 from .config import Config, validate_names
 from .coordination.coordinator import Coordinator
@@ -26,7 +27,9 @@ from .coordination.runtime import Runtime
 from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
 from .errors import AlreadyStarted, CheckpointModeError, ConfigError, KinsumerError, NotStarted
+from .reading.fanout import fanout_readers
 from .reading.position import Position
+from .reading.reader import ReaderFactory
 from .record import Record
 from .stats import GuardedStats
 from .status import ClientStatus, OwnedShard
@@ -186,7 +189,7 @@ class Kinsumer:
                 on_fatal=self._on_fatal,
                 request_refresh=self._request_refresh,
             )
-            self._coordinator = Coordinator(runtime)
+            self._coordinator = Coordinator(runtime, self._readers(stream_identity))
             self._coordinator.start()
         except BaseException as exc:
             self._shutdown(clean=False)
@@ -194,6 +197,34 @@ class Kinsumer:
                 raise to_kinsumer_error(exc, "run()") from exc
             raise
         log.info("kinsumer %s reading %s as client %s", self.application_name, self.stream_name, self.client_id)
+
+    def _readers(self, stream_identity: str) -> ReaderFactory | None:
+        """Enhanced fan-out readers through the configured consumer (registered if absent); None: polling."""
+        name = self.config.efo_consumer_name
+        if name is None:
+            return None
+        stream = stream_arn(stream_identity)
+        consumer = ensure_stream_consumer(self._kinesis, stream, name, stats=self._stats)
+        log.info("reading %s with enhanced fan-out through %s", self.stream_name, consumer)
+        return fanout_readers(self._kinesis, self.stream_name, consumer, self._stats)
+
+    def deregister_stream_consumer(self) -> bool:
+        """Deregister the enhanced fan-out consumer ``Config.efo_consumer_name`` of the stream.
+
+        An administrator's call: ``stop()`` never does it, since other clients (and the next
+        run) read through it. Returns False if it was not registered. Does not wait.
+        """
+        name = self.config.efo_consumer_name
+        if name is None:
+            raise ConfigError("Config.efo_consumer_name", "names no consumer to deregister", None)
+        result: list[bool] = []
+
+        def deregister() -> None:
+            stream = stream_arn(ensure_stream_active(self._kinesis, self.stream_name))
+            result.append(deregister_stream_consumer(self._kinesis, stream, name))
+
+        _admin("deregister_stream_consumer", deregister)
+        return result[0]
 
     def stop(self) -> None:
         """Stop reading, hand every shard off and leave. Idempotent; bounded in time.
@@ -248,6 +279,8 @@ class Kinsumer:
         coordinator = self._coordinator
         if coordinator is None or self._stopped.is_set():  # not running: no leadership, no shard
             return ClientStatus(self.client_id, self.client_name, self._state, False, 0, 0, ())
+        name = self.config.efo_consumer_name
+        reading = "polling" if name is None else f"fan-out:{name}"
         return ClientStatus(
             client_id=self.client_id,
             client_name=self.client_name,
@@ -256,7 +289,8 @@ class Kinsumer:
             client_index=coordinator.client_index,
             client_count=coordinator.client_count,
             shards=tuple(
-                _owned(w.shard_id, w.captured, w.checkpoint, w.millis_behind_latest) for w in coordinator.workers()
+                _owned(w.shard_id, w.captured, w.checkpoint, w.millis_behind_latest, reading)
+                for w in coordinator.workers()
             ),
         )
 
@@ -311,9 +345,9 @@ class Kinsumer:
         return self._delivery.next_manual(timeout)
 
 
-def _owned(shard_id: str, captured: bool, checkpoint: Position | None, lag: int | None) -> OwnedShard:
+def _owned(shard_id: str, captured: bool, checkpoint: Position | None, lag: int | None, reading: str) -> OwnedShard:
     sequence_number, sub_sequence = checkpoint if checkpoint is not None else (None, None)
-    return OwnedShard(shard_id, captured, sequence_number, lag, sub_sequence)
+    return OwnedShard(shard_id, captured, sequence_number, lag, sub_sequence, reading)
 
 
 def _admin(operation: str, action: Callable[[], None]) -> None:

@@ -27,6 +27,8 @@ class OwnedShard:
     millis_behind_latest: int | None
     #: inside a KPL aggregate: the index of the last user record processed
     checkpoint_sub_sequence_number: int | None = None
+    #: how the shard is read: "polling" (GetRecords) or "fan-out:<consumer name>" (SubscribeToShard)
+    reading: str = "polling"
 
 
 @attrs.frozen

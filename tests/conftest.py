@@ -13,6 +13,7 @@ import pytest
 from demo import servers
 from demo.servers import LocalServer
 from tests.support.kinesalite import start_kinesalite
+from tests.support.kinesis_mock import start_kinesis_mock
 
 REGION = "us-east-1"
 
@@ -36,12 +37,14 @@ def moto_server() -> Iterator[LocalServer]:
         yield server
 
 
-class KinesaliteHolder:
-    """One kinesalite for the session, replaced (and reported) if it ever dies."""
+class ServerHolder:
+    """One node server for the session (kinesalite, kinesis-mock), replaced (and reported) if it ever dies."""
 
-    def __init__(self, log_path: pathlib.Path) -> None:
+    def __init__(self, name: str, start: Callable[[pathlib.Path], LocalServer], log_path: pathlib.Path) -> None:
+        self.name = name
+        self.start = start
         self.log_path = log_path
-        self.server = start_kinesalite(log_path)
+        self.server = start(log_path)
 
     def log_tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-3000:]
@@ -49,27 +52,48 @@ class KinesaliteHolder:
     def alive(self) -> LocalServer:
         code = self.server.process.poll()
         if code is not None:
-            warnings.warn(f"kinesalite had exited with {code}; restarted. Its log:\n{self.log_tail()}", stacklevel=2)
-            self.server = start_kinesalite(self.log_path)
+            warnings.warn(f"{self.name} had exited with {code}; restarted. Its log:\n{self.log_tail()}", stacklevel=2)
+            self.server = self.start(self.log_path)
         return self.server
 
+    def serve(self) -> Iterator[LocalServer]:
+        """The server for one test; the test fails if the server died during it."""
+        server = self.alive()
+        yield server
+        code = server.process.poll()
+        if code is not None:  # it died during this test: say so, with what it logged
+            pytest.fail(f"{self.name} exited with {code} during the test; its log:\n{self.log_tail()}")
 
-@pytest.fixture(scope="session")
-def kinesalite_holder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KinesaliteHolder]:
-    holder = KinesaliteHolder(tmp_path_factory.mktemp("kinesalite") / "kinesalite.log")
+
+def _holder(
+    name: str, start: Callable[[pathlib.Path], LocalServer], factory: pytest.TempPathFactory
+) -> Iterator[ServerHolder]:
+    holder = ServerHolder(name, start, factory.mktemp(name) / f"{name}.log")
     try:
         yield holder
     finally:
         holder.server.stop()
 
 
+@pytest.fixture(scope="session")
+def kinesalite_holder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHolder]:
+    yield from _holder("kinesalite", start_kinesalite, tmp_path_factory)
+
+
 @pytest.fixture
-def kinesalite(kinesalite_holder: KinesaliteHolder) -> Iterator[LocalServer]:
-    server = kinesalite_holder.alive()
-    yield server
-    code = server.process.poll()
-    if code is not None:  # it died during this test: say so, with what it logged
-        pytest.fail(f"kinesalite exited with {code} during the test; its log:\n{kinesalite_holder.log_tail()}")
+def kinesalite(kinesalite_holder: ServerHolder) -> Iterator[LocalServer]:
+    yield from kinesalite_holder.serve()
+
+
+@pytest.fixture(scope="session")
+def kinesis_mock_holder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHolder]:
+    yield from _holder("kinesis-mock", start_kinesis_mock, tmp_path_factory)
+
+
+@pytest.fixture
+def kinesis_mock(kinesis_mock_holder: ServerHolder) -> Iterator[LocalServer]:
+    """kinesis-mock: enhanced fan-out (SubscribeToShard), splits and merges."""
+    yield from kinesis_mock_holder.serve()
 
 
 def unique(prefix: str) -> str:

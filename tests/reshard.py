@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from tests.conftest import unique
-from tests.helpers import wait_until
+from tests.helpers import Audit, wait_until
 
 
 def shards(kinesis: Any, stream: str) -> dict[str, dict[str, Any]]:
@@ -47,3 +49,33 @@ def merge_adjacent(kinesis: Any, stream: str, at: int) -> tuple[str, str]:
     kinesis.merge_shards(StreamName=stream, ShardToMerge=left["ShardId"], AdjacentShardToMerge=right["ShardId"])
     wait_active(kinesis, stream)
     return str(left["ShardId"]), str(right["ShardId"])
+
+
+def assert_reshard_delivery(audit: Audit, listing: list[dict[str, Any]], key_of: Callable[[int], str]) -> int:
+    """Per partition key, first deliveries in the order written; each child first read after its parents.
+
+    ``key_of``: a record id's partition key (records of one key are written in id order).
+    Returns how many (parent, child) pairs were checked.
+    """
+    deliveries = sorted(audit.deliveries, key=lambda d: d.order)
+    seen: set[int] = set()
+    by_key: dict[str, list[int]] = defaultdict(list)
+    for d in deliveries:
+        if d.record_id not in seen:
+            seen.add(d.record_id)
+            by_key[key_of(d.record_id)].append(d.record_id)
+    for key, ids in by_key.items():
+        assert ids == sorted(ids), key
+    first_at: dict[str, int] = {}
+    last_at: dict[str, int] = {}
+    for d in deliveries:
+        first_at.setdefault(d.shard_id, d.order)
+        last_at[d.shard_id] = d.order
+    checked = 0
+    for shard in listing:
+        child = shard["ShardId"]
+        for parent in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")):
+            if parent and child in first_at and parent in last_at:
+                assert first_at[child] > last_at[parent], (parent, child)
+                checked += 1
+    return checked

@@ -8,15 +8,13 @@ closed one. KPL aggregates become their user records here (:mod:`.kpl`).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import email.utils
 import functools
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import botocore.exceptions
@@ -26,22 +24,16 @@ from ..aws.error_codes import is_expired_iterator, is_not_found
 from ..aws.kinesis import stream_exists
 from ..aws.retry import Stopped, retry_call
 from ..stats import StatReceiver
-from .kpl import deaggregate
 from .position import StartPosition
-from .reader import ApiRecord, Page, ReaderSettings
+from .reader import ApiRecord, Page, ReaderSettings, taken_at, user_records
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
-__all__ = ["FIRST_PAGE", "PollingReader", "polling_readers"]
+__all__ = ["FIRST_PAGE", "PollingReader", "latest_at", "polling_readers"]
 
 log = logging.getLogger("kinsumer.reading")
 T = TypeVar("T")
-
-#: Without the server's time, a LATEST iterator that expires before its first record resumes from
-#: this long before this host's clock says it was taken.
-_LATEST_SLACK = dt.timedelta(seconds=1)
-
 
 #: Records in a reader's first GetRecords at most (unless it asks for a limit).
 FIRST_PAGE = 1000
@@ -140,7 +132,7 @@ class PollingReader:
             log.warning("%s is no longer in the stream (past retention); it ends here", self._shard_id)
             return None
         if position.kind == "LATEST":  # should it expire before a record comes, resume from when it was taken
-            self._latest_at = _taken_at(response)
+            self._latest_at = taken_at(response)
             self._position = StartPosition.at_timestamp(self._latest_at)
         return str(response["ShardIterator"])
 
@@ -166,14 +158,8 @@ class PollingReader:
         retrieved_at = dt.datetime.now(dt.UTC)
         if raw:
             self._position = StartPosition.after(raw[-1]["SequenceNumber"])
-            raw, malformed = deaggregate(raw)
-            if malformed:
-                log.warning("%d records of %s looked like KPL aggregates but were not; delivered as they are",
-                            malformed, self._shard_id)  # fmt: skip
-                self._stats.malformed_aggregates(self._shard_id, malformed)
-            if self._skip_from is not None:
-                skip, self._skip_from = self._skip_from, None
-                raw = [r for r in raw if not skip.is_done(r["SequenceNumber"], r.get("SubSequenceNumber"))]
+            raw = user_records(raw, self._shard_id, self._stats, self._skip_from)
+            self._skip_from = None
         self._iterator = response.get("NextShardIterator")
         if self._iterator is not None:
             return Page(self._shard_id, raw, retrieved_at, behind)
@@ -182,19 +168,13 @@ class PollingReader:
         return Page(self._shard_id, raw, retrieved_at, behind, end_of_shard=True, child_shards=children)
 
 
-def _taken_at(response: Mapping[str, Any]) -> dt.datetime:
-    """When the server made an iterator: the ``Date`` of its answer (whole seconds, so at or before).
+def latest_at(kinesis: KinesisClient, stream_name: str, shard_id: str) -> dt.datetime:
+    """Where LATEST lies in a shard now, as a time in the server's clock (whole seconds: at or before).
 
-    The server's clock, not this host's: a skewed local clock would skip records or repeat them.
+    A LATEST start made concrete, so that it can be recorded and a new reader starts there too.
     """
-    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-    if date:
-        with contextlib.suppress(TypeError, ValueError):
-            taken = email.utils.parsedate_to_datetime(date)
-            if taken.tzinfo is not None:
-                return taken
-    log.debug("no Date in the GetShardIterator answer; using this host's clock")
-    return dt.datetime.now(dt.UTC) - _LATEST_SLACK
+    response = kinesis.get_shard_iterator(StreamName=stream_name, ShardId=shard_id, ShardIteratorType="LATEST")
+    return taken_at(response)
 
 
 def polling_readers(

@@ -10,17 +10,33 @@ subscription), so whoever uses it never sees a record twice or misses one.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import email.utils
+import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
 
 from ..record import Record, records_from_api
+from ..stats import StatReceiver
+from .kpl import deaggregate
 from .position import StartPosition
 
-__all__ = ["DEFAULT_THROTTLE_DELAY", "ApiRecord", "Page", "ReaderFactory", "ReaderSettings", "ShardReader"]
+__all__ = [
+    "DEFAULT_THROTTLE_DELAY",
+    "ApiRecord",
+    "Page",
+    "ReaderFactory",
+    "ReaderSettings",
+    "ShardReader",
+    "taken_at",
+    "user_records",
+]
+
+log = logging.getLogger("kinsumer.reading")
 
 #: One record as the Kinesis API returns it, in botocore's shape (``Data``, ``PartitionKey``,
 #: ``SequenceNumber``, ``ApproximateArrivalTimestamp``).
@@ -30,6 +46,8 @@ ApiRecord = dict[str, Any]
 DEFAULT_THROTTLE_DELAY = 0.25
 #: The most records one GetRecords call may return.
 MAX_RECORDS_PER_CALL = 10_000
+#: Without the server's time, a LATEST start counts from this long before this host's clock.
+_LATEST_SLACK = dt.timedelta(seconds=1)
 
 
 @attrs.frozen
@@ -98,3 +116,35 @@ class ShardReader(Protocol):
 
 #: Makes the reader of one shard: (shard ID, start position, stop event) -> reader.
 ReaderFactory = Callable[[str, StartPosition, threading.Event], ShardReader]
+
+
+def user_records(
+    raw: list[ApiRecord], shard_id: str, stats: StatReceiver, skip_from: StartPosition | None = None
+) -> list[ApiRecord]:
+    """Kinesis records as the user records they carry (KPL aggregates unpacked), in order.
+
+    ``skip_from``: a start inside an aggregate; the user records it covers are left out.
+    """
+    records, malformed = deaggregate(raw)
+    if malformed:
+        log.warning("%d records of %s looked like KPL aggregates but were not; delivered as they are",
+                    malformed, shard_id)  # fmt: skip
+        stats.malformed_aggregates(shard_id, malformed)
+    if skip_from is not None:
+        records = [r for r in records if not skip_from.is_done(r["SequenceNumber"], r.get("SubSequenceNumber"))]
+    return records
+
+
+def taken_at(response: Mapping[str, Any]) -> dt.datetime:
+    """When the server answered (a GetShardIterator): its ``Date`` (whole seconds, so at or before).
+
+    The server's clock, not this host's: a skewed local clock would skip records or repeat them.
+    """
+    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    if date:
+        with contextlib.suppress(TypeError, ValueError):
+            taken = email.utils.parsedate_to_datetime(date)
+            if taken.tzinfo is not None:
+                return taken
+    log.debug("no Date in the answer; using this host's clock")
+    return dt.datetime.now(dt.UTC) - _LATEST_SLACK

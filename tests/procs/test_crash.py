@@ -53,19 +53,26 @@ def assert_duplicates_only_uncommitted(
 
 
 @pytest.mark.parametrize(
-    ("config", "bound"),
-    [pytest.param({}, 15.0, id="default-config"), pytest.param(TUNED, 3.0, id="tuned-config")],
+    ("config", "bound", "server"),
+    [
+        pytest.param({}, 15.0, "moto_server", id="default-config"),
+        pytest.param(TUNED, 3.0, "moto_server", id="tuned-config"),
+        # enhanced fan-out on kinesis-mock: it refuses the new owner's subscription for 1-2 s after the old one broke
+        pytest.param({**TUNED, "efo_consumer_name": "crash"}, 6.0, "kinesis_mock", id="tuned-fan-out"),
+    ],
 )
 def test_sigkill_of_a_client_fails_over_and_loses_nothing(
     deploy: Callable[..., Deployment],
-    moto_server: LocalServer,
+    request: pytest.FixtureRequest,
     processes: list[ClientProcess],
     config: dict[str, Any],
     bound: float,
+    server: str,
     record_property: Callable[[str, object], None],
 ) -> None:
-    deployment = deploy(4)
-    producer = Producer(moto_server.client("kinesis"), deployment.stream, total=None, batch=40, pause=0.05)
+    kinesis: LocalServer = request.getfixturevalue(server)
+    deployment = deploy(4, kinesis=kinesis)
+    producer = Producer(kinesis.client("kinesis"), deployment.stream, total=None, batch=40, pause=0.05)
     producer.start()
     clients = [ClientProcess(deployment, f"client-{i}", config).start() for i in range(3)]
     processes.extend(clients)

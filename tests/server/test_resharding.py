@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import defaultdict
 
 import pytest
 
@@ -12,7 +11,7 @@ from demo.servers import LocalServer
 from kinsumer import Kinsumer
 from tests.conftest import unique
 from tests.helpers import Audit, Producer, wait_until
-from tests.reshard import merge_adjacent, new_stream, split_first
+from tests.reshard import assert_reshard_delivery, merge_adjacent, new_stream, split_first
 from tests.server.conftest import SERVER_CONFIG
 
 pytestmark = pytest.mark.server
@@ -70,27 +69,8 @@ def test_split_then_merge_keeps_per_key_order_and_reads_children_after_parents(
     assert not audit.lost(producer.produced)
     assert not audit.duplicates()
     assert not audit.order_violations()
-    # per partition key, counters arrive in increasing order across parent -> child
-    by_key: dict[str, list[int]] = defaultdict(list)
-    for d in sorted(audit.deliveries, key=lambda d: d.order):
-        key, counter = keys_seen[d.record_id]
-        by_key[key].append(counter)
-    for key, counters in by_key.items():
-        assert counters == sorted(counters), key
-    # every child is first read after its parents' last record was delivered
     shards = {s["ShardId"]: s for s in kinesis.list_shards(StreamName=stream)["Shards"]}
-    first_at = {
-        sid: min(d.order for d in audit.deliveries if d.shard_id == sid)
-        for sid in shards
-        if any(d.shard_id == sid for d in audit.deliveries)
-    }
-    last_at = {sid: max(d.order for d in audit.deliveries if d.shard_id == sid) for sid in first_at}
-    checked = 0
-    for sid, shard in shards.items():
-        for parent in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")):
-            if parent and sid in first_at and parent in last_at:
-                assert first_at[sid] > last_at[parent], (parent, sid)
-                checked += 1
+    checked = assert_reshard_delivery(audit, list(shards.values()), lambda rid: keys_seen[rid][0])
     assert checked == 4  # split: 2 children of one parent; merge: 1 child of 2 parents
     rows = {i["Shard"]["S"]: i for i in moto_server.client("dynamodb").scan(TableName=f"{app}_checkpoints")["Items"]}
     closed = [sid for sid, s in shards.items() if "EndingSequenceNumber" in s["SequenceNumberRange"]]

@@ -1,0 +1,275 @@
+"""Reading a shard with enhanced fan-out: SubscribeToShard, event after event.
+
+The second implementation of the reading seam (:mod:`.reader`). A subscription pushes events
+(records, the continuation sequence number, how far the tip is ahead) for up to 5 minutes; a
+*pump* thread per reader keeps one open and hands each event on as a :class:`~.reader.Page`
+through a queue of one, so the subscription is read no faster than the shard's worker takes
+pages, and a stop never waits on the network: :meth:`SubscriptionReader.next_page` wakes every
+:data:`~kinsumer.waiting.WAKE` seconds, and :meth:`~SubscriptionReader.close` closes the
+connection under the pump.
+
+The pump renews a subscription that ended after the last record it handed on (at its start
+while it handed none on), and subscribes again after
+connection errors, throttling (LimitExceeded: one subscription a second per consumer and
+shard) and ResourceInUse (the previous subscription to the shard, ours or a former owner's,
+is still open), with backoff. A closed shard ends with an event that names its children.
+
+Some servers (kinesis-mock) never send that last event on a closed shard: a subscription at
+the tip of a shard checks, at most every :data:`CLOSED_CHECK` seconds, with one GetRecords of
+one record after the last record (a :class:`~.polling.PollingReader` kept between checks),
+whether the shard ended; the answer names its children as AWS does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import http.client
+import logging
+import math
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import botocore.exceptions
+import urllib3.exceptions
+
+from ..aws import event_stream
+from ..aws.error_codes import error_code, is_in_use, is_transient
+from ..aws.retry import Stopped, retry_call
+from ..stats import StatReceiver
+from ..waiting import WAKE
+from .polling import PollingReader, latest_at
+from .position import StartPosition
+from .reader import ApiRecord, Page, user_records
+
+if TYPE_CHECKING:
+    from mypy_boto3_kinesis import KinesisClient
+
+__all__ = ["CLOSED_CHECK", "SubscriptionReader", "fanout_readers"]
+
+log = logging.getLogger("kinsumer.reading")
+
+#: Seconds between two checks of whether a shard at its tip has ended (see the module's description).
+CLOSED_CHECK = 5.0
+_BACKOFF_FIRST = 0.25  # seconds before the first new subscription after a failed one
+_BACKOFF_MAX = 2.0
+_JOIN = 5.0  # seconds close() waits for the pump
+_LOST = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, botocore.exceptions.HTTPClientError)
+
+
+class SubscriptionReader:
+    """Reads one shard with SubscribeToShard (see the module's description)."""
+
+    def __init__(
+        self,
+        kinesis: KinesisClient,
+        stream_name: str,
+        consumer_arn: str,
+        shard_id: str,
+        start: StartPosition,
+        *,
+        stats: StatReceiver | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self._kinesis = kinesis
+        self._stream_name = stream_name
+        self._consumer_arn = consumer_arn
+        self._shard_id = shard_id
+        self._stats = stats or StatReceiver()
+        self._stop = stop or threading.Event()
+        self._position = start  # where a new subscription starts: after the last record handed on
+        self._skip_from = start if start.sub_sequence is not None else None
+        self._latest_at: dt.datetime | None = None
+        self._pages: queue.Queue[Page | BaseException] = queue.Queue(maxsize=1)
+        self._closing = threading.Event()
+        self._lock = threading.Lock()  # guards _events
+        self._events: Any = None  # the open subscription's event stream
+        self._pump: threading.Thread | None = None
+        self._ended = False
+        self._checked_at = -math.inf  # monotonic time of the last closed-shard check
+        self._check: tuple[StartPosition, PollingReader] | None = None  # its reader, and the position it started at
+
+    @property
+    def shard_id(self) -> str:
+        return self._shard_id
+
+    @property
+    def latest_at(self) -> dt.datetime | None:
+        return self._latest_at
+
+    def next_page(self, limit: int | None = None) -> Page:
+        """The next event's records (``limit`` does not apply: a page is what one event holds)."""
+        if self._ended:
+            return Page(self._shard_id, (), dt.datetime.now(dt.UTC), None, end_of_shard=True)
+        if self._pump is None:
+            self._pump = threading.Thread(target=self._pump_events, name=f"kinsumer-efo-{self._shard_id}", daemon=True)
+            self._pump.start()
+        while True:
+            if self._stop.is_set():
+                raise Stopped(self._shard_id)
+            try:
+                item = self._pages.get(timeout=WAKE)
+            except queue.Empty:
+                continue
+            if isinstance(item, BaseException):
+                self._ended = True
+                raise item
+            self._ended = item.end_of_shard
+            return item
+
+    def close(self) -> None:
+        """End the subscription and the pump (bounded). Idempotent."""
+        self._closing.set()
+        self._close_events()
+        pump = self._pump
+        if pump is not None and pump is not threading.current_thread():
+            pump.join(_JOIN)
+            if pump.is_alive():
+                log.warning("the subscription of %s did not end within %g s", self._shard_id, _JOIN)
+
+    # ----------------------------------------------------------------- the pump
+
+    def _done(self) -> bool:
+        return self._closing.is_set() or self._stop.is_set()
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self._done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._closing.wait(min(WAKE, remaining))
+        raise Stopped(self._shard_id)
+
+    def _pump_events(self) -> None:
+        failures = 0
+        try:
+            while not self._done():
+                try:
+                    if self._follow(self._subscribe()):
+                        return  # the shard ended
+                    failures = 0  # the subscription ran its course: renew at once
+                except Exception as exc:
+                    if self._done():
+                        return
+                    if not (is_transient(exc) or is_in_use(exc) or isinstance(exc, _LOST)):
+                        raise
+                    failures += 1
+                    self._stats.error_retried("SubscribeToShard", error_code(exc))
+                    level = logging.WARNING if failures >= 10 else logging.DEBUG
+                    log.log(level, "subscription of %s: %s (attempt %d); subscribing again at %s",
+                            self._shard_id, error_code(exc), failures, self._position.kind)  # fmt: skip
+                    backoff = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** (failures - 1))
+                    self._sleep(backoff * (0.5 + random.random() / 2))
+                finally:
+                    self._close_events()
+        except Stopped:
+            return
+        except BaseException as exc:  # noqa: BLE001 - handed to the shard's worker, which reports it
+            self._hand_on(exc)
+
+    def _subscribe(self) -> Any:
+        """Open a subscription at the current position; its event stream."""
+        if self._position.kind == "LATEST":  # made concrete first, in the server's time, so it can be recorded
+            self._latest_at = self._call(lambda: latest_at(self._kinesis, self._stream_name, self._shard_id),
+                                         "GetShardIterator")  # fmt: skip
+            self._position = StartPosition.at_timestamp(self._latest_at)
+        params = {"ConsumerARN": self._consumer_arn, "ShardId": self._shard_id, "StartingPosition": self._starting()}
+        response = self._call(lambda: event_stream.subscribe_to_shard(self._kinesis, **params), "SubscribeToShard")
+        with self._lock:
+            self._events = response["EventStream"]
+            if self._closing.is_set():
+                raise Stopped(self._shard_id)
+            return self._events
+
+    def _starting(self) -> dict[str, Any]:
+        position = self._position
+        starting: dict[str, Any] = {"Type": position.kind}
+        if position.sequence_number is not None:
+            starting["SequenceNumber"] = position.sequence_number
+        if position.timestamp is not None:
+            starting["Timestamp"] = position.timestamp
+        return starting
+
+    def _follow(self, events: Any) -> bool:
+        """Hand on the subscription's events until it ends (False) or the shard does (True)."""
+        for event in events:
+            body = event.get("SubscribeToShardEvent")
+            if body is None:
+                continue  # an event type this version does not know
+            raw: list[ApiRecord] = body.get("Records") or []
+            behind = body.get("MillisBehindLatest")
+            self._stats.records_fetched(self._shard_id, len(raw), behind)
+            retrieved_at = dt.datetime.now(dt.UTC)
+            if raw:
+                self._position = StartPosition.after(raw[-1]["SequenceNumber"])
+                raw = user_records(raw, self._shard_id, self._stats, self._skip_from)
+                self._skip_from = None
+            continuation = body.get("ContinuationSequenceNumber")
+            if continuation is None:
+                children = tuple(str(child["ShardId"]) for child in body.get("ChildShards") or ())
+                self._hand_on(Page(self._shard_id, raw, retrieved_at, behind, end_of_shard=True, child_shards=children))
+                return True
+            if not self._hand_on(Page(self._shard_id, raw, retrieved_at, behind)):
+                return True
+            if not raw and behind == 0 and self._ended_at_tip():
+                return True
+        return False
+
+    def _hand_on(self, item: Page | BaseException) -> bool:
+        """Put ``item`` in the queue of one, waiting for room; False if the reader is closing."""
+        while not self._done() or isinstance(item, BaseException):
+            try:
+                self._pages.put(item, timeout=WAKE)
+                return True
+            except queue.Full:
+                if self._done():
+                    return False
+        return False
+
+    def _ended_at_tip(self) -> bool:
+        """Whether the shard ended (see the module's description); hands the end on if so."""
+        now = time.monotonic()
+        if now - self._checked_at < CLOSED_CHECK:
+            return False
+        self._checked_at = now
+        if self._check is None or self._check[0] != self._position:
+            reader = PollingReader(self._kinesis, self._stream_name, self._shard_id, self._position, stop=self._stop)
+            self._check = (self._position, reader)
+        page = self._check[1].next_page(1)
+        if page.raw:  # not handed on yet: the subscription brings them (a new check starts after them)
+            self._check = None
+            return False
+        if not page.end_of_shard:
+            return False
+        log.debug("%s ended (found by GetRecords: its subscription did not say)", self._shard_id)
+        end = Page(self._shard_id, (), page.retrieved_at, 0, end_of_shard=True, child_shards=page.child_shards)
+        self._hand_on(end)
+        return True
+
+    def _call(self, fn: Callable[[], Any], operation: str) -> Any:
+        return retry_call(fn, operation=operation, stats=self._stats, sleep=self._sleep, should_stop=self._done)
+
+    def _close_events(self) -> None:
+        with self._lock:
+            events, self._events = self._events, None
+        if events is not None:
+            try:
+                events.close()
+            except Exception:
+                log.debug("closing the subscription of %s failed", self._shard_id, exc_info=True)
+
+
+def fanout_readers(
+    kinesis: KinesisClient, stream_name: str, consumer_arn: str, stats: StatReceiver
+) -> Callable[[str, StartPosition, threading.Event], SubscriptionReader]:
+    """A reader factory: SubscriptionReaders of ``stream_name`` through the consumer ``consumer_arn``."""
+    event_stream.install(kinesis)
+
+    def make(shard_id: str, start: StartPosition, stop: threading.Event) -> SubscriptionReader:
+        return SubscriptionReader(kinesis, stream_name, consumer_arn, shard_id, start, stats=stats, stop=stop)
+
+    return make

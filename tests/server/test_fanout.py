@@ -1,0 +1,179 @@
+"""Enhanced fan-out (SubscribeToShard) on kinesis-mock: its Kinesis, with moto's server for DynamoDB.
+
+kinesis-mock implements stream consumers and SubscribeToShard over plain HTTP, and routes new
+records to the children after a split (moto does not). It sends no ``initial-response`` event,
+one event a second whether records came or not, never ends a subscription on a split parent
+(GetRecords does), and refuses a second subscription to a shard for a second or two after the
+first closed (ResourceInUseException, inside the event stream).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pytest
+import urllib3.exceptions
+
+from demo.servers import LocalServer
+from kinsumer import Config, ConfigError, Kinsumer
+from kinsumer.aws.stream_consumers import describe_stream_consumer
+from tests.helpers import Audit, Producer, wait_until
+from tests.reshard import assert_reshard_delivery, merge_adjacent, new_stream, split_first
+from tests.server.conftest import SERVER_CONFIG, Worker
+
+pytestmark = pytest.mark.server
+
+EFO_CONFIG = attrs.evolve(SERVER_CONFIG, efo_consumer_name="efo-tests")
+KEYS = 12
+
+
+def stream_arn(kinesis: Any, stream: str) -> str:
+    return str(kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"])
+
+
+def workers(
+    kinesis_mock: LocalServer, moto_server: LocalServer, stream: str, app: str, audit: Audit, names: str
+) -> list[Worker]:
+    return [
+        Worker(moto_server, stream, app, name, audit, EFO_CONFIG, kinesis=kinesis_mock.client("kinesis"))
+        for name in names
+    ]
+
+
+def check(audit: Audit, produced: list[int]) -> None:
+    assert not audit.lost(produced)
+    assert not audit.duplicates()
+    assert not audit.order_violations()
+
+
+def test_fan_out_registers_its_consumer_once_reads_every_shard_and_leaves_it_registered(
+    kinesis_mock: LocalServer, moto_server: LocalServer, app: str
+) -> None:
+    kinesis = kinesis_mock.client("kinesis")
+    stream, audit = new_stream(kinesis, 4), Audit()
+    producer = Producer(kinesis, stream, total=None, keys=KEYS)
+    producer.write_batch(200)  # before the subscriptions: read from TRIM_HORIZON
+    clients = workers(kinesis_mock, moto_server, stream, app, audit, "ab")
+    for worker in clients:
+        worker.start()
+    wait_until(lambda: audit.count() >= 200, 60, "the records written before")
+    producer.write_batch(200)  # pushed to the open subscriptions
+    wait_until(lambda: audit.count() >= 400, 60, "the records written since")
+    shards = [s for w in clients for s in w.kinsumer.status().shards]
+    assert sorted(s.shard_id for s in shards) == [f"shardId-00000000000{i}" for i in range(4)]
+    assert {s.reading for s in shards} == {"fan-out:efo-tests"}
+    for worker in clients:
+        worker.stop()
+    check(audit, producer.produced)
+    assert {d.client for d in audit.deliveries} == {"a", "b"}
+    consumers = kinesis.list_stream_consumers(StreamARN=stream_arn(kinesis, stream))["Consumers"]
+    assert [c["ConsumerName"] for c in consumers] == ["efo-tests"]  # registered once, still there after stop()
+    assert all(w.stats.calls["records_fetched"] > 0 for w in clients)
+
+    assert clients[0].kinsumer.deregister_stream_consumer() is True  # the administrator's explicit call
+    wait_until(
+        lambda: describe_stream_consumer(kinesis, stream_arn(kinesis, stream), "efo-tests") is None,
+        30,
+        "the consumer to be deregistered",
+    )
+    assert clients[0].kinsumer.deregister_stream_consumer() is False
+
+
+def test_fan_out_across_a_split_and_a_merge_keeps_per_key_order_and_reads_children_after_parents(
+    kinesis_mock: LocalServer, moto_server: LocalServer, app: str
+) -> None:
+    kinesis = kinesis_mock.client("kinesis")
+    stream, audit = new_stream(kinesis, 2), Audit()
+    producer = Producer(kinesis, stream, total=None, keys=KEYS)
+    clients = workers(kinesis_mock, moto_server, stream, app, audit, "ab")
+    for worker in clients:
+        worker.start()
+    producer.write_batch(240)
+    wait_until(lambda: audit.count() >= 240, 60, "reading before the split")
+    split_first(kinesis, stream)
+    producer.write_batch(240)
+    merge_adjacent(kinesis, stream, 1)  # the right child of the split and the other original
+    producer.write_batch(240)
+    wait_until(lambda: audit.count() >= len(producer.produced), 90, "every record delivered")
+    for worker in clients:
+        worker.stop()
+    check(audit, producer.produced)
+    listing = kinesis.list_shards(StreamName=stream)["Shards"]
+    assert assert_reshard_delivery(audit, listing, lambda rid: producer.keys[rid % KEYS]) == 4
+
+
+class Disconnects:
+    """Breaks subscriptions: every ``every``-th event of a subscription raises a connection error.
+
+    Registered on ``before-parse.kinesis.SubscribeToShard`` like kinsumer's own handler, it
+    wraps the raw event stream; odd subscriptions break, even ones end early (as one does on
+    AWS after 5 minutes), so both renewals are exercised.
+    """
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self.broken = 0
+        self.ended = 0
+        self._count = itertools.count()
+        self._lock = threading.Lock()
+
+    def __call__(self, response_dict: dict[str, Any], **_: Any) -> None:
+        if response_dict.get("status_code") == 200:
+            response_dict["body"] = _Breaking(response_dict["body"], self, next(self._count) % 2 == 0)
+
+    def note(self, broke: bool) -> None:
+        with self._lock:
+            if broke:
+                self.broken += 1
+            else:
+                self.ended += 1
+
+
+class _Breaking:
+    def __init__(self, raw: Any, disconnects: Disconnects, breaks: bool) -> None:
+        self._raw, self._disconnects, self._breaks = raw, disconnects, breaks
+
+    def stream(self) -> Iterator[bytes]:
+        for i, chunk in enumerate(self._raw.stream()):
+            if i == self._disconnects.every:
+                self._disconnects.note(self._breaks)
+                if self._breaks:
+                    raise urllib3.exceptions.ProtocolError("Connection broken: injected by the test")
+                return
+            yield chunk
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+def test_subscriptions_broken_or_ended_midway_are_renewed_after_the_last_record_handed_on(
+    kinesis_mock: LocalServer, moto_server: LocalServer, app: str
+) -> None:
+    kinesis = kinesis_mock.client("kinesis")
+    stream, audit = new_stream(kinesis, 2), Audit()
+    producer = Producer(kinesis, stream, total=None, batch=20, pause=0.1, keys=KEYS)
+    disconnects = Disconnects(every=3)
+    client = kinesis_mock.client("kinesis")
+    client.meta.events.register("before-parse.kinesis.SubscribeToShard", disconnects)
+    (worker,) = [Worker(moto_server, stream, app, "a", audit, EFO_CONFIG, kinesis=client)]
+    worker.start()
+    producer.start()
+    wait_until(lambda: disconnects.broken >= 3 and disconnects.ended >= 3, 90, "subscriptions broken and ended")
+    produced = producer.stop()
+    wait_until(lambda: audit.count() >= len(produced), 60, "every record delivered")
+    worker.stop()
+    check(audit, produced)
+    assert worker.stats.retried[("SubscribeToShard", "ProtocolError")] >= 3
+
+
+def test_a_config_without_a_consumer_name_has_nothing_to_deregister(moto_server: LocalServer) -> None:
+    db = moto_server.client("dynamodb")
+    k = Kinsumer("s", "app", "c", Config(), kinesis=moto_server.client("kinesis"), dynamodb=db)
+    with pytest.raises(ConfigError, match="efo_consumer_name"):
+        k.deregister_stream_consumer()
+    with pytest.raises(ConfigError, match="efo_consumer_name"):
+        Config(efo_consumer_name="not a name!")
