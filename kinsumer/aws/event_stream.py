@@ -22,7 +22,7 @@ from typing import Any
 
 from botocore.eventstream import EventStreamBuffer
 
-__all__ = ["install", "subscribe_to_shard"]
+__all__ = ["event_message", "initial_response", "install", "subscribe_to_shard"]
 
 _EVENT = "before-parse.kinesis.SubscribeToShard"
 _UNIQUE_ID = "kinsumer.event_stream"
@@ -88,12 +88,16 @@ def _header(name: str, value: str) -> bytes:
     return struct.pack("!B", len(key)) + key + struct.pack("!BH", 7, len(text)) + text  # 7: a string
 
 
-def initial_response() -> bytes:
-    """An event-stream message: an ``initial-response`` event with an empty JSON body."""
-    headers = _header(":event-type", "initial-response") + _header(":message-type", "event")
-    payload = b"{}"
-    total = 12 + len(headers) + len(payload) + 4
+def event_message(event_type: str, payload: bytes) -> bytes:
+    """One event-stream message: an event of ``event_type`` carrying ``payload``."""
+    headers = _header(":event-type", event_type) + _header(":message-type", "event")
+    total = 12 + len(headers) + len(payload) + 4  # prelude (with its CRC), headers, payload, message CRC
     prelude = struct.pack("!II", total, len(headers))
     prelude += struct.pack("!I", binascii.crc32(prelude))
     message = prelude + headers + payload
     return message + struct.pack("!I", binascii.crc32(message))
+
+
+def initial_response() -> bytes:
+    """An ``initial-response`` event with an empty JSON body."""
+    return event_message("initial-response", b"{}")

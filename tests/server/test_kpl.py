@@ -1,8 +1,10 @@
-"""KPL aggregates end to end over moto's server: user records, and checkpoints inside an aggregate."""
+"""KPL aggregates end to end: user records, and checkpoints inside an aggregate.
+
+Read by polling (moto's server) and with enhanced fan-out (kinesis-mock, DynamoDB on moto's
+server): a subscription that starts inside an aggregate leaves out the user records before.
+"""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import attrs
 import pytest
@@ -13,6 +15,7 @@ from kinsumer import Checkpoint, Kinsumer, Record
 from kinsumer.coordination import checkpoints_table
 from kinsumer.reading.kpl import MAGIC
 from tests.helpers import CountingStats, put_all
+from tests.reshard import new_stream
 from tests.server.conftest import SERVER_CONFIG
 
 pytestmark = pytest.mark.server
@@ -29,11 +32,31 @@ def write(server: LocalServer, stream: str) -> list[bytes]:
     return [data for _, data, _ in users] + [b"plain", MAGIC + b"corrupted"]
 
 
-def client(server: LocalServer, stream: str, app: str, manual: bool, stats: CountingStats | None = None) -> Kinsumer:
-    config = attrs.evolve(
-        SERVER_CONFIG, manual_checkpointing=manual, handoff_timeout=0.5, stats=stats or CountingStats()
-    )
-    return Kinsumer(stream, app, "kpl", config, kinesis=server.client("kinesis"), dynamodb=server.client("dynamodb"))
+@attrs.frozen
+class Source:
+    """Where the stream lives and how it is read."""
+
+    kinesis: LocalServer
+    dynamodb: LocalServer
+    efo_consumer_name: str | None
+
+    def client(self, stream: str, app: str, manual: bool, stats: CountingStats | None = None) -> Kinsumer:
+        config = attrs.evolve(
+            SERVER_CONFIG,
+            manual_checkpointing=manual,
+            handoff_timeout=0.5,
+            stats=stats or CountingStats(),
+            efo_consumer_name=self.efo_consumer_name,
+        )
+        kinesis, dynamodb = self.kinesis.client("kinesis"), self.dynamodb.client("dynamodb")
+        return Kinsumer(stream, app, "kpl", config, kinesis=kinesis, dynamodb=dynamodb)
+
+
+@pytest.fixture(params=["polling", "fan-out"])
+def source(request: pytest.FixtureRequest, moto_server: LocalServer) -> Source:
+    if request.param == "polling":
+        return Source(moto_server, moto_server, None)
+    return Source(request.getfixturevalue("kinesis_mock"), moto_server, "kpl")
 
 
 def take(k: Kinsumer, count: int) -> list[tuple[Record, Checkpoint]]:
@@ -51,12 +74,12 @@ def stored(server: LocalServer, app: str) -> tuple[str, int | None] | None:
 
 
 def test_manual_checkpoints_inside_an_aggregate_resume_at_the_first_unacknowledged_user_record(
-    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+    source: Source, moto_server: LocalServer, app: str
 ) -> None:
-    stream = new_stream(1)
-    payloads = write(moto_server, stream)
+    stream = new_stream(source.kinesis.client("kinesis"), 1)
+    payloads = write(source.kinesis, stream)
     stats = CountingStats()
-    first = client(moto_server, stream, app, manual=True, stats=stats)
+    first = source.client(stream, app, manual=True, stats=stats)
     with first:
         taken = take(first, len(payloads))
         records = [r for r, _ in taken]
@@ -69,7 +92,7 @@ def test_manual_checkpoints_inside_an_aggregate_resume_at_the_first_unacknowledg
     assert stats.calls["malformed_aggregates"] == 1
     assert stored(moto_server, app) == (records[1].sequence_number, 1)  # the prefix ends at a1
 
-    second = client(moto_server, stream, app, manual=True)
+    second = source.client(stream, app, manual=True)
     with second:
         again = [r for r, _ in take(second, len(payloads) - 2)]
     # from a2 on, in order: nothing processed before it comes again, nothing after it is skipped
@@ -80,17 +103,17 @@ def test_manual_checkpoints_inside_an_aggregate_resume_at_the_first_unacknowledg
 
 
 def test_auto_mode_counts_user_records_and_a_restart_goes_on_inside_the_aggregate(
-    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+    source: Source, moto_server: LocalServer, app: str
 ) -> None:
-    stream = new_stream(1)
-    payloads = write(moto_server, stream)
-    first = client(moto_server, stream, app, manual=False)
+    stream = new_stream(source.kinesis.client("kinesis"), 1)
+    payloads = write(source.kinesis, stream)
+    first = source.client(stream, app, manual=False)
     with first:
         got = [first.next_record(timeout=30) for _ in range(7)]  # a0..a4, b0, b1: b1 is in hand at the stop
     assert [r.data for r in got if r is not None] == payloads[:7]
     last = got[-1]
     assert last is not None and stored(moto_server, app) == (last.sequence_number, 1)
-    second = client(moto_server, stream, app, manual=False)
+    second = source.client(stream, app, manual=False)
     with second:
         rest = [second.next(timeout=30) for _ in range(len(payloads) - 7)]
     assert rest == payloads[7:]

@@ -1,9 +1,10 @@
 """LATEST starts leave no hole: a shard's first start is recorded, and every later start begins there.
 
-On kinesalite. A shard that got nothing while its consumer ran has no checkpoint; starting it
-from LATEST again (a restart, or its next owner after a rebalance) would skip everything written
-in between. kinesalite answers AT_TIMESTAMP only when a record lies at or after the timestamp,
-so each test writes the records before the start that uses it.
+On kinesalite (polling; the first test also on kinesis-mock, with enhanced fan-out). A shard
+that got nothing while its consumer ran has no checkpoint; starting it from LATEST again (a
+restart, or its next owner after a rebalance) would skip everything written in between.
+kinesalite answers AT_TIMESTAMP only when a record lies at or after the timestamp, so each test
+writes the records before the start that uses it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import attrs
 import pytest
 
 from demo.servers import LocalServer
-from kinsumer import Kinsumer, Record
+from kinsumer import Config, Kinsumer, Record
 from tests.conftest import unique
 from tests.helpers import shard_hash_keys, wait_until
 from tests.reshard import new_stream
@@ -56,16 +57,24 @@ def ids(records: list[Record]) -> list[int]:
     return [json.loads(r.data)["id"] for r in records]
 
 
+@pytest.mark.parametrize(
+    ("server", "config"),
+    [
+        pytest.param("kinesalite", LATEST, id="polling"),
+        pytest.param("kinesis_mock", attrs.evolve(LATEST, efo_consumer_name="latest"), id="fan-out"),
+    ],
+)
 def test_a_restart_reads_what_an_idle_shard_got_while_no_client_ran(
-    kinesalite: LocalServer, moto_server: LocalServer
+    request: pytest.FixtureRequest, moto_server: LocalServer, server: str, config: Config
 ) -> None:
-    kinesis = kinesalite.client("kinesis")
+    source: LocalServer = request.getfixturevalue(server)
+    kinesis = source.client("kinesis")
     stream, app = new_stream(kinesis, 2), unique("app")
     (_, busy_key), (idle, idle_key) = sorted(shard_hash_keys(kinesis, stream).items())
 
     def consumer() -> Kinsumer:
         return Kinsumer(
-            stream, app, "c", LATEST, kinesis=kinesalite.client("kinesis"), dynamodb=moto_server.client("dynamodb")
+            stream, app, "c", config, kinesis=source.client("kinesis"), dynamodb=moto_server.client("dynamodb")
         )
 
     first = consumer()
