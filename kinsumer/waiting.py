@@ -15,7 +15,7 @@ import time
 __all__ = ["WAKE", "join_thread", "slice_of", "wait_event"]
 
 #: The longest a caller's thread sleeps in one go (seconds).
-WAKE = 0.5
+WAKE = 0.2
 
 
 def slice_of(remaining: float | None) -> float:

@@ -135,6 +135,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--only", default=",".join(SCENARIOS))
     args = parser.parse_args()
+    # Started in the background by a non-interactive shell (`cmd &`), this process ignores SIGINT,
+    # and so would the processes it starts (an ignored signal stays ignored across exec), which
+    # would then never see the SIGINT under test. A Python handler is reset to the default at exec.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "stress")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "stress")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
