@@ -30,12 +30,14 @@ from ..reading.position import StartPosition
 from ..status import read_status
 from .aws import add_aws_options, clients, describe_error
 from .checkout import checkout_module
+from .efo import add_efo_commands
+from .prompt import confirmed, usage
 from .status_view import render
 from .tail import StreamTail, format_record
 
 __all__ = ["main"]
 
-EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 143
+EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 130, 143
 
 
 class Terminated(KeyboardInterrupt):
@@ -149,6 +151,9 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     sub.set_defaults(run=_produce)
 
+    sub = command("efo", "a stream's enhanced fan-out consumers: list, register, deregister")
+    add_efo_commands(sub)
+
     # listed for --help; main() hands `demo ...` to the demo itself
     commands.add_parser(
         "demo", help="what `make demo` runs: a local server, a stream, clients, a tally (from a checkout)"
@@ -158,13 +163,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _positive(name: str, value: float | None, minimum: float = 1) -> None:
     if value is not None and value < minimum:
-        raise _usage(f"{name} must be >= {minimum:g}, got {value:g}")
-
-
-def _usage(message: str) -> SystemExit:
-    """Print a usage error; the caller raises what this returns (exit code 2, as argparse does)."""
-    print(f"kinsumer: error: {message}", file=sys.stderr)
-    return SystemExit(EXIT_USAGE)
+        raise usage(f"{name} must be >= {minimum:g}, got {value:g}")
 
 
 def _create_tables(args: argparse.Namespace) -> int:
@@ -199,13 +198,10 @@ def _create_stream(args: argparse.Namespace) -> int:
 def _delete_tables(args: argparse.Namespace) -> int:
     validate_names("stream", args.app, "cli")
     tables = Tables.for_application(args.app)
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise _usage(f"deleting the tables of {args.app} loses every checkpoint: pass --yes to confirm")
-        answer = input(f"delete {tables.clients}, {tables.checkpoints} and {tables.metadata}? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            print("nothing deleted")
-            return 0
+    question = f"delete {tables.clients}, {tables.checkpoints} and {tables.metadata}?"
+    if not confirmed(question, f"deleting the tables of {args.app} loses every checkpoint", args.yes):
+        print("nothing deleted")
+        return 0
     _, dynamodb = clients(args)
     delete_tables(dynamodb, tables)
     print(f"tables of {args.app} are deleted")
@@ -223,14 +219,14 @@ def _status(args: argparse.Namespace) -> int:
 def _start_position(args: argparse.Namespace) -> StartPosition:
     if args.start == "at-timestamp":
         if not args.timestamp:
-            raise _usage("--from at-timestamp needs --timestamp (ISO 8601)")
+            raise usage("--from at-timestamp needs --timestamp (ISO 8601)")
         try:
             when = dt.datetime.fromisoformat(args.timestamp)
         except ValueError:
-            raise _usage(f"--timestamp must be ISO 8601, e.g. 2026-11-22T10:00:00Z; got {args.timestamp!r}") from None
+            raise usage(f"--timestamp must be ISO 8601, e.g. 2026-11-22T10:00:00Z; got {args.timestamp!r}") from None
         return StartPosition.at_timestamp(when if when.tzinfo else when.replace(tzinfo=dt.UTC))
     if args.timestamp:
-        raise _usage("--timestamp goes with --from at-timestamp")
+        raise usage("--timestamp goes with --from at-timestamp")
     return StartPosition.trim_horizon() if args.start == "trim-horizon" else StartPosition.latest()
 
 
@@ -240,7 +236,7 @@ def _tail(args: argparse.Namespace) -> int:
     _positive("--idle-timeout", args.idle_timeout, 0)
     position = _start_position(args)
     if args.no_commit and not args.app:
-        raise _usage("--no-commit needs --app (whose checkpoints to start from)")
+        raise usage("--no-commit needs --app (whose checkpoints to start from)")
     kinesis, dynamodb = clients(args)
     ensure_stream_active(kinesis, args.stream)
     printed = 0

@@ -18,6 +18,7 @@ from demo.servers import LocalServer
 from kinsumer import Config, Kinsumer
 from tests.conftest import unique
 from tests.helpers import wait_until
+from tests.reshard import new_stream as new_stream_on
 
 pytestmark = pytest.mark.server
 
@@ -198,6 +199,24 @@ def test_bad_input_is_one_clear_line_and_a_non_zero_exit(
     assert answer.stderr.strip().splitlines()[-1].startswith(("kinsumer: error:", "usage:", "kinsumer "))
 
 
+def test_efo_registers_lists_and_deregisters_a_consumer_only_when_confirmed(kinesis_mock: LocalServer) -> None:
+    kinesis = kinesis_mock.client("kinesis")
+    stream = new_stream_on(kinesis, 1)
+    assert "has no enhanced fan-out consumer" in run(kinesis_mock, "efo", "list", stream).stdout
+    made = run(kinesis_mock, "efo", "register", stream, "billing")
+    assert made.returncode == 0 and "consumer billing of" in made.stdout and "is ACTIVE" in made.stdout, made.stderr
+    assert run(kinesis_mock, "efo", "register", stream, "billing").returncode == 0  # idempotent
+    listed = run(kinesis_mock, "efo", "list", stream).stdout.splitlines()
+    assert [line.split("\t")[:2] for line in listed] == [["billing", "ACTIVE"]]
+    refused = run(kinesis_mock, "efo", "deregister", stream, "billing")  # no --yes and no terminal
+    assert refused.returncode == 2 and "pass --yes" in refused.stderr
+    gone = run(kinesis_mock, "efo", "deregister", stream, "billing", "--yes")
+    assert gone.returncode == 0 and "is being deregistered" in gone.stdout
+    wait_until(lambda: "has no enhanced" in run(kinesis_mock, "efo", "list", stream).stdout, 30, "it to be gone")
+    again = run(kinesis_mock, "efo", "deregister", stream, "billing", "--yes")
+    assert again.returncode == 0 and "has no consumer named billing" in again.stdout
+
+
 def test_missing_tables_name_the_fix(moto_server: LocalServer, new_stream: Callable[[int], str]) -> None:
     stream = new_stream(1)
     answer = run(moto_server, "status", stream, "nosuchapp")
@@ -207,8 +226,8 @@ def test_missing_tables_name_the_fix(moto_server: LocalServer, new_stream: Calla
 
 
 def test_help_everywhere(moto_server: LocalServer) -> None:
-    for command in ("", "create-tables", "delete-tables", "status", "tail", "produce", "demo"):
-        answer = run(moto_server, *([command] if command else []), "--help")
+    for command in ("", "create-tables", "delete-tables", "status", "tail", "produce", "demo", "efo", "efo deregister"):
+        answer = run(moto_server, *command.split(), "--help")
         assert answer.returncode == 0, (command, answer.stderr)
         assert "usage:" in answer.stdout.lower()
 

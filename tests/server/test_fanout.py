@@ -17,10 +17,12 @@ from typing import Any
 import attrs
 import pytest
 import urllib3.exceptions
+from botocore.parsers import ResponseParserError
 
 from demo.servers import LocalServer
-from kinsumer import Config, ConfigError, Kinsumer
+from kinsumer import Config, ConfigError, Kinsumer, StatReceiver
 from kinsumer.aws.stream_consumers import describe_stream_consumer
+from kinsumer.reading.fanout import fanout_readers
 from tests.helpers import Audit, Producer, wait_until
 from tests.reshard import assert_reshard_delivery, merge_adjacent, new_stream, split_first
 from tests.server.conftest import SERVER_CONFIG, Worker
@@ -177,3 +179,21 @@ def test_a_config_without_a_consumer_name_has_nothing_to_deregister(moto_server:
         k.deregister_stream_consumer()
     with pytest.raises(ConfigError, match="efo_consumer_name"):
         Config(efo_consumer_name="not a name!")
+
+
+def test_a_kinesis_client_shared_with_kinsumer_answers_its_own_subscribe_calls_as_before(
+    kinesis_mock: LocalServer,
+) -> None:
+    kinesis = kinesis_mock.client("kinesis")
+    stream = new_stream(kinesis, 1)
+    consumer = kinesis.register_stream_consumer(StreamARN=stream_arn(kinesis, stream), ConsumerName="own")["Consumer"]
+    wait_until(
+        lambda: describe_stream_consumer(kinesis, stream_arn(kinesis, stream), "own")["ConsumerStatus"] == "ACTIVE",  # type: ignore[index]
+        30,
+        "the consumer",
+    )
+    fanout_readers(kinesis, stream, consumer["ConsumerARN"], StatReceiver())  # as Kinsumer.run() does
+    with pytest.raises(ResponseParserError, match="initial-response"):  # botocore's own behaviour with this server
+        kinesis.subscribe_to_shard(
+            ConsumerARN=consumer["ConsumerARN"], ShardId="shardId-000000000000", StartingPosition={"Type": "LATEST"}
+        )

@@ -1,0 +1,72 @@
+"""``kinsumer efo``: an administrator's commands for a stream's enhanced fan-out consumers."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..aws.kinesis import ensure_stream_active
+from ..aws.stream_consumers import deregister_stream_consumer, ensure_stream_consumer, stream_arn
+from ..config import validate_names
+from .aws import add_aws_options, clients
+from .prompt import confirmed
+
+__all__ = ["add_efo_commands"]
+
+
+def add_efo_commands(efo: argparse.ArgumentParser) -> None:
+    """``efo list``, ``efo register`` and ``efo deregister`` under the ``efo`` command."""
+    commands = efo.add_subparsers(title="efo commands", required=True, metavar="EFO_COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        add_aws_options(sub, suppress=True)
+        sub.add_argument("stream", help="stream name")
+        return sub
+
+    sub = command("list", "the stream's enhanced fan-out consumers and their status")
+    sub.set_defaults(run=_list)
+
+    sub = command("register", "register a consumer (idempotent; waits until it is ACTIVE)")
+    sub.add_argument("name", help="the consumer's name (Config.efo_consumer_name)")
+    sub.set_defaults(run=_register)
+
+    sub = command("deregister", "deregister a consumer: clients reading through it stop receiving records")
+    sub.add_argument("name", help="the consumer's name (Config.efo_consumer_name)")
+    sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    sub.set_defaults(run=_deregister)
+
+
+def _stream(args: argparse.Namespace) -> tuple[object, str]:
+    validate_names(args.stream, "efo", "cli")
+    kinesis, _ = clients(args)
+    return kinesis, stream_arn(ensure_stream_active(kinesis, args.stream))
+
+
+def _list(args: argparse.Namespace) -> int:
+    kinesis, stream = _stream(args)
+    found = kinesis.list_stream_consumers(StreamARN=stream).get("Consumers", [])  # type: ignore[attr-defined]
+    for consumer in sorted(found, key=lambda c: c["ConsumerName"]):
+        print(f"{consumer['ConsumerName']}\t{consumer['ConsumerStatus']}\t{consumer['ConsumerARN']}")
+    if not found:
+        print(f"{args.stream} has no enhanced fan-out consumer")
+    return 0
+
+
+def _register(args: argparse.Namespace) -> int:
+    kinesis, stream = _stream(args)
+    arn = ensure_stream_consumer(kinesis, stream, args.name)  # type: ignore[arg-type]
+    print(f"consumer {args.name} of {args.stream} is ACTIVE: {arn}")
+    return 0
+
+
+def _deregister(args: argparse.Namespace) -> int:
+    question = f"deregister {args.name} of {args.stream}? clients reading through it stop receiving records"
+    if not confirmed(question, f"deregistering {args.name} stops every client reading through it", args.yes):
+        print("nothing deregistered")
+        return 0
+    kinesis, stream = _stream(args)
+    if deregister_stream_consumer(kinesis, stream, args.name):  # type: ignore[arg-type]
+        print(f"consumer {args.name} of {args.stream} is being deregistered")
+    else:
+        print(f"{args.stream} has no consumer named {args.name}")
+    return 0
