@@ -55,7 +55,7 @@ spark-demo: $(STAMP)
 
 # benchmarks (about 10 minutes): prints a table and writes it to docs/benchmarks.md
 # (BENCH_ARGS="--runs 1 --only throughput" for a quicker look; see scripts/bench.py --help)
-bench: $(STAMP) $(KINESALITE) $(PEERS)/.installed
+bench: $(STAMP) $(KINESALITE) $(KINESIS_MOCK) $(PEERS)/.installed
 	$(PY) scripts/bench.py $(BENCH_ARGS)
 
 clean:

@@ -23,18 +23,20 @@ from collections.abc import Callable, Sequence
 
 sys.path[:0] = [str(pathlib.Path(__file__).resolve().parent), str(pathlib.Path(__file__).resolve().parents[1])]
 
-from benchlib import failover, movement, overhead, rebalance, steady, throughput  # noqa: E402
+from benchlib import failover, fanout, movement, overhead, rebalance, steady, throughput  # noqa: E402
 from benchlib.common import REPO, Measure, Row, median, rate_text  # noqa: E402
 
 from demo import servers  # noqa: E402
 from kinsumer import Config  # noqa: E402
 from kinsumer.reading.polling import FIRST_PAGE  # noqa: E402
 from tests.support.kinesalite import start_kinesalite  # noqa: E402
+from tests.support.kinesis_mock import start_kinesis_mock  # noqa: E402
 
-SECTIONS = ("throughput", "kpl", "overhead", "spark", "failover", "rebalance", "movement", "steady")
+SECTIONS = ("throughput", "kpl", "overhead", "spark", "failover", "rebalance", "movement", "steady", "fanout")
 KPL_PER_RECORD = 100  # user records per Kinesis record in the KPL line
 SHARDS = 8
 RECORD_SIZE = 100
+FANOUT_RECORDS = 20_000  # kinesis-mock is slower than kinesalite: fewer records keep the section short
 KINESALITE_DIR = REPO / "tests" / "kinesalite"
 PEER_PYTHON = REPO / ".venv-bench-peers" / "bin" / "python"
 
@@ -334,6 +336,36 @@ def steady_rows(server: servers.LocalServer) -> list[Row]:
     ]
 
 
+def fanout_rows(dynamodb: servers.LocalServer, args: argparse.Namespace) -> list[Row]:
+    records = min(args.records, FANOUT_RECORDS)
+    say(f"enhanced fan-out against polling on kinesis-mock: {fanout.SHARDS} shards, {records} records, latency")
+    with tempfile.TemporaryDirectory() as logs, start_kinesis_mock(pathlib.Path(logs) / "kinesis-mock.log") as mock:
+        measured: dict[str, list[Measure]] = {mode: [] for mode in fanout.MODES}
+        for _ in range(args.runs):  # the modes take turns, so the machine's noise falls on both
+            for mode in fanout.MODES:
+                measured[mode].append(fanout.throughput(mock, dynamodb, mode, records, RECORD_SIZE))
+        waits = {mode: fanout.latencies(mock, dynamodb, mode) for mode in fanout.MODES}
+
+    def percentile(values: list[float], p: float) -> float:
+        return values[min(len(values) - 1, int(p * len(values)))] * 1000 if values else float("nan")
+
+    return [
+        Row(
+            "end-to-end latency put → `next()`, p50 / p99, polling vs enhanced fan-out",
+            "kinesis-mock",
+            "; ".join(f"{mode} {percentile(w, 0.5):.0f} / {percentile(w, 0.99):.0f} ms" for mode, w in waits.items()),
+            f"1 client, {fanout.SHARDS} shards, 1 record / {fanout.INTERVAL * 1000:.0f} ms, {fanout.WINDOW:.0f} s; "
+            "kinesis-mock pushes one event per shard a second",
+        ),
+        Row(
+            "records/s through `next()`, polling vs enhanced fan-out",
+            "kinesis-mock",
+            "; ".join(f"{mode} {rate_text(median([m.rate for m in ms]))}" for mode, ms in measured.items()),
+            f"{records} records of {RECORD_SIZE} bytes written first, {fanout.SHARDS} shards, default settings",
+        ),
+    ]
+
+
 def machine() -> str:
     cpu = "unknown CPU"
     try:
@@ -396,6 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += failover_rows(server, args)
         if "steady" in args.only:
             rows += steady_rows(server)
+        if "fanout" in args.only:
+            rows += fanout_rows(server, args)
     if "movement" in args.only:
         rows += movement_rows()
     if "rebalance" in args.only:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import datetime as dt
 import http.client
 import logging
-import math
 import queue
 import random
 import threading
@@ -89,7 +88,7 @@ class SubscriptionReader:
         self._events: Any = None  # the open subscription's event stream
         self._pump: threading.Thread | None = None
         self._ended = False
-        self._checked_at = -math.inf  # monotonic time of the last closed-shard check
+        self._checked_at = time.monotonic()  # of the last closed-shard check (the first: CLOSED_CHECK from now)
         self._check: tuple[StartPosition, PollingReader] | None = None  # its reader, and the position it started at
 
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 import statistics
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ import attrs
 
 from kinsumer import Kinsumer
 
-__all__ = ["HERE", "REPO", "Measure", "Row", "median", "new_stream", "rate_text", "read_through_next"]
+__all__ = ["HERE", "REPO", "Measure", "PutToNext", "Row", "median", "new_stream", "rate_text", "read_through_next"]
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -94,3 +95,48 @@ def read_through_next(k: Kinsumer, total: int) -> Measure:
         k.stop()
         k.delete_tables()
     return Measure(total, ended - started, startup=(first or ended) - started, cpu=cpu, steady_cpu=steady)
+
+
+class PutToNext:
+    """End-to-end latency: a producer puts its send time every ``interval`` seconds; consumers
+    note put → ``next()`` for the records sent inside the window."""
+
+    def __init__(self, kinesis: Any, stream: str, interval: float) -> None:
+        self._kinesis, self._stream, self._interval = kinesis, stream, interval
+        self._window = (0.0, 0.0)
+        self._lock = threading.Lock()
+        self._latencies: list[float] = []
+        self._stop = threading.Event()
+        self._producer = threading.Thread(target=self._produce, name="bench-producer")
+
+    def consume(self, k: Kinsumer) -> None:
+        """A reader thread's body: take records until ``k`` stops."""
+        while (data := k.next()) is not None:
+            now, sent = time.time(), float(data)
+            if self._window[0] <= sent < self._window[1]:
+                with self._lock:
+                    self._latencies.append(now - sent)
+
+    def _produce(self) -> None:
+        i = 0
+        while not self._stop.wait(self._interval):
+            self._kinesis.put_record(StreamName=self._stream, Data=b"%.6f" % time.time(), PartitionKey=f"k{i}")
+            i += 1
+
+    def start(self) -> None:
+        self._producer.start()
+
+    def measure(self, seconds: float) -> None:
+        """Note the latencies of the records sent during the next ``seconds``."""
+        self._window = (time.time(), time.time() + seconds)
+        time.sleep(seconds)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._producer.is_alive():
+            self._producer.join()
+
+    def latencies(self) -> list[float]:
+        """Seconds, sorted."""
+        with self._lock:
+            return sorted(self._latencies)

@@ -18,7 +18,7 @@ import attrs
 from demo.servers import LocalServer
 from kinsumer import Kinsumer
 
-from .common import new_stream
+from .common import PutToNext, new_stream
 
 __all__ = ["SteadyState", "steady_state"]
 
@@ -56,40 +56,20 @@ def steady_state(server: LocalServer) -> SteadyState:
         counters.append(counter)
         clients.append(Kinsumer(stream, app, f"steady-{n}", kinesis=server.client("kinesis"), dynamodb=dynamodb))
     clients[0].create_required_tables()
-    latencies: list[float] = []
-    window = [0.0, 0.0]
-    lock = threading.Lock()
-
-    def consume(k: Kinsumer) -> None:
-        while (data := k.next()) is not None:
-            now = time.time()
-            sent = float(data)
-            if window[0] <= sent < window[1]:
-                with lock:
-                    latencies.append(now - sent)
-
-    stop = threading.Event()
-
-    def produce() -> None:
-        i = 0
-        while not stop.wait(INTERVAL):
-            kinesis.put_record(StreamName=stream, Data=b"%.6f" % time.time(), PartitionKey=f"k{i}")
-            i += 1
-
+    timing = PutToNext(kinesis, stream, INTERVAL)
     for k in clients:
         k.run()
-    readers = [threading.Thread(target=consume, args=(k,)) for k in clients]
-    producer = threading.Thread(target=produce)
-    for thread in [*readers, producer]:
+    readers = [threading.Thread(target=timing.consume, args=(k,)) for k in clients]
+    for thread in readers:
         thread.start()
+    timing.start()
     try:
         time.sleep(WARM_UP)  # the clients share the shards and settle
-        window[:] = [time.time(), time.time() + WINDOW]
         for counter in counters:
             counter.counting = True
-        time.sleep(WINDOW)
+        timing.measure(WINDOW)
         busy = [c.calls for c in counters]
-        stop.set()
+        timing.stop()
         time.sleep(2.0 + 3.0)  # the last records arrive, and their commits are made
         for counter in counters:
             counter.calls = 0
@@ -98,8 +78,7 @@ def steady_state(server: LocalServer) -> SteadyState:
         for counter in counters:
             counter.counting = False
     finally:
-        stop.set()
-        producer.join()
+        timing.stop()
         for k in clients:
             k.stop()
         for thread in readers:
@@ -107,5 +86,5 @@ def steady_state(server: LocalServer) -> SteadyState:
         clients[0].delete_tables()
         kinesis.delete_stream(StreamName=stream)
     return SteadyState(
-        tuple(sorted(latencies)), tuple(n * 60 / WINDOW for n in busy), tuple(n * 60 / WINDOW for n in idle)
+        tuple(timing.latencies()), tuple(n * 60 / WINDOW for n in busy), tuple(n * 60 / WINDOW for n in idle)
     )
