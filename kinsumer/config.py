@@ -169,6 +169,11 @@ class Config:
     write_capacity: int = attrs.field(default=10, validator=_integer(1))
 
     @property
+    def reading(self) -> str:
+        """How shards are read: ``"polling"``, or ``"fan-out:<efo_consumer_name>"``."""
+        return "polling" if self.efo_consumer_name is None else f"fan-out:{self.efo_consumer_name}"
+
+    @property
     def effective_client_record_max_age(self) -> float:
         """client_record_max_age, or its default of 4 x shard_check_frequency."""
         if self.client_record_max_age is None:

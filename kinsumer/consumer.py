@@ -279,8 +279,7 @@ class Kinsumer:
         coordinator = self._coordinator
         if coordinator is None or self._stopped.is_set():  # not running: no leadership, no shard
             return ClientStatus(self.client_id, self.client_name, self._state, False, 0, 0, ())
-        name = self.config.efo_consumer_name
-        reading = "polling" if name is None else f"fan-out:{name}"
+        reading = self.config.reading
         return ClientStatus(
             client_id=self.client_id,
             client_name=self.client_name,

@@ -52,6 +52,8 @@ class ClientInfo:
     pid: int
     heartbeat_age: float  # seconds since the last heartbeat
     live: bool
+    #: how the client reads its shards: "polling" or "fan-out:<consumer name>"
+    reading: str = "polling"
 
 
 @attrs.frozen
@@ -67,6 +69,8 @@ class ShardInfoRow:
     last_update_age: float | None  # seconds since the owner last committed
     #: inside a KPL aggregate: the index of the last user record processed
     checkpoint_sub_sequence_number: int | None = None
+    #: how its owner reads it ("polling" or "fan-out:<consumer name>"); None without a known owner
+    reading: str | None = None
 
 
 @attrs.frozen
@@ -103,9 +107,12 @@ def read_status(
     cache = metadata_table.read_shard_cache(db, tables.metadata)
     now = now_ms()
     clients = tuple(
-        ClientInfo(c.id, c.name, c.host, c.pid, _age(c.last_update, now), now - c.last_update < max_age * 1000)
+        ClientInfo(
+            c.id, c.name, c.host, c.pid, _age(c.last_update, now), now - c.last_update < max_age * 1000, c.reading
+        )
         for c in clients_table.all_clients(db, tables.clients)
     )
+    reading = {c.id: c.reading for c in clients}
     frontier = set(consumable_frontier(listing, {s for s, r in rows.items() if r.finished}))
     shards = []
     for shard in sorted(listing, key=lambda s: s.shard_id):
@@ -122,6 +129,7 @@ def read_status(
                 millis_behind_latest=row.millis_behind_latest,
                 last_update_age=_age(row.last_update, now) if row.last_update else None,
                 checkpoint_sub_sequence_number=row.sub_sequence_number,
+                reading=reading.get(row.owner_id) if row.owner_id else None,
             )
         )
     return ApplicationStatus(

@@ -41,9 +41,17 @@ def render(status: ApplicationStatus) -> str:
     out = [f"stream {status.stream}, application {status.application}", ""]
     out.append(f"clients: {len(live)} live, {len(status.clients) - len(live)} silent")
     out += _table(
-        ["ID", "NAME", "HOST", "PID", "HEARTBEAT", ""],
+        ["ID", "NAME", "HOST", "PID", "READING", "HEARTBEAT", ""],
         [
-            [c.id, c.name, c.host, str(c.pid or "-"), f"{c.heartbeat_age:.1f} s ago", "" if c.live else "(dead)"]
+            [
+                c.id,
+                c.name,
+                c.host,
+                str(c.pid or "-"),
+                c.reading,
+                f"{c.heartbeat_age:.1f} s ago",
+                "" if c.live else "(dead)",
+            ]
             for c in status.clients
         ],
     )
@@ -55,12 +63,13 @@ def render(status: ApplicationStatus) -> str:
     out.append(f"shard cache: {len(status.shard_cache)} consumable shards, {cache_age}")
     out += ["", "shards:"]
     out += _table(
-        ["SHARD", "STATE", "OWNER", "CHECKPOINT", "LAG", "ROW UPDATED"],
+        ["SHARD", "STATE", "OWNER", "READING", "CHECKPOINT", "LAG", "ROW UPDATED"],
         [
             [
                 s.shard_id,
                 _state(s),
                 s.owner_name or "-",
+                s.reading or "-",
                 _checkpoint(s.checkpoint, s.checkpoint_sub_sequence_number),
                 "-" if s.millis_behind_latest is None else f"{s.millis_behind_latest} ms",
                 "-" if s.last_update_age is None else f"{s.last_update_age:.1f} s ago",

@@ -2,7 +2,8 @@
 
 Row: ``ID`` (hash key), ``Name``, ``LastUpdate`` (epoch ms), ``Host``, ``Pid``,
 ``Instance`` (random, one per run of a Kinsumer: tells two processes that use one fixed
-``client_id`` apart), ``CacheVersion`` (the version of the shard cache the client last read
+``client_id`` apart), ``Reading`` (how the client reads its shards: ``polling`` or
+``fan-out:<consumer name>``; for operators), ``CacheVersion`` (the version of the shard cache the client last read
 or wrote: the others read the cache only when a live client has a newer one), ``Leaving``
 (set while a stopping client hands its shards off: it gets no shards, yet its shards are not
 taken from it).
@@ -41,6 +42,7 @@ class ClientRow:
     cache_version: int = 0
     leaving: bool = False
     instance: str = ""
+    reading: str = "polling"  # rows of versions before it was written: polling
 
 
 def this_host() -> str:
@@ -56,22 +58,32 @@ def heartbeat(
     cache_version: int = 0,
     *,
     leaving: bool = False,
+    reading: str = "polling",
 ) -> ClientRow | None:
     """Refresh this client's row; the other instance's row instead if one took it over (nothing written)."""
-    return _put(db, table, _item(client_id, name, instance, cache_version, leaving), "Instance = :instance", {})
+    item = _item(client_id, name, instance, cache_version, leaving, reading)
+    return _put(db, table, item, "Instance = :instance", {})
 
 
 def claim(
-    db: DynamoDBClient, table: str, client_id: str, name: str, instance: str, *, stale_ms: int, replacing: int = -1
+    db: DynamoDBClient,
+    table: str,
+    client_id: str,
+    name: str,
+    instance: str,
+    *,
+    stale_ms: int,
+    replacing: int = -1,
+    reading: str = "polling",
 ) -> ClientRow | None:
     """The first heartbeat: write the row if it is free, ours, last updated before ``stale_ms`` (epoch ms),
     or last updated at ``replacing`` (a row of a dead process); else return the row that holds it."""
     values = {":stale": {"N": str(stale_ms)}, ":seen": {"N": str(replacing)}}
     condition = "Instance = :instance OR LastUpdate < :stale OR LastUpdate = :seen"
-    return _put(db, table, _item(client_id, name, instance, 0, False), condition, values)
+    return _put(db, table, _item(client_id, name, instance, 0, False, reading), condition, values)
 
 
-def _item(client_id: str, name: str, instance: str, cache_version: int, leaving: bool) -> dict[str, Any]:
+def _item(client_id: str, name: str, instance: str, cache_version: int, leaving: bool, reading: str) -> dict[str, Any]:
     item: dict[str, Any] = {
         "ID": {"S": client_id},
         "Name": {"S": name},
@@ -80,6 +92,7 @@ def _item(client_id: str, name: str, instance: str, cache_version: int, leaving:
         "Pid": {"N": str(os.getpid())},
         "Instance": {"S": instance},
         "CacheVersion": {"N": str(cache_version)},
+        "Reading": {"S": reading},
     }
     if leaving:
         item["Leaving"] = {"BOOL": True}
@@ -146,6 +159,7 @@ def _row(item: dict[str, Any]) -> ClientRow:
         cache_version=int(item.get("CacheVersion", {}).get("N", "0")),
         leaving=bool(item.get("Leaving", {}).get("BOOL", False)),
         instance=item.get("Instance", {}).get("S", ""),
+        reading=item.get("Reading", {}).get("S", "polling"),
     )
 
 

@@ -192,12 +192,20 @@ class Coordinator:
         version = self._cache.version if self._cache is not None else 0
         started = rt.liveness.now()
         if not self._claimed:
-            call(lambda: claim_row(db, table, rt.client_id, rt.client_name, rt.instance, rt.max_age), "PutItem")
+            name, reading = rt.client_name, rt.config.reading
+            call(lambda: claim_row(db, table, rt.client_id, name, rt.instance, rt.max_age, reading), "PutItem")
             self._claimed = True
         else:
             holder = call(
                 lambda: clients_table.heartbeat(
-                    db, table, rt.client_id, rt.client_name, rt.instance, version, leaving=leaving
+                    db,
+                    table,
+                    rt.client_id,
+                    rt.client_name,
+                    rt.instance,
+                    version,
+                    leaving=leaving,
+                    reading=rt.config.reading,
                 ),
                 "PutItem",
             )

@@ -29,7 +29,9 @@ _lock = threading.Lock()
 _in_process: set[tuple[str, str]] = set()  # (clients table, client id) of the running Kinsumers of this process
 
 
-def claim_row(db: DynamoDBClient, table: str, client_id: str, name: str, instance: str, max_age: float) -> None:
+def claim_row(
+    db: DynamoDBClient, table: str, client_id: str, name: str, instance: str, max_age: float, reading: str = "polling"
+) -> None:
     """Write the client's first heartbeat, or raise :class:`ClientIdInUse` naming who holds the id."""
     key = (table, client_id)
     with _lock:
@@ -39,7 +41,9 @@ def claim_row(db: DynamoDBClient, table: str, client_id: str, name: str, instanc
 
         def claim(replacing: int) -> ClientRow | None:
             stale = now_ms() - int(max_age * 1000)
-            return clients_table.claim(db, table, client_id, name, instance, stale_ms=stale, replacing=replacing)
+            return clients_table.claim(
+                db, table, client_id, name, instance, stale_ms=stale, replacing=replacing, reading=reading
+            )
 
         holder = claim(-1)
         for _ in range(2):  # a dead process's row: take it, unless it changed meanwhile

@@ -170,6 +170,8 @@ def test_status_shows_clients_leader_shards_and_lag(moto_server: LocalServer, ne
     assert snapshot["leader_id"] == consumer.client_id
     assert sorted(snapshot["shard_cache"]) == ["shardId-000000000000", "shardId-000000000001"]
     assert {s["owner_name"] for s in snapshot["shards"]} == {"status-worker"}
+    assert {s["reading"] for s in snapshot["shards"]} == {"polling"}
+    assert [c["reading"] for c in snapshot["clients"] if c["live"]] == ["polling"]
     assert all(s["consumable"] and not s["finished"] for s in snapshot["shards"])
     for expected in ("clients: 1 live", "status-worker", f"leader: {consumer.client_id}", "reading", " ms"):
         assert expected in text

@@ -23,6 +23,7 @@ from demo.servers import LocalServer
 from kinsumer import Config, ConfigError, Kinsumer, StatReceiver
 from kinsumer.aws.stream_consumers import describe_stream_consumer
 from kinsumer.reading.fanout import fanout_readers
+from kinsumer.status import read_status
 from tests.helpers import Audit, Producer, wait_until
 from tests.reshard import assert_reshard_delivery, merge_adjacent, new_stream, split_first
 from tests.server.conftest import SERVER_CONFIG, Worker
@@ -68,6 +69,9 @@ def test_fan_out_registers_its_consumer_once_reads_every_shard_and_leaves_it_reg
     shards = [s for w in clients for s in w.kinsumer.status().shards]
     assert sorted(s.shard_id for s in shards) == [f"shardId-00000000000{i}" for i in range(4)]
     assert {s.reading for s in shards} == {"fan-out:efo-tests"}
+    application = read_status(kinesis, moto_server.client("dynamodb"), stream, app, max_age=10)  # kinsumer status
+    assert {c.reading for c in application.clients} == {"fan-out:efo-tests"}
+    assert {s.reading for s in application.shards} == {"fan-out:efo-tests"}
     for worker in clients:
         worker.stop()
     check(audit, producer.produced)
