@@ -443,21 +443,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     text = table(rows)
     print(header + "\n" + text)
-    write(args.out, header, text)
+    full = set(args.only.split(",")) == set(SECTIONS)
+    note = None if full else f"- the rows of `scripts/bench.py --only {args.only}`: measured {when}"
+    write(args.out, header, rows, note)
     say(f"written to {args.out}")
     return 0
 
 
-def write(path: pathlib.Path, header: str, text: str) -> None:
-    """Replace the part of ``path`` between the result markers (the rest is prose)."""
-    begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
-    block = f"{begin}\n{header}\n{text}\n{end}"
-    if path.exists() and begin in (current := path.read_text()) and end in current:
-        before, rest = current.split(begin, 1)
-        path.write_text(before + block + rest.split(end, 1)[1])
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"# Benchmarks\n\n{block}\n")
+_BEGIN, _END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def write(path: pathlib.Path, header: str, rows: list[Row], note: str | None = None) -> None:
+    """Write the results between the markers of ``path`` (the rest is prose).
+
+    A full run (``note`` None) replaces the block. A run of some sections replaces the rows it
+    measured (same benchmark and server) and adds the rest, keeps the other rows, and adds
+    ``note`` to the block's header, so every row still says when it was measured.
+    """
+    current = path.read_text() if path.exists() else ""
+    if _BEGIN not in current or _END not in current:
+        current = f"# Benchmarks\n\n{_BEGIN}\n{_END}\n"
+    before, rest = current.split(_BEGIN, 1)
+    block, after = rest.split(_END, 1)
+    if note is not None and "| benchmark |" in block:
+        old_header, old_table = block.strip("\n").split("| benchmark |", 1)
+        fresh = {(r.benchmark, r.server): r for r in rows}
+        kept: list[Row] = []
+        for line in old_table.splitlines()[2:]:  # after the header line and the |---| line
+            cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+            if len(cells) == 4:
+                kept.append(fresh.pop((cells[0], cells[1]), Row(*cells)))
+        rows = kept + list(fresh.values())
+        header = old_header.rstrip("\n") + "\n" + note + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{before}{_BEGIN}\n{header}\n{table(rows)}\n{_END}{after}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import json
 import threading
 from typing import Any
 
-__all__ = ["get_records", "install", "parse_get_records"]
+__all__ = ["convert_records", "get_records", "install", "parse_get_records"]
 
 _EVENT = "before-parse.kinesis.GetRecords"
 _UNIQUE_ID = "kinsumer.records_parser"
@@ -66,14 +66,14 @@ def parse_get_records(response_dict: dict[str, Any], customized_response_dict: d
         return
     try:
         parsed = json.loads(body)
-        _convert(parsed.get("Records", ()))
+        convert_records(parsed.get("Records", ()))
     except (ValueError, KeyError, TypeError, AttributeError, binascii.Error, OverflowError, OSError):
         return  # not the shape we expect: botocore parses it (and reports what is wrong)
     customized_response_dict.update(parsed)
     response_dict["body"] = _EMPTY_BODY
 
 
-def _convert(records: list[dict[str, Any]]) -> None:
+def convert_records(records: list[dict[str, Any]]) -> None:
     """Turn each record's fields into botocore's types, in place (the dicts are fresh from json).
 
     Records written together share their arrival timestamp: one datetime serves a run of them.

@@ -37,6 +37,7 @@ import urllib3.exceptions
 
 from ..aws import event_stream
 from ..aws.error_codes import error_code, is_in_use, is_transient
+from ..aws.event_stream import Subscription
 from ..aws.retry import Stopped, retry_call
 from ..stats import StatReceiver
 from ..waiting import WAKE
@@ -85,7 +86,7 @@ class SubscriptionReader:
         self._pages: queue.Queue[Page | BaseException] = queue.Queue(maxsize=1)
         self._closing = threading.Event()
         self._lock = threading.Lock()  # guards _events
-        self._events: Any = None  # the open subscription's event stream
+        self._events: Subscription | None = None  # the open subscription
         self._pump: threading.Thread | None = None
         self._ended = False
         self._checked_at = time.monotonic()  # of the last closed-shard check (the first: CLOSED_CHECK from now)
@@ -158,7 +159,7 @@ class SubscriptionReader:
                         raise
                     failures += 1
                     self._stats.error_retried("SubscribeToShard", error_code(exc))
-                    level = logging.WARNING if failures >= 10 else logging.DEBUG
+                    level = logging.WARNING if failures % 30 == 10 else logging.DEBUG  # the 10th, then every 30th
                     log.log(level, "subscription of %s: %s (attempt %d); subscribing again at %s",
                             self._shard_id, error_code(exc), failures, self._position.kind)  # fmt: skip
                     backoff = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** (failures - 1))
@@ -170,19 +171,21 @@ class SubscriptionReader:
         except BaseException as exc:  # noqa: BLE001 - handed to the shard's worker, which reports it
             self._hand_on(exc)
 
-    def _subscribe(self) -> Any:
-        """Open a subscription at the current position; its event stream."""
+    def _subscribe(self) -> Subscription:
+        """Open a subscription at the current position."""
         if self._position.kind == "LATEST":  # made concrete first, in the server's time, so it can be recorded
             self._latest_at = self._call(lambda: latest_at(self._kinesis, self._stream_name, self._shard_id),
                                          "GetShardIterator")  # fmt: skip
             self._position = StartPosition.at_timestamp(self._latest_at)
         params = {"ConsumerARN": self._consumer_arn, "ShardId": self._shard_id, "StartingPosition": self._starting()}
-        response = self._call(lambda: event_stream.subscribe_to_shard(self._kinesis, **params), "SubscribeToShard")
+        subscription: Subscription = self._call(
+            lambda: event_stream.subscribe_to_shard(self._kinesis, **params), "SubscribeToShard"
+        )
         with self._lock:
-            self._events = response["EventStream"]
+            self._events = subscription
             if self._closing.is_set():
                 raise Stopped(self._shard_id)
-            return self._events
+            return subscription
 
     def _starting(self) -> dict[str, Any]:
         position = self._position
@@ -193,12 +196,9 @@ class SubscriptionReader:
             starting["Timestamp"] = position.timestamp
         return starting
 
-    def _follow(self, events: Any) -> bool:
+    def _follow(self, subscription: Subscription) -> bool:
         """Hand on the subscription's events until it ends (False) or the shard does (True)."""
-        for event in events:
-            body = event.get("SubscribeToShardEvent")
-            if body is None:
-                continue  # an event type this version does not know
+        for body in subscription.events():
             raw: list[ApiRecord] = body.get("Records") or []
             behind = body.get("MillisBehindLatest")
             self._stats.records_fetched(self._shard_id, len(raw), behind)

@@ -70,4 +70,3 @@ def throughput(kinesis: LocalServer, dynamodb: LocalServer, mode: str, records: 
         return read_through_next(_client(kinesis, dynamodb, stream, MODES[mode]), records)
     finally:
         client.delete_stream(StreamName=stream, EnforceConsumerDeletion=True)
-
