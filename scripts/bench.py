@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 sys.path[:0] = [str(pathlib.Path(__file__).resolve().parent), str(pathlib.Path(__file__).resolve().parents[1])]
 
-from benchlib import failover, fanout, movement, overhead, rebalance, steady, throughput  # noqa: E402
+from benchlib import failover, fanout, go_contender, movement, overhead, rebalance, steady, throughput  # noqa: E402
 from benchlib.common import REPO, Measure, Row, median, rate_text  # noqa: E402
 
 from demo import servers  # noqa: E402
@@ -84,29 +84,39 @@ def throughput_rows(
         say(f"{name}: filling an {SHARDS}-shard stream with {args.records} records of {RECORD_SIZE} bytes")
         filled = throughput.fill(server, SHARDS, args.records, RECORD_SIZE, dynamodb)
     if "throughput" in args.only:
-        rates: dict[str, list[float]] = {"single": [], "threads": [], "kinsumer": [], "peer": []}
-        startups: list[float] = []
-        cpus: dict[str, list[float]] = {"single": [], "threads": [], "kinsumer": []}
-        peer_problem = ""
+        rates: dict[str, list[float]] = {"single": [], "threads": [], "kinsumer": [], "peer": [], "go": []}
+        startups: dict[str, list[float]] = {"kinsumer": [], "go": []}
+        cpus: dict[str, list[float]] = {"single": [], "threads": [], "kinsumer": [], "go": []}
+        peer_problem, go_problem = "", args.go_binary if isinstance(args.go_binary, str) else ""
         for n in range(args.runs):  # the contenders in turn within each run
             single, threads = throughput.bare_loop(filled), throughput.bare_threads(filled)
             mine = throughput.kinsumer_next(filled)
             peer = throughput.async_kinesis(filled, args.peer_python)
+            go: Measure | str = go_problem
+            if not go_problem:
+                go = go_contender.run(args.go_binary, server.endpoint, dynamodb.endpoint, filled.stream, filled.total)
             rates["single"].append(single.rate)
             rates["threads"].append(threads.rate)
             rates["kinsumer"].append(mine.rate)
-            startups.append(mine.startup or 0.0)
+            startups["kinsumer"].append(mine.startup or 0.0)
             for contender, measure in (("single", single), ("threads", threads), ("kinsumer", mine)):
                 cpus[contender].append(measure.cpu_per_100k)
             if isinstance(peer, str):
                 peer_problem = peer
             else:
                 rates["peer"].append(peer.rate)
+            if isinstance(go, str):
+                go_problem = go
+            else:
+                rates["go"].append(go.rate)
+                cpus["go"].append(go.cpu_per_100k)
+                startups["go"].append(go.startup or 0.0)
             say(
                 f"  run {n + 1}: bare 1 thread {single.rate:,.0f}, bare thread/shard {threads.rate:,.0f}, "
                 f"kinsumer {mine.rate:,.0f} (first record after {mine.startup or 0:.2f} s), "
                 f"CPU-s per 100k: bare thread/shard {threads.cpu_per_100k:.2f}, kinsumer {mine.cpu_per_100k:.2f}; "
-                f"async-kinesis {peer if isinstance(peer, str) else f'{peer.rate:,.0f}'} records/s"
+                f"async-kinesis {peer if isinstance(peer, str) else f'{peer.rate:,.0f}'} records/s; "
+                f"Go kinsumer {go if isinstance(go, str) else f'{go.rate:,.0f} records/s, {go.cpu_per_100k:.2f} CPU-s'}"
             )
         ratio_threads = median([k / t for k, t in zip(rates["kinsumer"], rates["threads"], strict=True)])
         ratio_single = median([k / s for k, s in zip(rates["kinsumer"], rates["single"], strict=True)])
@@ -130,9 +140,23 @@ def throughput_rows(
                 rate_text(median(rates["kinsumer"])),
                 f"{ratio_threads:.2f}x thread per shard, {ratio_single:.2f}x 1 thread; "
                 f"{cpu_text(cpus['kinsumer'])}, {cpu_ratio:.2f}x the thread-per-shard loop's (goal ≤ 0.45x); "
-                f"first record after {median(startups):.2f} s",
+                f"first record after {median(startups['kinsumer']):.2f} s",
             ),
         ]
+        if rates["go"] and len(rates["go"]) == len(rates["kinsumer"]):
+            ratio_go = median([k / g for k, g in zip(rates["kinsumer"], rates["go"], strict=True)])
+            cpu_go = median([k / g for k, g in zip(cpus["kinsumer"], cpus["go"], strict=True)])
+            rows.append(
+                Row(
+                    "Go kinsumer (twitchscience), 1 client, `Next()`, its own process",
+                    name,
+                    rate_text(median(rates["go"])),
+                    f"{cpu_text(cpus['go'])}; first record after {median(startups['go']):.2f} s; kinsumer is "
+                    f"{ratio_go:.2f}x this (goal ≥ 1.1x) at {cpu_go:.2f}x its CPU per record (goal ≤ 1x)",
+                )
+            )
+        else:
+            rows.append(Row("Go kinsumer (twitchscience), 1 client, `Next()`, its own process", name, "—", go_problem))
         if rates["peer"]:
             ratio_peer = median([k / p for k, p in zip(rates["kinsumer"], rates["peer"], strict=True)])
             rows.append(
@@ -412,7 +436,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE"):
         os.environ.pop(name, None)
     rows: list[Row] = []
-    with servers.moto_server() as server:
+    with tempfile.TemporaryDirectory() as go_work, servers.moto_server() as server:
+        args.go_binary = "not measured"
+        if "throughput" in args.only:
+            say("building the Go kinsumer contender")
+            args.go_binary = go_contender.build(pathlib.Path(go_work))
+            say(f"  {args.go_binary}")
         say(f"moto server at {server.endpoint}")
         if {"throughput", "spark", "kpl"} & set(args.only.split(",")):
             rows += throughput_rows(server, "moto", args, dynamodb=server)
