@@ -42,3 +42,21 @@ def test_bench_rejects_unknown_sections() -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "nonsense" in done.stderr
+
+
+def test_a_run_of_some_sections_replaces_their_rows_and_keeps_the_others(tmp_path: pathlib.Path) -> None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import bench
+        from benchlib.common import Row
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    out = tmp_path / "benchmarks.md"
+    bench.write(out, "Measured first\n", [Row("a", "moto", "1", "old a"), Row("b", "moto", "2", "old b")])
+    bench.write(out, "ignored\n", [Row("b", "moto", "3", "new b"), Row("c", "none", "4", "")], "- the b, c rows: later")
+    text = out.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "benchmark" not in line]
+    assert rows == ["| a | moto | 1 | old a |", "| b | moto | 3 | new b |", "| c | none | 4 |  |"]
+    assert "Measured first" in text and "- the b, c rows: later" in text and "ignored" not in text
+    bench.write(out, "Measured again\n", [Row("a", "moto", "5", "")])  # a full run: the whole block
+    assert "| b |" not in out.read_text() and "- the b, c rows" not in out.read_text()
