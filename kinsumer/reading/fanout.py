@@ -177,7 +177,8 @@ class SubscriptionReader:
             self._latest_at = self._call(lambda: latest_at(self._kinesis, self._stream_name, self._shard_id),
                                          "GetShardIterator")  # fmt: skip
             self._position = StartPosition.at_timestamp(self._latest_at)
-        params = {"ConsumerARN": self._consumer_arn, "ShardId": self._shard_id, "StartingPosition": self._starting()}
+        starting = self._position.starting_position()
+        params = {"ConsumerARN": self._consumer_arn, "ShardId": self._shard_id, "StartingPosition": starting}
         subscription: Subscription = self._call(
             lambda: event_stream.subscribe_to_shard(self._kinesis, **params), "SubscribeToShard"
         )
@@ -186,15 +187,6 @@ class SubscriptionReader:
             if self._closing.is_set():
                 raise Stopped(self._shard_id)
             return subscription
-
-    def _starting(self) -> dict[str, Any]:
-        position = self._position
-        starting: dict[str, Any] = {"Type": position.kind}
-        if position.sequence_number is not None:
-            starting["SequenceNumber"] = position.sequence_number
-        if position.timestamp is not None:
-            starting["Timestamp"] = position.timestamp
-        return starting
 
     def _follow(self, subscription: Subscription) -> bool:
         """Hand on the subscription's events until it ends (False) or the shard does (True)."""

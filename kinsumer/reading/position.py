@@ -74,9 +74,16 @@ class StartPosition:
 
     def iterator_args(self) -> dict[str, Any]:
         """The position's arguments of GetShardIterator (without stream and shard)."""
-        args: dict[str, Any] = {"ShardIteratorType": self.kind}
+        return self._args("ShardIteratorType", "StartingSequenceNumber")
+
+    def starting_position(self) -> dict[str, Any]:
+        """The position as SubscribeToShard's ``StartingPosition``."""
+        return self._args("Type", "SequenceNumber")
+
+    def _args(self, kind: str, sequence_number: str) -> dict[str, Any]:
+        args: dict[str, Any] = {kind: self.kind}
         if self.sequence_number is not None:
-            args["StartingSequenceNumber"] = self.sequence_number
+            args[sequence_number] = self.sequence_number
         if self.timestamp is not None:
             args["Timestamp"] = self.timestamp
         return args
