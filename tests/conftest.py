@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import signal
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -16,6 +17,13 @@ from tests.support.kinesalite import start_kinesalite
 from tests.support.kinesis_mock import start_kinesis_mock
 
 REGION = "us-east-1"
+
+# Started in the background by a non-interactive shell (`make test &`), pytest ignores SIGINT, and
+# so would every process a test starts: an ignored signal stays ignored across exec, and Python then
+# never raises KeyboardInterrupt. The tests that send SIGINT need what a terminal gives, and a
+# Python handler is reset to the default at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
