@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,7 +31,7 @@ from demo import servers  # noqa: E402
 from kinsumer import Config  # noqa: E402
 from kinsumer.reading.polling import FIRST_PAGE  # noqa: E402
 from tests.support.kinesalite import start_kinesalite  # noqa: E402
-from tests.support.kinesis_mock import start_kinesis_mock  # noqa: E402
+from tests.support.kinesis_mock import KINESIS_MOCK_DIR, start_kinesis_mock  # noqa: E402
 
 SECTIONS = ("throughput", "kpl", "overhead", "spark", "failover", "rebalance", "movement", "steady", "fanout")
 KPL_PER_RECORD = 100  # user records per Kinesis record in the KPL line
@@ -409,6 +410,13 @@ def versions(peer_python: str) -> str:
     package = KINESALITE_DIR / "node_modules" / "kinesalite" / "package.json"
     if package.exists():
         found.append(f"kinesalite {json.loads(package.read_text())['version']} (node {_node_version()})")
+    mock = KINESIS_MOCK_DIR / "node_modules" / "kinesis-local" / "package.json"
+    if mock.exists():
+        found.append(f"kinesis-mock (npm kinesis-local) {json.loads(mock.read_text())['version']}")
+    go = shutil.which("go")
+    if go is not None:
+        done = subprocess.run([go, "version"], capture_output=True, text=True, check=False)
+        found.append(done.stdout.strip().removeprefix("go version ") or "go")
     if os.path.exists(peer_python):
         code = "import importlib.metadata as m; print(m.version('async-kinesis'), m.version('aiobotocore'))"
         done = subprocess.run([peer_python, "-c", code], capture_output=True, text=True, check=False)
@@ -468,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Measured {when} by `make bench` (median of {args.runs} runs; {SHARDS} shards, "
         f"{args.records} records of {RECORD_SIZE} bytes)\n\n"
         f"- machine: {machine()}\n- software: {versions(args.peer_python)}\n"
-        f"- servers: moto's server and kinesalite, both on 127.0.0.1 of the same machine\n"
+        "- servers: moto's server, kinesalite and kinesis-mock, all on 127.0.0.1 of the same machine\n"
     )
     text = table(rows)
     print(header + "\n" + text)
