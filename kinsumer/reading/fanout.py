@@ -88,6 +88,7 @@ class SubscriptionReader:
         self._lock = threading.Lock()  # guards _events
         self._events: Subscription | None = None  # the open subscription
         self._pump: threading.Thread | None = None
+        self._events_seen = 0  # events of the current subscription
         self._ended = False
         self._checked_at = time.monotonic()  # of the last closed-shard check (the first: CLOSED_CHECK from now)
         self._check: tuple[StartPosition, PollingReader] | None = None  # its reader, and the position it started at
@@ -149,9 +150,14 @@ class SubscriptionReader:
         try:
             while not self._done():
                 try:
+                    self._events_seen = 0
                     if self._follow(self._subscribe()):
                         return  # the shard ended
-                    failures = 0  # the subscription ran its course: renew at once
+                    if self._events_seen:
+                        failures = 0  # the subscription ran its course: renew at once
+                    else:  # ended before its first event: renew, but not in a tight loop
+                        failures += 1
+                        self._sleep(min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** (failures - 1)))
                 except Exception as exc:
                     if self._done():
                         return
@@ -191,6 +197,7 @@ class SubscriptionReader:
     def _follow(self, subscription: Subscription) -> bool:
         """Hand on the subscription's events until it ends (False) or the shard does (True)."""
         for body in subscription.events():
+            self._events_seen += 1
             raw: list[ApiRecord] = body.get("Records") or []
             behind = body.get("MillisBehindLatest")
             self._stats.records_fetched(self._shard_id, len(raw), behind)

@@ -200,3 +200,17 @@ def test_a_shard_that_ended_without_saying_so_in_an_event_ends_through_a_get_rec
         r.close()
     assert [p.end_of_shard for p in pages] == [False, False, True] and pages[-1].child_shards == ("child",)
     assert kinesis.starts[1:] == [{"GetShardIterator": "AFTER_SEQUENCE_NUMBER"}]  # after the last record handed on
+
+
+def test_subscriptions_that_end_before_any_event_are_renewed_with_backoff_not_in_a_tight_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(SubscriptionReader, "_sleep", lambda self, seconds: slept.append(seconds))
+    kinesis = Scripted(Subscription([]), Subscription([]), Subscription([]), Subscription([event(1)], hold=True))
+    r = reader(kinesis, StartPosition.trim_horizon())
+    try:
+        assert sequence_numbers(r, 1) == ["1"]
+    finally:
+        r.close()
+    assert len(kinesis.starts) == 4 and slept == sorted(slept) and len(slept) == 3 and slept[0] > 0
