@@ -201,3 +201,25 @@ def test_a_kinesis_client_shared_with_kinsumer_answers_its_own_subscribe_calls_a
         kinesis.subscribe_to_shard(
             ConsumerARN=consumer["ConsumerARN"], ShardId="shardId-000000000000", StartingPosition={"Type": "LATEST"}
         )
+
+
+def test_a_join_and_a_clean_leave_hand_shards_over_with_fan_out_without_a_duplicate(
+    kinesis_mock: LocalServer, moto_server: LocalServer, app: str
+) -> None:
+    kinesis = kinesis_mock.client("kinesis")
+    stream, audit = new_stream(kinesis, 4), Audit()
+    producer = Producer(kinesis, stream, total=None, batch=20, pause=0.1, keys=KEYS)
+    first, second = workers(kinesis_mock, moto_server, stream, app, audit, "ab")
+    first.start()
+    producer.start()
+    wait_until(lambda: audit.count() >= 100, 60, "a reading every shard")
+    second.start()  # a join: shards move from a to b
+    wait_until(lambda: any(d.client == "b" for d in audit.deliveries), 60, "b reading")
+    first.stop()  # a clean leave: every shard moves to b
+    after_leave = audit.count()
+    wait_until(lambda: audit.count() >= after_leave + 100, 60, "b reading on alone")
+    produced = producer.stop()
+    wait_until(lambda: audit.count() >= len(produced), 60, "every record delivered")
+    second.stop()
+    check(audit, produced)  # no duplicate: both handovers were clean
+    assert {d.shard_id for d in audit.deliveries if d.client == "b"} == {f"shardId-00000000000{i}" for i in range(4)}
