@@ -15,9 +15,11 @@ shard) and ResourceInUse (the previous subscription to the shard, ours or a form
 is still open), with backoff. A closed shard ends with an event that names its children.
 
 Some servers (kinesis-mock) never send that last event on a closed shard: a subscription at
-the tip of a shard checks, at most every :data:`CLOSED_CHECK` seconds, with one GetRecords of
-one record after the last record (a :class:`~.polling.PollingReader` kept between checks),
-whether the shard ended; the answer names its children as AWS does.
+the tip of a shard checks, with one GetRecords of one record after the last record (a
+:class:`~.polling.PollingReader` kept between checks), whether the shard ended; the answer
+names its children as AWS does. The first check comes :data:`CLOSED_CHECK` seconds after the
+subscription started or records last came, and each check that finds the shard open doubles
+the wait, up to :data:`CLOSED_CHECK_MAX`: an idle open shard costs a GetRecords a minute.
 """
 
 from __future__ import annotations
@@ -48,12 +50,14 @@ from .reader import ApiRecord, Page, user_records
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
-__all__ = ["CLOSED_CHECK", "SubscriptionReader", "fanout_readers"]
+__all__ = ["CLOSED_CHECK", "CLOSED_CHECK_MAX", "SubscriptionReader", "fanout_readers"]
 
 log = logging.getLogger("kinsumer.reading")
 
-#: Seconds between two checks of whether a shard at its tip has ended (see the module's description).
+#: Seconds before the first check of whether a shard at its tip has ended (see the module's description).
 CLOSED_CHECK = 5.0
+#: The longest wait between two such checks (seconds).
+CLOSED_CHECK_MAX = 60.0
 _BACKOFF_FIRST = 0.25  # seconds before the first new subscription after a failed one
 _BACKOFF_MAX = 2.0
 _JOIN = 5.0  # seconds close() waits for the pump
@@ -90,7 +94,8 @@ class SubscriptionReader:
         self._pump: threading.Thread | None = None
         self._events_seen = 0  # events of the current subscription
         self._ended = False
-        self._checked_at = time.monotonic()  # of the last closed-shard check (the first: CLOSED_CHECK from now)
+        self._check_at = time.monotonic() + CLOSED_CHECK  # the next closed-shard check (monotonic time)
+        self._check_wait = CLOSED_CHECK  # between this check and the next, while the shard stays idle
         self._check: tuple[StartPosition, PollingReader] | None = None  # its reader, and the position it started at
 
     @property
@@ -203,6 +208,7 @@ class SubscriptionReader:
             self._stats.records_fetched(self._shard_id, len(raw), behind)
             retrieved_at = dt.datetime.now(dt.UTC)
             if raw:
+                self._check_at, self._check_wait = time.monotonic() + CLOSED_CHECK, CLOSED_CHECK
                 self._position = StartPosition.after(raw[-1]["SequenceNumber"])
                 raw = user_records(raw, self._shard_id, self._stats, self._skip_from)
                 self._skip_from = None
@@ -231,9 +237,10 @@ class SubscriptionReader:
     def _ended_at_tip(self) -> bool:
         """Whether the shard ended (see the module's description); hands the end on if so."""
         now = time.monotonic()
-        if now - self._checked_at < CLOSED_CHECK:
+        if now < self._check_at:
             return False
-        self._checked_at = now
+        self._check_wait = min(CLOSED_CHECK_MAX, self._check_wait * 2)
+        self._check_at = now + self._check_wait
         if self._check is None or self._check[0] != self._position:
             reader = PollingReader(self._kinesis, self._stream_name, self._shard_id, self._position, stop=self._stop)
             self._check = (self._position, reader)

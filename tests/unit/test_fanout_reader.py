@@ -214,3 +214,50 @@ def test_subscriptions_that_end_before_any_event_are_renewed_with_backoff_not_in
     finally:
         r.close()
     assert len(kinesis.starts) == 4 and slept == sorted(slept) and len(slept) == 3 and slept[0] > 0
+
+
+class OpenShard(Scripted):
+    """A shard that stays open: every GetRecords check finds nothing and a next iterator."""
+
+    def __init__(self, *answers: Subscription | BaseException) -> None:
+        super().__init__(*answers)
+        self.checks = 0
+
+    def get_records(self, ShardIterator: str, Limit: int) -> dict[str, Any]:
+        self.checks += 1
+        return {"Records": [], "MillisBehindLatest": 0, "NextShardIterator": "it"}
+
+
+class Clock:
+    """Seconds that pass only when an event is handed on."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_the_closed_shard_check_waits_longer_each_time_an_idle_shard_is_found_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock()
+
+    class Ticking(Subscription):
+        def __iter__(self) -> Iterator[dict[str, Any]]:
+            for item in super().__iter__():
+                clock.now += 1.0  # one event a second, as kinesis-mock pushes them
+                yield item
+
+    monkeypatch.setattr(fanout, "CLOSED_CHECK", 5.0)
+    monkeypatch.setattr(fanout, "time", clock)
+    idle = [event() for _ in range(200)]
+    kinesis = OpenShard(Ticking([event(1), *idle], hold=True))
+    r = reader(kinesis, StartPosition.trim_horizon())
+    try:
+        pages = [r.next_page() for _ in range(201)]
+    finally:
+        r.close()
+    assert not any(p.end_of_shard for p in pages)
+    # after the record: checks 5, 10, 20, 40, 60, 60 s apart within 200 idle seconds
+    assert kinesis.checks == 6
