@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from threading import get_ident
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import boto3
 import botocore.config
@@ -65,6 +65,8 @@ def _leave_at_exit() -> None:
     for consumer in list(_running):
         consumer._shutdown(clean=False)
 
+
+T = TypeVar("T")
 
 _CALLS_FOR = {  # manual_checkpointing -> the calls that work
     False: "next() or next_record()",
@@ -217,14 +219,12 @@ class Kinsumer:
         name = self.config.efo_consumer_name
         if name is None:
             raise ConfigError("Config.efo_consumer_name", "names no consumer to deregister", None)
-        result: list[bool] = []
 
-        def deregister() -> None:
+        def deregister() -> bool:
             stream = stream_arn(ensure_stream_active(self._kinesis, self.stream_name))
-            result.append(deregister_stream_consumer(self._kinesis, stream, name))
+            return deregister_stream_consumer(self._kinesis, stream, name)
 
-        _admin("deregister_stream_consumer", deregister)
-        return result[0]
+        return _admin("deregister_stream_consumer", deregister)
 
     def stop(self) -> None:
         """Stop reading, hand every shard off and leave. Idempotent; bounded in time.
@@ -349,10 +349,10 @@ def _owned(shard_id: str, captured: bool, checkpoint: Position | None, lag: int 
     return OwnedShard(shard_id, captured, sequence_number, lag, sub_sequence, reading)
 
 
-def _admin(operation: str, action: Callable[[], None]) -> None:
-    """Run an admin action, raising every failure as a KinsumerError."""
+def _admin(operation: str, action: Callable[[], T]) -> T:
+    """Run an admin action and return its result, raising every failure as a KinsumerError."""
     try:
-        action()
+        return action()
     except KinsumerError:
         raise
     except Exception as exc:
