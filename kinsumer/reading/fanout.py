@@ -8,11 +8,13 @@ pages, and a stop never waits on the network: :meth:`SubscriptionReader.next_pag
 :data:`~kinsumer.waiting.WAKE` seconds, and :meth:`~SubscriptionReader.close` closes the
 connection under the pump.
 
-The pump renews a subscription that ended after the last record it handed on (at its start
-while it handed none on), and subscribes again after
-connection errors, throttling (LimitExceeded: one subscription a second per consumer and
-shard) and ResourceInUse (the previous subscription to the shard, ours or a former owner's,
-is still open), with backoff. A closed shard ends with an event that names its children.
+An event that holds only user records a start inside a KPL aggregate covers is not handed on
+(an empty page would look like the tip of the shard). The pump renews a subscription that
+ended after the last record it handed on (at its start while it handed none on), and
+subscribes again after connection errors, throttling (LimitExceeded: one subscription a
+second per consumer and shard) and ResourceInUse (the previous subscription to the shard,
+ours or a former owner's, is still open), with backoff. A closed shard ends with an event
+that names its children.
 
 Some servers (kinesis-mock) never send that last event on a closed shard: a subscription at
 the tip of a shard checks, with one GetRecords of one record after the last record (a
@@ -207,12 +209,16 @@ class SubscriptionReader:
             behind = body.get("MillisBehindLatest")
             self._stats.records_fetched(self._shard_id, len(raw), behind)
             retrieved_at = dt.datetime.now(dt.UTC)
+            covered_only = False
             if raw:
                 self._check_at, self._check_wait = time.monotonic() + CLOSED_CHECK, CLOSED_CHECK
                 self._position = StartPosition.after(raw[-1]["SequenceNumber"])
                 raw = user_records(raw, self._shard_id, self._stats, self._skip_from)
+                covered_only = not raw
                 self._skip_from = None
             continuation = body.get("ContinuationSequenceNumber")
+            if covered_only and continuation is not None:
+                continue  # only what a start inside an aggregate covers: no page, as with polling
             if continuation is None:
                 children = tuple(str(child["ShardId"]) for child in body.get("ChildShards") or ())
                 self._hand_on(Page(self._shard_id, raw, retrieved_at, behind, end_of_shard=True, child_shards=children))

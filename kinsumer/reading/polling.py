@@ -102,7 +102,9 @@ class PollingReader:
                 log.info("iterator of %s expired; resuming at %s", self._shard_id, self._position)
                 self._iterator = None
                 continue
-            return self._page(response)
+            page = self._page(response)
+            if page is not None:
+                return page
         self._ended = True
         return Page(self._shard_id, (), dt.datetime.now(dt.UTC), None, end_of_shard=True)
 
@@ -151,18 +153,28 @@ class PollingReader:
 
     # ----------------------------------------------------------------- pages
 
-    def _page(self, response: dict[str, Any]) -> Page:
+    def _page(self, response: dict[str, Any]) -> Page | None:
+        """The page of a GetRecords answer; None if it held only what the start already covers.
+
+        A start inside a KPL aggregate reads that aggregate again and drops the user records
+        the start covers. When that leaves nothing (the start was after the aggregate's last user
+        record), the empty page says nothing of the shard: a caller would take it for the tip
+        (the probe of an idle shard, the end of a batch's read) while records follow. The reader
+        reads on instead.
+        """
         raw: list[ApiRecord] = response.get("Records", [])
         behind = response.get("MillisBehindLatest")
         self._stats.records_fetched(self._shard_id, len(raw), behind)
         retrieved_at = dt.datetime.now(dt.UTC)
+        covered_only = False
         if raw:
             self._position = StartPosition.after(raw[-1]["SequenceNumber"])
             raw = user_records(raw, self._shard_id, self._stats, self._skip_from)
+            covered_only = not raw
             self._skip_from = None
         self._iterator = response.get("NextShardIterator")
         if self._iterator is not None:
-            return Page(self._shard_id, raw, retrieved_at, behind)
+            return None if covered_only else Page(self._shard_id, raw, retrieved_at, behind)
         self._ended = True
         children = tuple(str(child["ShardId"]) for child in response.get("ChildShards") or ())
         return Page(self._shard_id, raw, retrieved_at, behind, end_of_shard=True, child_shards=children)

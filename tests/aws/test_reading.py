@@ -216,6 +216,22 @@ def test_a_checkpoint_inside_an_aggregate_resumes_at_its_next_user_record(kinesi
     assert read_all(reader(kinesis, StartPosition.after(seq))) == [b"after"]
 
 
+def test_a_start_after_the_last_user_record_of_an_aggregate_never_returns_a_page_emptied_by_the_skip(
+    kinesis: Any, stream: str
+) -> None:
+    """The aggregate is read again and all of it is covered: the reader reads on, so an empty page means the tip."""
+    seq = put_aggregate(kinesis, [("k", b"%d" % i, None) for i in range(3)])
+    put(kinesis, b"after", b"later")
+    r = reader(kinesis, StartPosition.after(seq, 2))
+    first = r.next_page(1)  # one Kinesis record a call: the covered aggregate, then "after"
+    assert [x.data for x in first.records()] == [b"after"]
+    assert [x.data for x in r.next_page(1).records()] == [b"later"]
+    at_tip = r.next_page(1)
+    assert at_tip.raw == [] and not at_tip.end_of_shard
+    alone = reader(kinesis, StartPosition.after(put_aggregate(kinesis, [("k", b"x", None)]), 0))
+    assert alone.next_page(1).raw == []  # nothing follows: an empty page from a read at the tip
+
+
 def test_the_first_page_of_a_backlog_is_small_so_its_records_come_sooner(kinesis: Any, stream: str) -> None:
     limits: list[int] = []
     kinesis.meta.events.register(

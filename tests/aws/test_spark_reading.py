@@ -164,6 +164,25 @@ def test_a_probe_reads_one_record_at_most_once_per_interval_and_respects_the_cut
     assert [c["Limit"] for c in calls] == [1, 1, 1]
 
 
+def test_a_probe_after_the_last_user_record_of_an_aggregate_finds_the_records_that_follow(kinesis: Any) -> None:
+    """The end of a batch at the tip of a KPL stream lies after an aggregate's last user record.
+
+    The probe's one-record read returns that aggregate again, all of it covered: it must look past it
+    (it once answered 'nothing new', and an AvailableNow restart read nothing more).
+    """
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    # as kinesalite answers (and AWS may, for records that came within the same millisecond)
+    at_tip = lambda parsed, **_: parsed.update(MillisBehindLatest=0)  # noqa: E731
+    kinesis.meta.events.register("after-call.kinesis.GetRecords", at_tip)
+    (entry,) = aggregated_entries([("k", b"a%d" % i, None) for i in range(7)], per_record=7)
+    seq = kinesis.put_record(StreamName="s", **entry)["SequenceNumber"]
+    prober = Prober(kinesis, "s", interval=1.0)
+    assert prober.probe({SHARD: after(seq, 6)}, [SHARD]) == {SHARD: False}  # at the tip
+    put(kinesis, 1)
+    prober = Prober(kinesis, "s", interval=1.0)
+    assert prober.probe({SHARD: after(seq, 6)}, [SHARD], until=int(time.time() * 1000) + 60_000) == {SHARD: True}
+
+
 def test_a_batch_read_reads_every_shard_up_to_when_it_was_planned(kinesis: Any) -> None:
     kinesis.create_stream(StreamName="s", ShardCount=2)
     for i in range(40):

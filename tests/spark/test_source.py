@@ -103,12 +103,13 @@ def read_rows(query: Any) -> int:
 
 
 def assert_shard_order(rows: list[dict[str, Any]]) -> None:
-    by_shard: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    """Per shard, in (batch, position) order, positions increase: (sequence number, sub-sequence in an aggregate)."""
+    by_shard: dict[str, list[tuple[int, tuple[int, int]]]] = defaultdict(list)
     for row in rows:
-        by_shard[row["shard"]].append((row["batch"], row["seq"]))
-    for shard, positions in by_shard.items():
-        seqs = [seq for _, seq in sorted(positions)]
-        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), shard
+        by_shard[row["shard"]].append((row["batch"], (row["seq"], -1 if row["sub"] is None else row["sub"])))
+    for shard, batches_and_positions in by_shard.items():
+        positions = [position for _, position in sorted(batches_and_positions)]
+        assert positions == sorted(positions) and len(set(positions)) == len(positions), shard
 
 
 def assert_reshard_order(rows: list[dict[str, Any]], shards: list[dict[str, Any]]) -> set[str]:
@@ -244,9 +245,7 @@ def test_kpl_user_records_arrive_once_across_batches_that_end_inside_aggregates_
     assert max(per_batch_and_shard.values()) == 5  # maxRecordsPerShard counts user records
     assert {(r["pk"], r["hash_key"]) for r in rows} == {(k, h) for k, _, h in users}
     assert {r["sub"] for r in rows} == set(range(7))
-    for shard in {r["shard"] for r in rows}:
-        positions = [(r["batch"], r["seq"], r["sub"]) for r in rows if r["shard"] == shard]
-        assert [(seq, sub) for _, seq, sub in sorted(positions)] == sorted((seq, sub) for _, seq, sub in positions)
+    assert_shard_order(rows)
 
 
 def test_split_and_merge_between_batches_keep_per_key_order(

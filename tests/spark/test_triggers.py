@@ -1,18 +1,21 @@
-"""Triggers, read limits, idle streams, options and batch reads: local[2] SparkSession, moto's server."""
+"""Triggers, read limits, idle streams, options and batch reads: local[2] SparkSession, moto's server, kinesalite."""
 
 from __future__ import annotations
 
 import json
 import pathlib
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from demo.aggregation import aggregated_entries
 from demo.servers import LocalServer
 from tests.conftest import unique
 from tests.helpers import produce_per_shard, put_all, wait_until
-from tests.spark.test_source import BatchLog, assert_shard_order, start_query, wait_for
+from tests.reshard import new_stream, split_first
+from tests.spark.test_source import BatchLog, assert_reshard_order, assert_shard_order, start_query, wait_for
 
 pytestmark = pytest.mark.server
 
@@ -179,3 +182,67 @@ def test_a_batch_read_returns_what_the_stream_holds(
     rows = frame.select("data", "shard_id", "sequence_number").collect()
     assert sorted(json.loads(r.data)["id"] for r in rows) == produced
     assert len({r.shard_id for r in rows}) == 3
+
+
+class AggregatesWriter:
+    """Writes user records as KPL aggregates of 7, each aggregate under one of 40 keys, counted per key."""
+
+    def __init__(self, kinesis: Any, stream: str) -> None:
+        self.kinesis, self.stream = kinesis, stream
+        self.produced: list[int] = []
+        self.counters: dict[str, int] = defaultdict(int)
+
+    def write(self, count: int) -> None:
+        users = []
+        for rid in range(len(self.produced), len(self.produced) + count):
+            key = f"key-{(rid // 7) % 40}"
+            users.append((key, json.dumps({"id": rid, "key": key, "counter": self.counters[key]}).encode(), None))
+            self.counters[key] += 1
+        put_all(self.kinesis, self.stream, list(aggregated_entries(users, per_record=7)))
+        self.produced.extend(range(len(self.produced), len(self.produced) + count))
+
+
+@pytest.mark.parametrize("trigger", ["availableNow", "processingTime"])
+def test_kpl_aggregates_then_a_split_are_read_in_full_after_a_restart(
+    trigger: str, spark: Any, kinesalite: LocalServer, moto_server: LocalServer, tmp_path: pathlib.Path
+) -> None:
+    """Batches end inside aggregates, the first run ends at the tip (after an aggregate's last user record).
+
+    Records written since (to the parent before a split, then to its children) all arrive after a restart.
+    With processingTime, a shard found idle is not probed again for 10 minutes: one wrong answer of the
+    probe would keep its records out of the test's reach.
+    """
+    kinesis = kinesalite.client("kinesis")
+    stream, app = new_stream(kinesis, 4), unique("app")
+    writer = AggregatesWriter(kinesis, stream)
+    writer.write(2800)  # 400 aggregates, about 700 user records a shard
+    sink, checkpoint = BatchLog(), tmp_path / "ckpt"
+    options = {"idleBatchInterval": "600"}
+    chosen = AVAILABLE_NOW if trigger == "availableNow" else {"processingTime": "200 milliseconds"}
+
+    def run(expected: int) -> None:
+        query = start_query(spark, kinesalite, moto_server, stream, app, checkpoint, sink, 300, options, chosen)
+        if trigger == "availableNow":
+            run_to_end(query)
+            return
+        try:
+            wait_for(query, lambda: len(sink.ids()) >= expected, f"{expected} records")
+        finally:
+            query.stop()
+
+    run(2800)
+    assert sorted(sink.ids()) == writer.produced
+    writer.write(700)
+    parent = split_first(kinesis, stream)
+    writer.write(700)
+    run(4200)
+    rows = sink.final_rows()
+    assert sorted(sink.ids()) == writer.produced  # each once
+    assert_shard_order(rows)
+    listing = kinesis.list_shards(StreamName=stream)["Shards"]
+    children = {s["ShardId"] for s in listing if s.get("ParentShardId") == parent}
+    assert {parent, *children} <= assert_reshard_order(rows, listing)  # per-key order; children after the parent
+    batches_of_aggregate = defaultdict(set)
+    for row in rows:
+        batches_of_aggregate[row["seq"]].add(row["batch"])
+    assert any(len(batches) > 1 for batches in batches_of_aggregate.values()), "no batch ended inside an aggregate"

@@ -141,6 +141,19 @@ def test_a_start_inside_an_aggregate_leaves_out_the_user_records_it_covers() -> 
     assert kinesis.starts == [{"Type": "AT_SEQUENCE_NUMBER", "SequenceNumber": "7"}]
 
 
+def test_an_event_holding_only_what_a_start_inside_an_aggregate_covers_is_no_page() -> None:
+    """Such an event says nothing of the tip: the first page is the next event's."""
+    covered = event()
+    covered["SubscribeToShardEvent"]["Records"] = [dict(record(7), SubSequenceNumber=i) for i in range(2)]
+    kinesis = Scripted(Subscription([covered, event(8)], hold=True))
+    r = reader(kinesis, StartPosition.after("7", 1))
+    try:
+        page = r.next_page()
+    finally:
+        r.close()
+    assert [x["SequenceNumber"] for x in page.raw] == ["8"]
+
+
 def test_a_closed_shard_ends_with_its_children_and_every_later_page_is_the_end() -> None:
     kinesis = Scripted(Subscription([event(1), event(2, continuation=None, children=("a", "b"))]))
     r = reader(kinesis, StartPosition.trim_horizon())
