@@ -79,7 +79,11 @@ class SubscriptionReader:
         *,
         stats: StatReceiver | None = None,
         stop: threading.Event | None = None,
+        closed_check: float | None = None,
     ) -> None:
+        """``closed_check``: seconds from the start, or from the last records, to a check of whether the shard
+        ended (see the module's description; default :data:`CLOSED_CHECK`); 0 for a shard known to be closed."""
+        closed_check = CLOSED_CHECK if closed_check is None else closed_check
         self._kinesis = kinesis
         self._stream_name = stream_name
         self._consumer_arn = consumer_arn
@@ -96,8 +100,9 @@ class SubscriptionReader:
         self._pump: threading.Thread | None = None
         self._events_seen = 0  # events of the current subscription
         self._ended = False
-        self._check_at = time.monotonic() + CLOSED_CHECK  # the next closed-shard check (monotonic time)
-        self._check_wait = CLOSED_CHECK  # between this check and the next, while the shard stays idle
+        self._closed_check = closed_check
+        self._check_at = time.monotonic() + closed_check  # the next closed-shard check (monotonic time)
+        self._check_wait = max(closed_check, CLOSED_CHECK / 2)  # doubled at each check, while the shard stays idle
         self._check: tuple[StartPosition, PollingReader] | None = None  # its reader, and the position it started at
 
     @property
@@ -211,7 +216,8 @@ class SubscriptionReader:
             retrieved_at = dt.datetime.now(dt.UTC)
             covered_only = False
             if raw:
-                self._check_at, self._check_wait = time.monotonic() + CLOSED_CHECK, CLOSED_CHECK
+                self._check_at = time.monotonic() + self._closed_check
+                self._check_wait = max(self._closed_check, CLOSED_CHECK / 2)
                 self._position = StartPosition.after(raw[-1]["SequenceNumber"])
                 raw = user_records(raw, self._shard_id, self._stats, self._skip_from)
                 covered_only = not raw

@@ -7,7 +7,7 @@ from typing import Any
 
 import boto3
 
-from ..aws import records_parser
+from ..aws import event_stream, records_parser
 from .options import SourceOptions
 
 __all__ = ["clients", "s3_client"]
@@ -27,6 +27,7 @@ def _clients(region: str | None, kinesis_endpoint: str | None, dynamodb_endpoint
     session = boto3.Session(region_name=region)
     kinesis = session.client("kinesis", endpoint_url=kinesis_endpoint)
     records_parser.install(kinesis)
+    event_stream.install(kinesis)  # enhanced fan-out (consumerName): kinsumer's own subscriptions only
     dynamodb = session.client("dynamodb", endpoint_url=dynamodb_endpoint)
     return kinesis, dynamodb
 

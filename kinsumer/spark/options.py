@@ -36,6 +36,8 @@ OPTIONS: dict[str, str] = {
     "readTimeBudget": "seconds one shard's read in a micro-batch may take (default 10)",
     "shardsPerTask": "shards one Spark task reads, concurrently (default 4; 1: a task per shard)",
     "idleBatchInterval": "seconds between checks of a shard that was at the tip of the stream (default 1)",
+    "consumerName": "reads with enhanced fan-out (SubscribeToShard) through this stream consumer, registered if absent",
+    "consumerType": "GetRecords (default: polling) or SubscribeToShard (enhanced fan-out: needs consumerName)",
 }
 
 #: spark-sql-kinesis-connector's names for the same options.
@@ -47,6 +49,8 @@ _ALIASES = {
     "kinesis.maxFetchRecordsPerShard": "maxRecordsPerShard",
     "kinesis.maxFetchTimePerShardSec": "readTimeBudget",
     "kinesis.metadataPath": "metadataPath",
+    "kinesis.consumerName": "consumerName",
+    "kinesis.consumerType": "consumerType",
 }
 
 #: spark-sql-kinesis-connector options we know of and do not take, with what to do instead.
@@ -55,8 +59,6 @@ _NOT_TAKEN = {
     "kinesis.awsSecretKey": "credentials come from the standard AWS chain (environment, profile, instance role)",
     "kinesis.sessionToken": "credentials come from the standard AWS chain (environment, profile, instance role)",
     "kinesis.stsRoleArn": "assume the role through the standard AWS chain (AWS_ROLE_ARN, a profile's role_arn)",
-    "kinesis.consumerType": "the source reads with GetRecords",
-    "kinesis.consumerName": "the source reads with GetRecords",
     "kinesis.metadataCommitterType": "the batch ledger is the DynamoDB table <applicationName>_metadata",
     "kinesis.dynamodb.tableName": "set applicationName: the ledger table is <applicationName>_metadata",
 }
@@ -68,9 +70,11 @@ BATCH_ONLY_IGNORED = (
     "dynamodbEndpointUrl",
     "applicationName",
     "metadataPath",
+    "consumerName",
 )
 
 _POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
+_CONSUMER_TYPES = {"getrecords": "GetRecords", "subscribetoshard": "SubscribeToShard"}
 
 
 def _canonical(options: Mapping[str, str]) -> dict[str, str]:
@@ -137,6 +141,21 @@ def _starting_position(raw: str | None, at: str | None) -> tuple[str, dt.datetim
     return kind, when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
+def _consumer_name(name: str | None, kind: str | None) -> str | None:
+    """The enhanced fan-out consumer to read through; None: polling (GetRecords)."""
+    chosen = _CONSUMER_TYPES.get((kind or "").strip().lower()) if kind is not None else None
+    if kind is not None and chosen is None:
+        raise ConfigError("option consumerType", "must be GetRecords or SubscribeToShard", kind)
+    if name is not None and not name.strip():
+        raise ConfigError("option consumerName", "must name a stream consumer", name)
+    if chosen == "SubscribeToShard" and name is None:
+        rule = "is required with consumerType SubscribeToShard: the stream consumer to read through"
+        raise ConfigError("option consumerName", rule, name)
+    if chosen == "GetRecords" and name is not None:
+        raise ConfigError("option consumerName", "is for consumerType SubscribeToShard, not GetRecords", name)
+    return name
+
+
 @attrs.frozen
 class SourceOptions:
     """The source's options, checked."""
@@ -154,6 +173,7 @@ class SourceOptions:
     idle_batch_interval: float = 1.0
     read_time_budget: float = 10.0
     shards_per_task: int = 4
+    consumer_name: str | None = None  # enhanced fan-out through this consumer; None: GetRecords
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
@@ -163,6 +183,9 @@ class SourceOptions:
             for name in BATCH_ONLY_IGNORED:
                 if get(name) is not None:
                     raise ConfigError(f"option {name}", "is for streaming reads: a batch read ignores it", get(name))
+            if (get("consumerType") or "").strip().lower() == "subscribetoshard":
+                rule = "SubscribeToShard is for streaming reads: a batch read reads with GetRecords"
+                raise ConfigError("option consumerType", rule, get("consumerType"))
         stream = get("streamName")
         if not stream:
             raise ConfigError("option streamName", "is required", stream)
@@ -191,6 +214,7 @@ class SourceOptions:
             idle_batch_interval=_number("idleBatchInterval", get("idleBatchInterval"), 1.0),
             read_time_budget=_number("readTimeBudget", get("readTimeBudget"), 10.0),
             shards_per_task=int(_number("shardsPerTask", get("shardsPerTask"), 4, whole=True, minimum=1)),
+            consumer_name=_consumer_name(get("consumerName"), get("consumerType")),
         )
 
     @property

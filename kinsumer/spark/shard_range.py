@@ -14,6 +14,7 @@ read mostly waits for Kinesis (on AWS a shard gives 2 MB/s), as in the consumer'
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -21,9 +22,11 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ..aws.retry import Stopped
 from ..errors import ReplayError
+from ..reading.fanout import SubscriptionReader
 from ..reading.polling import PollingReader
-from ..reading.reader import MAX_RECORDS_PER_CALL, ApiRecord
+from ..reading.reader import MAX_RECORDS_PER_CALL, ApiRecord, ShardReader
 from ..stats import StatReceiver
 from .batch_ends import BatchLedger
 from .cut import before_cut
@@ -50,6 +53,7 @@ class ShardRange:
     closed: bool = False  # the shard is closed: read to its end, not just to an empty page
     until: int | None = None  # epoch ms: records that arrived at or after it are not this query run's
     recorded: str | None = None  # the end an earlier run of this batch recorded: a replay
+    consumer: str | None = None  # the ARN of the enhanced fan-out consumer to read through; None: GetRecords
 
 
 def read_shard_range(
@@ -59,7 +63,8 @@ def read_shard_range(
     stats = stats or StatReceiver()
     end = part.recorded
     if end is None:
-        records, live_end = _RangeReader(kinesis, part, stats).live()
+        with _RangeReader(kinesis, part, stats) as live:
+            records, live_end = live.live()
         if ends.record(part.batch, part.shard, live_end, len(records)):
             return records
         recorded = ends.ends(part.batch).get(part.shard)  # another attempt recorded first: use its range
@@ -71,7 +76,8 @@ def read_shard_range(
         end = recorded.position
     if end == part.start:
         return []
-    return _RangeReader(kinesis, part, stats).replay(end)
+    with _RangeReader(kinesis, part, stats) as replay:
+        return replay.replay(end)
 
 
 def read_shard_ranges(
@@ -94,12 +100,28 @@ def read_shard_ranges(
 
 
 class _RangeReader:
-    """One shard from a batch's start position, through the shared shard reader."""
+    """One shard from a batch's start position, through the reading seam (GetRecords or a subscription)."""
 
     def __init__(self, kinesis: KinesisClient, part: ShardRange, stats: StatReceiver) -> None:
         self._part = part
-        self._reader = PollingReader(kinesis, part.stream, part.shard, to_start_position(part.start), stats=stats)
+        self._stop = threading.Event()  # set when a live read's time budget is up: a wait for a page ends
+        start = to_start_position(part.start)
+        self._reader: ShardReader
+        if part.consumer is None:
+            self._reader = PollingReader(kinesis, part.stream, part.shard, start, stats=stats, stop=self._stop)
+        else:  # a closed shard's end is checked at once where the subscription does not say it (kinesis-mock)
+            check = 0.0 if part.closed else None
+            self._reader = SubscriptionReader(
+                kinesis, part.stream, part.consumer, part.shard, start, stats=stats, stop=self._stop,
+                closed_check=check,
+            )  # fmt: skip
         self.records: list[ApiRecord] = []
+
+    def __enter__(self) -> _RangeReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._reader.close()  # a subscription's connection and pump
 
     def live(self) -> tuple[list[ApiRecord], ShardEnd]:
         """Up to the limit, the end of the shard, the cut, the tip of an open shard or the time budget.
@@ -107,6 +129,17 @@ class _RangeReader:
         The limit counts user records: a batch may end inside a KPL aggregate, and the next
         one starts with the aggregate's following user record.
         """
+        timer = threading.Timer(self._part.time_budget, self._stop.set)
+        timer.daemon = True
+        timer.start()
+        try:
+            return self._live()
+        except Stopped:  # the time budget ran out while waiting for a page (a subscription with nothing to say)
+            return self.records, self._end(Stop.MORE)
+        finally:
+            timer.cancel()
+
+    def _live(self) -> tuple[list[ApiRecord], ShardEnd]:
         part, records = self._part, self.records
         deadline = time.monotonic() + part.time_budget
         while True:

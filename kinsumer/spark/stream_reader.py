@@ -2,7 +2,9 @@
 
 Driver: ``initialOffset`` / ``latestOffset`` / ``partitions`` list shards, read the batch
 ledger and probe idle shards (:mod:`.probe`); they never read the records a batch holds.
-Executors: ``read`` reads its shards' shares of a batch (:mod:`.shard_range`), concurrently.
+Executors: ``read`` reads its shards' shares of a batch (:mod:`.shard_range`), concurrently,
+with GetRecords or, given ``consumerName``, with enhanced fan-out (the driver registers the
+consumer; idle shards are still probed with GetRecords).
 One input partition per ``shardsPerTask`` shards that a batch reads.
 """
 
@@ -19,6 +21,7 @@ import attrs
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from ..aws.kinesis import created_at, ensure_stream_active, list_shards
+from ..aws.stream_consumers import ensure_stream_consumer, stream_arn
 from ..aws.tables import create_table
 from ..reading.frontier import ShardInfo
 from .batch_ends import BatchEnds, BatchLedger
@@ -78,6 +81,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._prober: Prober | None = None
         self._checked = False  # the stream exists and the ledger table too
         self._identity: str | None = None  # the stream's, learnt once per query run (a restart learns it again)
+        self._consumer: str | None = None  # the ARN of the fan-out consumer (consumerName), once registered
 
     # ----------------------------------------------------------------- driver
 
@@ -86,6 +90,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._stream()  # the stream exists: before making a table for it
             if self._options.metadata_path is None:
                 create_table(clients(self._options)[1], self._options.table, "Key")
+            self._consumer_arn()  # registered before the first batch, so a problem shows at the start
             self._checked = True
         return BatchOffset(run=self._run, batch=-1, initial=self._initial, stream=self._stream()).to_json()
 
@@ -141,6 +146,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 closed=shard in closed,
                 until=batch.until,
                 recorded=recorded[shard].position if shard in recorded else None,
+                consumer=self._consumer_arn(),
             )
             for shard in batch.read
         ]
@@ -155,6 +161,13 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._identity is None:
             self._identity = ensure_stream_active(clients(self._options)[0], self._options.stream)
         return self._identity
+
+    def _consumer_arn(self) -> str | None:
+        """The ARN of the enhanced fan-out consumer ``consumerName`` (registered if absent); None: polling."""
+        name = self._options.consumer_name
+        if name is not None and self._consumer is None:
+            self._consumer = ensure_stream_consumer(clients(self._options)[0], stream_arn(self._stream()), name)
+        return self._consumer
 
     def _on_this_stream(self, offset: BatchOffset) -> BatchOffset:
         """``offset`` if its positions belong to the current stream; else a restart of every shard.
@@ -172,6 +185,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._options.stream, created_at(offset.stream), created_at(stream), offset.initial,
         )  # fmt: skip
         self._prober = None  # its iterators are the earlier stream's
+        self._consumer = None  # a consumer belongs to one stream
         self._listing = (-_LISTING_TTL, [])
         return offset.restarted(stream)
 

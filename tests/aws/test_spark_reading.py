@@ -19,6 +19,7 @@ from kinsumer import ConfigError, KinsumerError, ReplayError
 from kinsumer.aws.tables import create_table
 from kinsumer.spark.batch_ends import BatchEnds
 from kinsumer.spark.batch_reader import KinsumerBatchReader
+from kinsumer.spark.clients import clients
 from kinsumer.spark.cut import arrival_ms
 from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, BatchOffset, ShardEnd, Stop, after
 from kinsumer.spark.options import SourceOptions
@@ -327,3 +328,24 @@ def test_a_task_reads_its_shards_concurrently_and_raises_a_failed_read_after_the
     with pytest.raises(KinsumerError, match=f"recording {shards[0]} failed"):
         list(read_shard_ranges(kinesis, failing, [attrs.evolve(p, batch=1) for p in parts]))
     assert set(ends.ends(1)) == set(shards[1:])  # the others recorded their ends: a retried task replays them
+
+
+def test_with_a_consumer_name_the_driver_registers_the_consumer_once_and_every_shard_range_reads_through_it(
+    kinesis: Any, tmp_path: pathlib.Path
+) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=2)
+    options = {"streamName": "s", "region": "us-east-1", "metadataPath": str(tmp_path / "ledger"), "consumerName": "c"}
+    reader = KinsumerStreamReader(SourceOptions.from_options(options))
+    calls: list[str] = []
+    driver_kinesis = clients(SourceOptions.from_options(options))[0]
+    driver_kinesis.meta.events.register("before-call.kinesis", lambda model, **_: calls.append(model.name))
+    start = reader.initialOffset()
+    end = reader.latestOffset(start)
+    parts = reader.partitions(start, end)
+    arn = kinesis.describe_stream_summary(StreamName="s")["StreamDescriptionSummary"]["StreamARN"]
+    (consumer,) = kinesis.list_stream_consumers(StreamARN=arn)["Consumers"]
+    assert consumer["ConsumerName"] == "c"
+    assert {r.consumer for p in parts for r in p.ranges} == {consumer["ConsumerARN"]}
+    assert len(parts) == 1 and len(parts[0].ranges) == 2
+    reader.partitions(start, end)  # a replay: the consumer is known
+    assert calls.count("RegisterStreamConsumer") == 1 and calls.count("DescribeStreamConsumer") <= 2

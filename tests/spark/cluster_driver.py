@@ -1,6 +1,8 @@
 """A Spark driver for the cluster tests, run as its own process: one availableNow query into a parquet sink.
 
-    python -m tests.spark.cluster_driver MASTER_URL STREAM KINESIS DYNAMODB APP CHECKPOINT OUT LIMIT
+    python -m tests.spark.cluster_driver MASTER_URL STREAM KINESIS DYNAMODB APP CHECKPOINT OUT LIMIT [OPTIONS]
+
+OPTIONS: more source options, as a JSON object.
 
 AWS settings reach the executors through ``spark.executorEnv.*`` only (the workers have none).
 Exits 0 once the query has read what the stream held and stopped by itself.
@@ -8,6 +10,7 @@ Exits 0 once the query has read what the stream held and stopped by itself.
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sys
 
@@ -22,7 +25,10 @@ _EXECUTOR_ENV = (
 )
 
 
-def main(master: str, stream: str, kinesis: str, dynamodb: str, app: str, checkpoint: str, out: str, limit: str) -> int:
+def main(
+    master: str, stream: str, kinesis: str, dynamodb: str, app: str, checkpoint: str, out: str, limit: str,
+    options: str = "{}",
+) -> int:  # fmt: skip
     cluster = SparkCluster(master, "", [], pathlib.Path())  # joins a running cluster
     spark = cluster.session(f"kinsumer-cluster-test-{app}", {"spark.sql.shuffle.partitions": "2"}, _EXECUTOR_ENV)
     try:
@@ -33,6 +39,7 @@ def main(master: str, stream: str, kinesis: str, dynamodb: str, app: str, checkp
             .option("dynamodbEndpointUrl", dynamodb)
             .option("applicationName", app)
             .option("maxRecordsPerShard", limit)
+            .options(**json.loads(options))
             .load()
         )
         query = (

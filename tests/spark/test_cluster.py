@@ -39,7 +39,7 @@ def cluster() -> Iterator[SparkCluster]:
 
 def start_driver(
     cluster: SparkCluster, kinesis: LocalServer, dynamodb: LocalServer, stream: str, app: str, out: pathlib.Path,
-    limit: int, call_log: pathlib.Path,
+    limit: int, call_log: pathlib.Path, options: dict[str, str] | None = None,
 ) -> subprocess.Popen[str]:  # fmt: skip
     env = cluster_env(
         {
@@ -52,7 +52,7 @@ def start_driver(
     )
     args = [cluster.master_url, stream, kinesis.endpoint, dynamodb.endpoint, app, str(out / "ckpt"), str(out / "sink")]
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.spark.cluster_driver", *args, str(limit)],
+        [sys.executable, "-m", "tests.spark.cluster_driver", *args, str(limit), json.dumps(options or {})],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 
@@ -110,6 +110,31 @@ def test_available_now_on_a_cluster_through_a_split_and_a_restart_is_exactly_onc
     shards = kinesis.list_shards(StreamName=stream)["Shards"]
     read = assert_reshard_order(rows, shards)
     assert parent in read and {s["ShardId"] for s in shards if s.get("ParentShardId") == parent} <= read
+
+
+def test_fan_out_on_a_cluster_through_a_split_is_exactly_once_and_keeps_key_order(
+    cluster: SparkCluster, kinesis_mock: LocalServer, moto_server: LocalServer, tmp_path: pathlib.Path,
+    call_log: pathlib.Path,
+) -> None:  # fmt: skip
+    """The executors of two workers subscribe to their shards (kinesis-mock): AvailableNow, parents first."""
+    kinesis = kinesis_mock.client("kinesis")
+    stream, app = new_stream(kinesis, 2), unique("app")
+    producer = Producer(kinesis, stream, total=None, keys=12)
+    producer.write_batch(200)
+    parent = split_first(kinesis, stream)
+    producer.write_batch(200)
+    mark = len(call_log.read_text().splitlines()) if call_log.exists() else 0
+    fan_out = {"consumerName": "cluster-efo"}
+    finish(start_driver(cluster, kinesis_mock, moto_server, stream, app, tmp_path, 1000, call_log, fan_out))
+    rows = sink_rows(tmp_path / "sink")
+    assert sorted(r["id"] for r in rows) == producer.produced  # all that was there, once
+    shards = kinesis.list_shards(StreamName=stream)["Shards"]
+    read = assert_reshard_order(rows, shards)
+    assert parent in read and {s["ShardId"] for s in shards if s.get("ParentShardId") == parent} <= read
+    calls = [line.split(" ") for line in call_log.read_text().splitlines()[mark:]]
+    executors = {pid for pid, op, parent_cmd, _ in calls if op == "SubscribeToShard" and "pyspark.daemon" in parent_cmd}
+    assert executors, "the executors did not read through subscriptions"
+    assert not any(op == "GetRecords" and limit != "1" for _, op, _, limit in calls), "records were read by polling"
 
 
 def test_an_executor_killed_mid_batch_on_a_cluster_loses_and_repeats_nothing(

@@ -33,6 +33,10 @@ from kinsumer.spark.options import OPTIONS, SourceOptions
         ({"streamName": "s", "metadataPath": "hdfs://nn/ckpt/ledger"}, "option metadataPath"),
         ({"streamName": "s", "metadataPath": "s3:///no-bucket"}, "option metadataPath"),
         ({"streamName": "s", "metadataPath": "/ckpt", "dynamodbEndpointUrl": "http://x"}, "option dynamodbEndpointUrl"),
+        ({"streamName": "s", "consumerType": "EFO"}, "option consumerType"),
+        ({"streamName": "s", "kinesis.consumerType": "SubscribeToShard"}, "option consumerName"),
+        ({"streamName": "s", "consumerType": "GetRecords", "consumerName": "c"}, "option consumerName"),
+        ({"streamName": "s", "consumerName": " "}, "option consumerName"),
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, str], name: str) -> None:
@@ -97,3 +101,18 @@ def test_a_batch_read_refuses_the_options_only_a_stream_uses() -> None:
         SourceOptions.from_options({"streamName": "s", "maxRecordsPerTrigger": "5"}, batch=True)
     assert info.value.field == "option maxRecordsPerTrigger"
     assert SourceOptions.from_options({"streamName": "s", "startingPosition": "EARLIEST"}, batch=True).stream == "s"
+
+
+def test_enhanced_fan_out_is_chosen_by_a_consumer_name_in_our_names_or_the_aws_connectors() -> None:
+    assert SourceOptions.from_options({"streamName": "s"}).consumer_name is None
+    assert SourceOptions.from_options({"streamname": "s", "consumername": "c"}).consumer_name == "c"
+    aws = {"kinesis.streamName": "s", "kinesis.consumerType": "SubscribeToShard", "kinesis.consumerName": "c"}
+    assert SourceOptions.from_options({k.lower(): v for k, v in aws.items()}).consumer_name == "c"
+    assert SourceOptions.from_options({"streamName": "s", "consumerType": "getrecords"}).consumer_name is None
+
+
+def test_a_batch_read_reads_with_get_records_and_says_so_when_asked_for_fan_out() -> None:
+    assert SourceOptions.from_options({"streamName": "s", "consumerType": "GetRecords"}, batch=True)
+    for extra in ({"consumerName": "c"}, {"consumerType": "SubscribeToShard", "consumerName": "c"}):
+        with pytest.raises(ConfigError, match="streaming reads"):
+            SourceOptions.from_options({"streamName": "s", **extra}, batch=True)
