@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from types import ModuleType
 from typing import Any
 
-__all__ = ["UserRecord", "aggregated_entries", "aggregator"]
+__all__ = ["UserRecord", "aggregated_entries", "aggregator", "deaggregator"]
 
 #: (partition key, data, explicit hash key or None)
 UserRecord = tuple[str, bytes, str | None]
@@ -24,14 +24,23 @@ UserRecord = tuple[str, bytes, str | None]
 @functools.cache
 def aggregator() -> ModuleType:
     """``aws_kinesis_agg.aggregator``, imported without leaving its folder on ``sys.path``."""
+    return _import("aws_kinesis_agg.aggregator")
+
+
+@functools.cache
+def deaggregator() -> ModuleType:
+    """``aws_kinesis_agg.deaggregator``, imported without leaving its folder on ``sys.path``."""
+    return _import("aws_kinesis_agg.deaggregator")
+
+
+def _import(name: str) -> ModuleType:
     saved = list(sys.path)
     try:
-        module = importlib.import_module("aws_kinesis_agg.aggregator")  # a test and demo dependency
+        return importlib.import_module(name)  # a test and demo dependency
     except ImportError as exc:
         raise ImportError("KPL records need aws-kinesis-agg: pip install 'kinsumer[demo]' (or make test)") from exc
     finally:
         sys.path[:] = saved
-    return module
 
 
 def aggregated_entries(user_records: Iterable[UserRecord], per_record: int) -> Iterator[dict[str, Any]]:

@@ -17,6 +17,7 @@ from .errors import (
     StreamNotFound,
     TableNotFound,
     TableTimeout,
+    WriteError,
     WrongTableSchema,
 )
 from .record import Record
@@ -41,6 +42,7 @@ __all__ = [
     "StreamNotFound",
     "TableNotFound",
     "TableTimeout",
+    "WriteError",
     "WrongTableSchema",
 ]
 

@@ -166,3 +166,7 @@ class MissingDependency(KinsumerError, ImportError):
 
 class ReplayError(KinsumerError):
     """The Spark source cannot read a micro-batch again exactly as it was first read."""
+
+
+class WriteError(KinsumerError):
+    """A record that cannot be written to the stream (too large, a bad key), or one Kinesis kept refusing."""

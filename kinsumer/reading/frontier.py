@@ -23,6 +23,8 @@ class ShardInfo:
     parent_shard_id: str | None = None
     adjacent_parent_shard_id: str | None = None
     closed: bool = False
+    #: The shard's hash key range (``StartingHashKey``, ``EndingHashKey``), when the listing gave it.
+    hash_range: tuple[int, int] | None = None
 
     @property
     def parents(self) -> tuple[str, ...]:
@@ -35,11 +37,16 @@ class ShardInfo:
         closed = isinstance(seq_range, dict) and seq_range.get("EndingSequenceNumber") is not None
         parent = shard.get("ParentShardId")
         adjacent = shard.get("AdjacentParentShardId")
+        hash_keys = shard.get("HashKeyRange")
+        hash_range = None
+        if isinstance(hash_keys, dict) and "StartingHashKey" in hash_keys and "EndingHashKey" in hash_keys:
+            hash_range = (int(hash_keys["StartingHashKey"]), int(hash_keys["EndingHashKey"]))
         return cls(
             shard_id=str(shard["ShardId"]),
             parent_shard_id=str(parent) if parent else None,
             adjacent_parent_shard_id=str(adjacent) if adjacent else None,
             closed=closed,
+            hash_range=hash_range,
         )
 
 

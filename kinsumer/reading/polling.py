@@ -102,7 +102,7 @@ class PollingReader:
                 log.info("iterator of %s expired; resuming at %s", self._shard_id, self._position)
                 self._iterator = None
                 continue
-            page = self._page(response)
+            page = self._page(response, limit)
             if page is not None:
                 return page
         self._ended = True
@@ -153,7 +153,7 @@ class PollingReader:
 
     # ----------------------------------------------------------------- pages
 
-    def _page(self, response: dict[str, Any]) -> Page | None:
+    def _page(self, response: dict[str, Any], limit: int) -> Page | None:
         """The page of a GetRecords answer; None if it held only what the start already covers.
 
         A start inside a KPL aggregate reads that aggregate again and drops the user records
@@ -166,6 +166,7 @@ class PollingReader:
         behind = response.get("MillisBehindLatest")
         self._stats.records_fetched(self._shard_id, len(raw), behind)
         retrieved_at = dt.datetime.now(dt.UTC)
+        full = len(raw) >= limit
         covered_only = False
         if raw:
             self._position = StartPosition.after(raw[-1]["SequenceNumber"])
@@ -174,7 +175,7 @@ class PollingReader:
             self._skip_from = None
         self._iterator = response.get("NextShardIterator")
         if self._iterator is not None:
-            return None if covered_only else Page(self._shard_id, raw, retrieved_at, behind)
+            return None if covered_only else Page(self._shard_id, raw, retrieved_at, behind, full=full)
         self._ended = True
         children = tuple(str(child["ShardId"]) for child in response.get("ChildShards") or ())
         return Page(self._shard_id, raw, retrieved_at, behind, end_of_shard=True, child_shards=children)

@@ -66,13 +66,16 @@ class Page:
     end_of_shard: bool = False
     #: With ``end_of_shard``: the shards that continue it, when the service names them.
     child_shards: tuple[str, ...] = ()
+    #: The read stopped at its limit (as many records as it asked for): more may follow at once.
+    full: bool = False
 
     @property
     def at_tip(self) -> bool:
-        """Nothing more was in the shard when the page was read: the service says it is 0 ms behind,
-        or (when it does not say) the page is empty."""
+        """Nothing more was in the shard when the page was read: the page is not full, and the
+        service says it is 0 ms behind or (when it does not say) the page is empty. (kinesalite
+        says 0 ms behind on every page.)"""
         behind = self.millis_behind_latest
-        return behind == 0 or (behind is None and not self.raw)
+        return not self.full and (behind == 0 or (behind is None and not self.raw))
 
     def records(self) -> list[Record]:
         """The page's records as :class:`Record` objects (made on each call: call it once)."""

@@ -10,7 +10,7 @@ import boto3
 from ..aws import event_stream, records_parser
 from .options import SourceOptions
 
-__all__ = ["clients", "s3_client"]
+__all__ = ["clients", "kinesis_client", "s3_client"]
 
 
 def clients(options: SourceOptions) -> tuple[Any, Any]:
@@ -19,17 +19,22 @@ def clients(options: SourceOptions) -> tuple[Any, Any]:
     Credentials come from the standard AWS chain of the process: on executors, set them with
     ``spark.executorEnv.*`` or give the hosts an instance role.
     """
-    return _clients(options.region, options.endpoint_url, options.dynamodb_endpoint_url)
+    kinesis = kinesis_client(options.region, options.endpoint_url)
+    return kinesis, _dynamodb(options.region, options.dynamodb_endpoint_url)
 
 
 @functools.lru_cache(maxsize=16)
-def _clients(region: str | None, kinesis_endpoint: str | None, dynamodb_endpoint: str | None) -> tuple[Any, Any]:
-    session = boto3.Session(region_name=region)
-    kinesis = session.client("kinesis", endpoint_url=kinesis_endpoint)
+def kinesis_client(region: str | None, endpoint: str | None) -> Any:
+    """A Kinesis client for ``region`` and ``endpoint`` (None: the standard settings), made once per process."""
+    kinesis = boto3.Session(region_name=region).client("kinesis", endpoint_url=endpoint)
     records_parser.install(kinesis)
     event_stream.install(kinesis)  # enhanced fan-out (consumerName): kinsumer's own subscriptions only
-    dynamodb = session.client("dynamodb", endpoint_url=dynamodb_endpoint)
-    return kinesis, dynamodb
+    return kinesis
+
+
+@functools.lru_cache(maxsize=16)
+def _dynamodb(region: str | None, endpoint: str | None) -> Any:
+    return boto3.Session(region_name=region).client("dynamodb", endpoint_url=endpoint)
 
 
 @functools.lru_cache(maxsize=16)

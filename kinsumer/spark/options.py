@@ -18,7 +18,7 @@ from ..aws.tables import Tables
 from ..errors import ConfigError
 from .path_ledger import check_metadata_path
 
-__all__ = ["BATCH_ONLY_IGNORED", "OPTIONS", "SourceOptions"]
+__all__ = ["BATCH_ONLY_IGNORED", "CREDENTIALS", "OPTIONS", "OptionNames", "SourceOptions", "number"]
 
 #: Our option names (as documented) and what each is for.
 OPTIONS: dict[str, str] = {
@@ -53,12 +53,18 @@ _ALIASES = {
     "kinesis.consumerType": "consumerType",
 }
 
+_CHAIN = "credentials come from the standard AWS chain (environment, profile, instance role)"
+#: spark-sql-kinesis-connector's credential options, refused by reading and writing alike.
+CREDENTIALS = {
+    "kinesis.awsAccessKeyId": _CHAIN,
+    "kinesis.awsSecretKey": _CHAIN,
+    "kinesis.sessionToken": _CHAIN,
+    "kinesis.stsRoleArn": "assume the role through the standard AWS chain (AWS_ROLE_ARN, a profile's role_arn)",
+}
+
 #: spark-sql-kinesis-connector options we know of and do not take, with what to do instead.
 _NOT_TAKEN = {
-    "kinesis.awsAccessKeyId": "credentials come from the standard AWS chain (environment, profile, instance role)",
-    "kinesis.awsSecretKey": "credentials come from the standard AWS chain (environment, profile, instance role)",
-    "kinesis.sessionToken": "credentials come from the standard AWS chain (environment, profile, instance role)",
-    "kinesis.stsRoleArn": "assume the role through the standard AWS chain (AWS_ROLE_ARN, a profile's role_arn)",
+    **CREDENTIALS,
     "kinesis.metadataCommitterType": "the batch ledger is the DynamoDB table <applicationName>_metadata",
     "kinesis.dynamodb.tableName": "set applicationName: the ledger table is <applicationName>_metadata",
 }
@@ -77,37 +83,48 @@ _POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
 _CONSUMER_TYPES = {"getrecords": "GetRecords", "subscribetoshard": "SubscribeToShard"}
 
 
-def _canonical(options: Mapping[str, str]) -> dict[str, str]:
-    """Our names for the given options; an error for an unknown option or two values for one."""
-    ours = {name.lower(): name for name in OPTIONS}
-    aliases = {alias.lower(): name for alias, name in _ALIASES.items()}
-    not_taken = {name.lower(): (name, why) for name, why in _NOT_TAKEN.items()}
-    found: dict[str, tuple[str, str]] = {}  # our name -> (key as given, value)
-    for key, value in options.items():
-        low = key.lower()
-        if low in not_taken:
-            given, why = not_taken[low]
-            rule = f"is spark-sql-kinesis-connector's and not taken here: {why}"
-            raise ConfigError(f"option {given}", rule, "(not shown)")  # it may be a secret
-        name = ours.get(low) or aliases.get(low)
-        if name is None:
-            close = difflib.get_close_matches(low, [*ours, *aliases], n=1, cutoff=0.75)
-            hint = f"did you mean {ours.get(close[0]) or _alias_name(close[0])}? " if close else ""
-            raise ConfigError(f"option {key}", f"is unknown: {hint}valid options are {', '.join(OPTIONS)}", value)
-        if name == "initialPosition":
-            name = "startingPosition"
-        if name in found and found[name][1] != value:
-            twice = f"is given twice ({found[name][0]} and {key}) with different values"
-            raise ConfigError(f"option {name}", twice, value)
-        found[name] = (key, value)
-    return {name: value for name, (_, value) in found.items()}
+@attrs.frozen
+class OptionNames:
+    """The options of one side of the format (reading or writing): ours, AWS's aliases, AWS's we refuse."""
+
+    ours: Mapping[str, str]  # name -> what it is for
+    aliases: Mapping[str, str] = attrs.field(factory=dict)  # AWS connector's name -> ours
+    not_taken: Mapping[str, str] = attrs.field(factory=dict)  # AWS connector's name -> what to do instead
+
+    def canonical(self, options: Mapping[str, str]) -> dict[str, str]:
+        """Our names for the given options; an error for an unknown option or two values for one."""
+        ours = {name.lower(): name for name in self.ours}
+        aliases = {alias.lower(): name for alias, name in self.aliases.items()}
+        not_taken = {name.lower(): (name, why) for name, why in self.not_taken.items()}
+        found: dict[str, tuple[str, str]] = {}  # our name -> (key as given, value)
+        for key, value in options.items():
+            low = key.lower()
+            if low in not_taken:
+                given, why = not_taken[low]
+                rule = f"is spark-sql-kinesis-connector's and not taken here: {why}"
+                raise ConfigError(f"option {given}", rule, "(not shown)")  # it may be a secret
+            name = ours.get(low) or aliases.get(low)
+            if name is None:
+                close = difflib.get_close_matches(low, [*ours, *aliases], n=1, cutoff=0.75)
+                hint = f"did you mean {ours.get(close[0]) or self._alias_name(close[0])}? " if close else ""
+                valid = ", ".join(self.ours)
+                raise ConfigError(f"option {key}", f"is unknown: {hint}valid options are {valid}", value)
+            if name == "initialPosition":
+                name = "startingPosition"
+            if name in found and found[name][1] != value:
+                twice = f"is given twice ({found[name][0]} and {key}) with different values"
+                raise ConfigError(f"option {name}", twice, value)
+            found[name] = (key, value)
+        return {name: value for name, (_, value) in found.items()}
+
+    def _alias_name(self, lowered: str) -> str:
+        return next(alias for alias in self.aliases if alias.lower() == lowered)
 
 
-def _alias_name(lowered: str) -> str:
-    return next(alias for alias in _ALIASES if alias.lower() == lowered)
+_READING = OptionNames(OPTIONS, _ALIASES, _NOT_TAKEN)
 
 
-def _number(name: str, raw: str | None, default: float, *, whole: bool = False, minimum: float = 0) -> float:
+def number(name: str, raw: str | None, default: float, *, whole: bool = False, minimum: float = 0) -> float:
     if raw is None:
         return default
     try:
@@ -178,7 +195,7 @@ class SourceOptions:
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
         """Check ``options`` (any case, aliases allowed); ``batch`` for ``spark.read``."""
-        get = _canonical(options).get
+        get = _READING.canonical(options).get
         if batch:
             for name in BATCH_ONLY_IGNORED:
                 if get(name) is not None:
@@ -197,9 +214,9 @@ class SourceOptions:
                     rule = "is for the DynamoDB ledger; with metadataPath the ledger is at that path"
                     raise ConfigError(f"option {name}", rule, get(name))
         position, when = _starting_position(get("startingPosition"), get("atTimestamp"))
-        per_shard = _number("maxRecordsPerShard", get("maxRecordsPerShard"), 100_000, whole=True, minimum=1)
+        per_shard = number("maxRecordsPerShard", get("maxRecordsPerShard"), 100_000, whole=True, minimum=1)
         per_trigger = get("maxRecordsPerTrigger")
-        total = None if per_trigger is None else _number("maxRecordsPerTrigger", per_trigger, 0, whole=True, minimum=1)
+        total = None if per_trigger is None else number("maxRecordsPerTrigger", per_trigger, 0, whole=True, minimum=1)
         return cls(
             stream=stream,
             region=get("region"),
@@ -211,9 +228,9 @@ class SourceOptions:
             max_records_per_trigger=None if total is None else int(total),
             application_name=get("applicationName") or f"kinsumer-spark-{stream}",
             metadata_path=metadata_path,
-            idle_batch_interval=_number("idleBatchInterval", get("idleBatchInterval"), 1.0),
-            read_time_budget=_number("readTimeBudget", get("readTimeBudget"), 10.0),
-            shards_per_task=int(_number("shardsPerTask", get("shardsPerTask"), 4, whole=True, minimum=1)),
+            idle_batch_interval=number("idleBatchInterval", get("idleBatchInterval"), 1.0),
+            read_time_budget=number("readTimeBudget", get("readTimeBudget"), 10.0),
+            shards_per_task=int(number("shardsPerTask", get("shardsPerTask"), 4, whole=True, minimum=1)),
             consumer_name=_consumer_name(get("consumerName"), get("consumerType")),
         )
 

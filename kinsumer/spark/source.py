@@ -1,4 +1,4 @@
-"""The PySpark Python Data Source ``kinsumer``: ``spark.readStream`` and ``spark.read``.
+"""The PySpark Python Data Source ``kinsumer``: ``spark.readStream`` and ``spark.read``; writing with :mod:`.sink`.
 
 The options are checked when the DataFrame is defined (``load()``), so a mistake fails there,
 with a message naming the option. Streaming: :mod:`.stream_reader`; a bounded batch read of
@@ -7,7 +7,8 @@ what the stream holds now: :mod:`.batch_reader`.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pyspark.sql.datasource import DataSource
 
@@ -15,13 +16,18 @@ from ..errors import ConfigError
 from .batch_reader import KinsumerBatchReader
 from .options import SourceOptions
 from .rows import SCHEMA
+from .sink import KinesisStreamWriter, KinesisWriter, sink_columns
+from .sink_options import SinkOptions
 from .stream_reader import KinsumerStreamReader
 
 __all__ = ["KinsumerDataSource"]
 
+T = TypeVar("T")
+
 
 class KinsumerDataSource(DataSource):
-    """``spark.readStream.format("kinsumer").option("streamName", ...).load()`` (or ``spark.read``)."""
+    """``spark.readStream.format("kinsumer").option("streamName", ...).load()`` (or ``spark.read``);
+    ``df.writeStream.format("kinsumer")`` (or ``df.write``) with columns ``data`` and ``partition_key``."""
 
     @classmethod
     def name(cls) -> str:
@@ -39,9 +45,23 @@ class KinsumerDataSource(DataSource):
     def reader(self, schema: Any) -> KinsumerBatchReader:
         return KinsumerBatchReader(self._options(batch=True))
 
+    def writer(self, schema: Any, overwrite: bool) -> KinesisWriter:
+        return self._checked(
+            lambda: KinesisWriter(SinkOptions.from_options(self.options), sink_columns(schema, overwrite))
+        )
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> KinesisStreamWriter:
+        return self._checked(
+            lambda: KinesisStreamWriter(SinkOptions.from_options(self.options), sink_columns(schema, overwrite))
+        )
+
     def _options(self, batch: bool = False) -> SourceOptions:
+        return self._checked(lambda: SourceOptions.from_options(self.options, batch=batch))
+
+    @staticmethod
+    def _checked(make: Callable[[], T]) -> T:
         try:
-            return SourceOptions.from_options(self.options, batch=batch)
+            return make()
         except ConfigError as exc:
             # Spark prints the traceback before the message: keep it to the frame that matters
             raise exc.with_traceback(None) from None

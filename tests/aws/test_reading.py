@@ -248,3 +248,15 @@ def test_the_first_page_of_a_backlog_is_small_so_its_records_come_sooner(kinesis
     assert limits == [FIRST_PAGE, FAST.max_records_per_call]
     explicit = reader(kinesis, StartPosition.trim_horizon())
     assert len(explicit.next_page(FIRST_PAGE + 100).raw) == FIRST_PAGE + 100  # a limit asked for is kept
+
+
+def test_a_full_page_is_not_the_tip_even_where_the_server_says_it_is_0_ms_behind(kinesis: Any, stream: str) -> None:
+    """kinesalite answers MillisBehindLatest 0 on every page: a page cut at its limit has more after it."""
+    at_tip = lambda parsed, **_: parsed.update(MillisBehindLatest=0)  # noqa: E731
+    kinesis.meta.events.register("after-call.kinesis.GetRecords", at_tip)
+    put(kinesis, b"a", b"b", b"c")
+    r = reader(kinesis, StartPosition.trim_horizon())
+    first = r.next_page(2)
+    assert (len(first.raw), first.full, first.at_tip) == (2, True, False)
+    last = r.next_page(2)
+    assert (len(last.raw), last.full, last.at_tip) == (1, False, True)

@@ -1,0 +1,1 @@
+"""Writing records to a Kinesis stream: PutRecords in full batches, retried, optionally KPL-aggregated."""
