@@ -1,11 +1,12 @@
 """Where each shard of a micro-batch ended, kept in the application's metadata table.
 
 One item per batch (``Key = spark|<run>|<batch>``) holds a map ``Ends`` of shard -> end
-position, a map ``Counts`` of shard -> records, and one attribute ``Stop|<shard>`` per shard
-saying why its read ended there (see :class:`~.offsets.Stop`). The driver creates the item
-when it plans the batch; an executor adds its shard's end with a conditional write, so the
-first recorded end of a (batch, shard) is final and every replay of that batch reads exactly
-the same records.
+position, a map ``Counts`` of shard -> records, and per shard an attribute ``Stop|<shard>``
+saying why its read ended there (see :class:`~.offsets.Stop`) and ``Behind|<shard>``, how far
+the shard's tip was ahead of the read's last page (MillisBehindLatest, when the service said).
+The driver creates the item when it plans the batch; an executor adds its shard's end with a
+conditional write, so the first recorded end of a (batch, shard) is final and every replay of
+that batch reads exactly the same records.
 """
 
 from __future__ import annotations
@@ -69,18 +70,20 @@ class BatchEnds:
 
     def record(self, batch: int, shard: str, end: ShardEnd, count: int) -> bool:
         """Record where ``shard`` ended in ``batch``; False if an end was recorded already."""
+        names = {"#e": "Ends", "#c": "Counts", "#s": shard, "#stop": f"Stop|{shard}"}
+        values = {":end": {"S": end.position}, ":count": {"N": str(count)}, ":stop": {"S": end.stop.value}}
+        update = "SET #e.#s = :end, #c.#s = :count, #stop = :stop"
+        if end.behind is not None:
+            names["#behind"], values[":behind"] = f"Behind|{shard}", {"N": str(end.behind)}
+            update += ", #behind = :behind"
         try:
             self._db.update_item(
                 TableName=self.table,
                 Key=self._key(batch),
-                UpdateExpression="SET #e.#s = :end, #c.#s = :count, #stop = :stop",
+                UpdateExpression=update,
                 ConditionExpression="attribute_exists(#e) AND attribute_not_exists(#e.#s)",
-                ExpressionAttributeNames={"#e": "Ends", "#c": "Counts", "#s": shard, "#stop": f"Stop|{shard}"},
-                ExpressionAttributeValues={
-                    ":end": {"S": end.position},
-                    ":count": {"N": str(count)},
-                    ":stop": {"S": end.stop.value},
-                },
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
             )
         except botocore.exceptions.ClientError as exc:
             if is_condition_failure(exc):
@@ -91,10 +94,12 @@ class BatchEnds:
     def ends(self, batch: int) -> dict[str, ShardEnd]:
         """Every recorded end of ``batch``, by shard."""
         item = self._db.get_item(TableName=self.table, Key=self._key(batch), ConsistentRead=True).get("Item", {})
-        return {
-            shard: ShardEnd(value["S"], Stop(item.get(f"Stop|{shard}", {}).get("S", Stop.MORE.value)))
-            for shard, value in item.get("Ends", {}).get("M", {}).items()
-        }
+        ends = {}
+        for shard, value in item.get("Ends", {}).get("M", {}).items():
+            behind = item.get(f"Behind|{shard}", {}).get("N")
+            stop = Stop(item.get(f"Stop|{shard}", {}).get("S", Stop.MORE.value))
+            ends[shard] = ShardEnd(value["S"], stop, None if behind is None else int(behind))
+        return ends
 
     def counts(self, batch: int) -> dict[str, int]:
         item = self._db.get_item(TableName=self.table, Key=self._key(batch), ConsistentRead=True).get("Item", {})

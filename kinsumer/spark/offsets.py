@@ -55,6 +55,8 @@ class ShardEnd:
 
     position: str
     stop: Stop = Stop.MORE  # ends recorded before stops were recorded: assume more
+    #: How far the shard's tip was ahead of the read's last page (MillisBehindLatest), if the service said.
+    behind: int | None = attrs.field(default=None, eq=False)
 
 
 def after(sequence_number: str, sub_sequence: int | None = None) -> str:

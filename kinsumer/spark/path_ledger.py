@@ -4,7 +4,7 @@ The same rules as the DynamoDB ledger (:mod:`.batch_ends`): the driver plans a b
 its tasks run; the first end recorded for a (batch, shard) is final. Layout::
 
     <metadataPath>/<run>/<batch, 12 digits>/_planned
-    <metadataPath>/<run>/<batch, 12 digits>/<shard>.json   {"end", "stop", "count"}
+    <metadataPath>/<run>/<batch, 12 digits>/<shard>.json   {"end", "stop", "count", "behind"}
 
 First write wins through an exclusive create, which only some stores offer:
 
@@ -148,7 +148,7 @@ class PathLedger:
     def record(self, batch: int, shard: str, end: ShardEnd, count: int) -> bool:
         if self._store.read(f"{self._batch(batch)}/{_PLANNED}") is None:
             return False  # never planned (or forgotten): nothing to record into
-        body = json.dumps({"end": end.position, "stop": end.stop.value, "count": count}).encode()
+        body = json.dumps({"end": end.position, "stop": end.stop.value, "count": count, "behind": end.behind}).encode()
         return self._store.create(f"{self._batch(batch)}/{shard}.json", body)
 
     def ends(self, batch: int) -> dict[str, ShardEnd]:
@@ -159,7 +159,8 @@ class PathLedger:
             body = self._store.read(name)
             if body is not None:
                 data = json.loads(body)
-                found[name.rsplit("/", 1)[1].removesuffix(".json")] = ShardEnd(data["end"], Stop(data["stop"]))
+                shard = name.rsplit("/", 1)[1].removesuffix(".json")
+                found[shard] = ShardEnd(data["end"], Stop(data["stop"]), data.get("behind"))
         return found
 
     def forget(self, batch: int) -> None:

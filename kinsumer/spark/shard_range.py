@@ -116,6 +116,7 @@ class _RangeReader:
                 closed_check=check,
             )  # fmt: skip
         self.records: list[ApiRecord] = []
+        self._behind: int | None = None  # the last page's MillisBehindLatest
 
     def __enter__(self) -> _RangeReader:
         return self
@@ -145,6 +146,8 @@ class _RangeReader:
         while True:
             want = min(MAX_RECORDS_PER_CALL, part.limit - len(records)) if part.limit else MAX_RECORDS_PER_CALL
             page = self._reader.next_page(want)
+            if page.millis_behind_latest is not None:
+                self._behind = page.millis_behind_latest
             raw, cut = before_cut(page.raw, part.until)
             room = part.limit - len(records) if part.limit else len(raw)
             records.extend(raw[:room])
@@ -153,7 +156,7 @@ class _RangeReader:
             if cut:
                 return records, self._end(Stop.TARGET)
             if page.end_of_shard:
-                return records, ShardEnd(SHARD_END)
+                return records, ShardEnd(SHARD_END, behind=self._behind)
             if part.limit and len(records) >= part.limit:
                 return records, self._end(Stop.MORE)
             # an open shard is done at the tip; a closed one only at its end
@@ -164,7 +167,7 @@ class _RangeReader:
 
     def _end(self, stop: Stop) -> ShardEnd:
         records = self.records
-        return ShardEnd(after_record(records[-1]) if records else self._part.start, stop)
+        return ShardEnd(after_record(records[-1]) if records else self._part.start, stop, self._behind)
 
     def replay(self, stop_at: str) -> list[ApiRecord]:
         """Exactly the records up to the recorded end ``stop_at``."""

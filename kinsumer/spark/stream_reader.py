@@ -82,6 +82,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._checked = False  # the stream exists and the ledger table too
         self._identity: str | None = None  # the stream's, learnt once per query run (a restart learns it again)
         self._consumer: str | None = None  # the ARN of the fan-out consumer (consumerName), once registered
+        self._lag: dict[str, Any] | None = None  # how far behind the tip the last batch read ended (the progress)
 
     # ----------------------------------------------------------------- driver
 
@@ -108,6 +109,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             current = BatchOffset.from_json(self.initialOffset())
         current = self._on_this_stream(current)
         ends = self._recorded_ends(current)
+        self._note_lag(current.batch, ends)
         listing = self._list_shards()
         probed = {}
         idle = shards_to_probe(current, ends, self._until)
@@ -119,6 +121,15 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._ledger(current.run).forget(current.batch - _KEPT_BATCHES)
         self._last = following
         return following.to_json()
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """Shown as ``latestOffset`` in each micro-batch's progress: how far behind the stream the query is.
+
+        ``millisBehindLatest``: the largest MillisBehindLatest at the end of the last batch's reads (the
+        shard and batch named), as Spark's Kafka source reports offsets behind latest. The Python Data
+        Source API has no custom source metrics (PySpark 4.0 to 4.3), so this is where it fits.
+        """
+        return self._lag
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[ShardPartition]:
         batch = BatchOffset.from_json(end)
@@ -188,6 +199,16 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._consumer = None  # a consumer belongs to one stream
         self._listing = (-_LISTING_TTL, [])
         return offset.restarted(stream)
+
+    def _note_lag(self, batch: int, ends: Mapping[str, ShardEnd]) -> None:
+        """Keep (and log, once per batch) how far behind the tip the reads of ``batch`` ended."""
+        known = {shard: end.behind for shard, end in ends.items() if end.behind is not None}
+        if not known or (self._lag is not None and self._lag["batch"] == batch):
+            return
+        shard = max(sorted(known), key=lambda s: known[s])
+        self._lag = {"batch": batch, "millisBehindLatest": known[shard], "shard": shard}
+        log.info("batch %d: %s ended %d ms behind the tip of the stream (the furthest of %d shards read)",
+                 batch, shard, known[shard], len(known))  # fmt: skip
 
     def _limits(self, limit: Any) -> Limits:
         total = self._options.max_records_per_trigger

@@ -1,8 +1,8 @@
-"""The Spark source's records/s on local[2] and on a standalone cluster, on the throughput benchmark's stream.
+"""The Spark source's records/s and CPU on local[2] and on a standalone cluster, against one kinsumer client.
 
-Each run starts a new query (a new checkpoint, so it reads from TRIM_HORIZON) with a
-foreachBatch sink that counts rows, and stops once every record was counted. The first
-batch includes the start of Spark's Python workers; ``steady`` leaves it out.
+Each run starts a new availableNow query (a new checkpoint, so it reads from TRIM_HORIZON)
+into the noop sink, from ``start()`` to its end, and measures the CPU of Spark's Python
+workers over it (a warm session: the bench runs one query first).
 :func:`batch_cost` measures what a micro-batch costs whatever it holds: batches of one
 record per shard. :func:`spark_floor` measures what any Python streaming source pays before its
 first rows: a source of one row, from ``start()`` to its batch counted.
@@ -10,6 +10,8 @@ first rows: a source of one row, from ``start()`` to its batch counted.
 
 from __future__ import annotations
 
+import os
+import pathlib
 import tempfile
 import threading
 import time
@@ -22,15 +24,15 @@ from demo import servers
 
 from .throughput import Filled
 
-__all__ = ["SparkMeasure", "batch_cost", "spark_floor", "spark_session", "spark_source"]
+__all__ = ["SparkMeasure", "batch_cost", "python_workers_cpu", "spark_floor", "spark_session", "spark_source"]
 
 DEADLINE = 600.0
 
 
 @attrs.frozen
 class SparkMeasure:
-    total: float  # records/s from start() to the last record counted
-    steady: float  # records/s over the batches after the first
+    total: float  # records/s from start() to the query's end
+    worker_cpu: float  # CPU-seconds of Spark's Python workers per 100,000 rows (the executors' reads, the planning)
 
 
 def spark_session() -> Any:
@@ -42,13 +44,40 @@ def spark_session() -> Any:
 AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
 
 
+def python_workers_cpu() -> float:
+    """CPU-seconds so far of every Python worker Spark runs on this machine (``pyspark.daemon`` and its forks).
+
+    A worker that exited counts through its daemon (which waits for it). Read from /proc: Linux only.
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if b"pyspark.daemon" not in (stat.parent / "cmdline").read_bytes():
+                continue
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended meanwhile
+            continue
+        total += sum(int(value) for value in fields[11:15]) / tick  # utime, stime, cutime, cstime
+    return total
+
+
 def spark_source(spark: Any, filled: Filled, options: dict[str, str] | None = None) -> SparkMeasure:
-    """Read the whole stream with the source at ``options`` (default: the source's defaults)."""
-    seconds, progress = _run(spark, filled, options or {}, lambda counted: sum(counted) >= filled.total)
-    later = progress[1:] or progress
-    rows = sum(p["numInputRows"] for p in later)
-    busy = sum(p["durationMs"]["triggerExecution"] for p in later) / 1000
-    return SparkMeasure(filled.total / seconds, rows / busy if busy > 0 else 0.0)
+    """Read the whole stream with an availableNow query into the noop sink (default: the source's defaults)."""
+    frame = _frame(spark, filled, options or {})
+    with tempfile.TemporaryDirectory() as checkpoint:
+        cpu, started = python_workers_cpu(), time.perf_counter()
+        query = frame.writeStream.format("noop").option("checkpointLocation", checkpoint)
+        query = query.trigger(availableNow=True).start()
+        if not query.awaitTermination(DEADLINE) or query.exception() is not None:
+            query.stop()
+            raise RuntimeError(f"the Spark query did not read the stream in {DEADLINE:g} s: {query.exception()}")
+        seconds, cpu = time.perf_counter() - started, python_workers_cpu() - cpu
+        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    rows = sum(p["numInputRows"] for p in progress)
+    if rows != filled.total:
+        raise RuntimeError(f"the Spark query read {rows} rows of {filled.total}")
+    return SparkMeasure(filled.total / seconds, cpu / rows * 100_000)
 
 
 def batch_cost(spark: Any, filled: Filled, batches: int = 12) -> float:
@@ -105,6 +134,19 @@ def spark_floor(spark: Any) -> float:
             query.stop()
 
 
+def _frame(spark: Any, filled: Filled, options: dict[str, str]) -> Any:
+    return (
+        spark.readStream.format("kinsumer")
+        .option("streamName", filled.stream)
+        .option("endpointUrl", filled.server.endpoint)
+        .option("dynamodbEndpointUrl", filled.dynamodb.endpoint)
+        .option("region", servers.REGION)
+        .option("applicationName", f"bench-{uuid.uuid4().hex[:8]}")
+        .options(**options)
+        .load()
+    )
+
+
 def _run(spark: Any, filled: Filled, options: dict[str, str], finished: Any) -> tuple[float, list[dict[str, Any]]]:
     counted: list[int] = []
     done = threading.Event()
@@ -114,17 +156,7 @@ def _run(spark: Any, filled: Filled, options: dict[str, str], finished: Any) -> 
         if finished(counted):
             done.set()
 
-    endpoint = filled.server.endpoint
-    frame = (
-        spark.readStream.format("kinsumer")
-        .option("streamName", filled.stream)
-        .option("endpointUrl", endpoint)
-        .option("dynamodbEndpointUrl", filled.dynamodb.endpoint)
-        .option("region", servers.REGION)
-        .option("applicationName", f"bench-{uuid.uuid4().hex[:8]}")
-        .options(**options)
-        .load()
-    )
+    frame = _frame(spark, filled, options)
     with tempfile.TemporaryDirectory() as checkpoint:
         started = time.perf_counter()
         query = frame.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()

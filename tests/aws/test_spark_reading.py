@@ -349,3 +349,18 @@ def test_with_a_consumer_name_the_driver_registers_the_consumer_once_and_every_s
     assert len(parts) == 1 and len(parts[0].ranges) == 2
     reader.partitions(start, end)  # a replay: the consumer is known
     assert calls.count("RegisterStreamConsumer") == 1 and calls.count("DescribeStreamConsumer") <= 2
+
+
+def test_a_live_read_records_how_far_behind_the_tip_it_ended_in_either_ledger(
+    kinesis: Any, ends: BatchEnds, path_ledger: PathLedger
+) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    put(kinesis, 5)
+    ends.plan(0)
+    read_shard_range(kinesis, ends, part(0, limit=2))
+    assert ends.ends(0)[SHARD].behind is not None  # moto says how far behind each page is
+    path_ledger.plan(0)
+    assert path_ledger.record(0, SHARD, ShardEnd(after("7"), Stop.MORE, 1_234), 2)
+    assert path_ledger.ends(0)[SHARD].behind == 1_234
+    assert ends.record(0, "shardId-000000000009", ShardEnd(after("7"), Stop.TIP), 0)  # not said: none kept
+    assert ends.ends(0)["shardId-000000000009"].behind is None

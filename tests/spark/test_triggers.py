@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -246,3 +247,31 @@ def test_kpl_aggregates_then_a_split_are_read_in_full_after_a_restart(
     for row in rows:
         batches_of_aggregate[row["seq"]].add(row["batch"])
     assert any(len(batches) > 1 for batches in batches_of_aggregate.values()), "no batch ended inside an aggregate"
+
+
+def test_each_batch_progress_shows_how_far_behind_the_tip_the_query_is(
+    spark: Any, moto_server: LocalServer, new_stream: Callable[[int], str], tmp_path: pathlib.Path
+) -> None:
+    """The largest MillisBehindLatest of the last batch's reads, as the progress's latestOffset."""
+    stream, app = new_stream(2), unique("app")
+    kinesis = moto_server.client("kinesis")
+    first = produce_per_shard(kinesis, stream, 100)
+    written = time.time()
+    wait_until(lambda: time.time() > written + 0.5, 5, "the clock to pass half a second")
+    later = produce_per_shard(kinesis, stream, 100, first_id=len(first))  # 0.5 s after the first ones
+    sink = BatchLog()
+    query = start_query(spark, moto_server, moto_server, stream, app, tmp_path / "ckpt", sink, 100)
+    try:
+        wait_for(query, lambda: len(sink.ids()) >= len(first) + len(later), "every record")
+        wait_for(query, lambda: any(_lag(p) for p in query.recentProgress), "a progress with the lag")
+    finally:
+        query.stop()
+    lags = [lag for p in query.recentProgress if (lag := _lag(p))]
+    after_first = [lag for lag in lags if lag["batch"] == 0]
+    assert after_first and after_first[0]["millisBehindLatest"] >= 500  # batch 0 ended 100 records before the tip
+    assert after_first[0]["shard"].startswith("shardId-")
+
+
+def _lag(progress: dict[str, Any]) -> dict[str, Any] | None:
+    latest = progress["sources"][0].get("latestOffset")
+    return json.loads(latest) if latest else None
