@@ -170,3 +170,11 @@ class ReplayError(KinsumerError):
 
 class WriteError(KinsumerError):
     """A record that cannot be written to the stream (too large, a bad key), or one Kinesis kept refusing."""
+
+
+class TableConflict(KinsumerError):
+    """A row of the application's tables kept changing under this client's conditional writes.
+
+    Another process writes it at the same moment (a second process with this client ID, say):
+    the write was tried again and gave up.
+    """

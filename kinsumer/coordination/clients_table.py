@@ -23,6 +23,7 @@ import botocore.exceptions
 
 from ..aws.error_codes import is_condition_failure
 from ..aws.tables import now_ms
+from ..errors import TableConflict
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -118,7 +119,10 @@ def _put(
         found = db.get_item(TableName=table, Key={"ID": item["ID"]}, ConsistentRead=True).get("Item")
         if found is not None:
             return _row(found)
-    raise RuntimeError(f"the row of client {item['ID']['S']} keeps changing in {table}")
+    raise TableConflict(
+        f"the row of client {item['ID']['S']} in {table} kept changing under this client's writes (deleted and "
+        "written again each time): another process writes it; check that no two processes share a client_id"
+    )
 
 
 def deregister(db: DynamoDBClient, table: str, client_id: str, instance: str) -> None:

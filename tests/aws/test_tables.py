@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 import pytest
 
 from kinsumer.aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready, now_ms
 from kinsumer.coordination import checkpoints_table, clients_table, metadata_table
-from kinsumer.errors import TableNotFound, WrongTableSchema
+from kinsumer.errors import KinsumerError, TableConflict, TableNotFound, WrongTableSchema
 
 
 def table_names(db: Any) -> set[str]:
@@ -91,6 +92,29 @@ def test_heartbeat_live_clients_sorted_and_deregister(db: Any, tables: Tables) -
     assert live[0].name == "name-a"
     clients_table.deregister(db, tables.clients, "b", "instance-b")
     assert [c.id for c in clients_table.live_clients(db, tables.clients, max_age=10)] == ["a", "c"]
+
+
+def test_a_client_row_that_keeps_changing_under_a_heartbeat_is_a_kinsumer_error_naming_the_client(
+    db: Any, tables: Tables
+) -> None:
+    """Another process writes the row before each put (refused), then deletes it before it is read: thrice."""
+    other = boto3.client("dynamodb", region_name="us-east-1")  # the other process: its calls are not hooked
+    key = {"ID": {"S": "c1"}}
+    rival = {**key, "Instance": {"S": "theirs"}, "LastUpdate": {"N": str(now_ms())}}
+    puts = []
+
+    def write_before_our_put(**_: Any) -> None:
+        other.put_item(TableName=tables.clients, Item=rival)
+
+    def delete_before_our_read(**_: Any) -> None:
+        puts.append(1)
+        other.delete_item(TableName=tables.clients, Key=key)
+
+    db.meta.events.register("before-call.dynamodb.PutItem", write_before_our_put)
+    db.meta.events.register("after-call.dynamodb.PutItem", delete_before_our_read)
+    with pytest.raises(TableConflict, match=r"client c1 .* kept changing .* share a client_id") as info:
+        clients_table.heartbeat(db, tables.clients, "c1", "n", "mine")
+    assert isinstance(info.value, KinsumerError) and len(puts) == 3
 
 
 def test_silent_clients_are_not_live_and_get_reaped(db: Any, tables: Tables) -> None:
