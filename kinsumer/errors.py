@@ -9,6 +9,11 @@ call to ``next*()``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .handling.failure import Failure
+
 __all__ = [
     "AWSError",
     "AlreadyStarted",
@@ -19,10 +24,13 @@ __all__ = [
     "MissingDependency",
     "NoRecordWithin",
     "NotStarted",
+    "RecordFailed",
     "ReplayError",
     "StreamNotFound",
+    "TableConflict",
     "TableNotFound",
     "TableTimeout",
+    "WriteError",
     "WrongTableSchema",
 ]
 
@@ -178,3 +186,29 @@ class TableConflict(KinsumerError):
     Another process writes it at the same moment (a second process with this client ID, say):
     the write was tried again and gave up.
     """
+
+
+class RecordFailed(KinsumerError):
+    """``process()`` could not finish a record: it failed ``max_attempts`` times and there is no dead-letter
+    sink (or the sink failed too). The record is left unacknowledged, so the shard's next owner tries it again.
+
+    ``failure``: the record and why (a :class:`kinsumer.Failure`); ``sink_error``: what the sink raised, if it did.
+    """
+
+    def __init__(self, failure: Failure, sink_error: str | None = None) -> None:
+        self.failure = failure
+        self.sink_error = sink_error
+        record = failure.record
+        where = f"{record.shard_id} at {record.sequence_number}"
+        if record.sub_sequence_number is not None:
+            where += f":{record.sub_sequence_number}"
+        what = (
+            f"its handler raised {failure.attempts} times (last: {failure.error})"
+            if failure.reason == "raised"
+            else f"{failure.attempts} processes died while it was in their handler"
+        )
+        if sink_error is None:
+            fix = "pass dead_letter= to hand such records on, or fix the handler; the next owner tries it again"
+        else:
+            fix = f"the dead-letter sink failed too ({sink_error}); the next owner tries the record again"
+        super().__init__(f"the record of {where} could not be handled: {what}; {fix}")

@@ -1,0 +1,38 @@
+"""What a record that could not be handled comes with, for the dead-letter sink."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from ..record import Record
+
+__all__ = ["Failure", "Reason", "describe"]
+
+#: Why a record failed: its handler raised ``max_attempts`` times, or processes died while it was in their handler.
+Reason = Literal["raised", "crashed"]
+
+
+@attrs.frozen
+class Failure:
+    """A record whose handling failed for good, as handed to the dead-letter sink.
+
+    ``attempts``: the handler's calls (``raised``) or the deaths counted (``crashed``);
+    ``error``: the last error's type and message (``ValueError: bad payload``), or for a crash
+    what happened. ``stream``, ``application`` and ``client_id`` say where it came from.
+    """
+
+    record: Record
+    attempts: int
+    reason: Reason
+    error: str
+    stream: str = ""
+    application: str = ""
+    client_id: str = ""
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as ``Type: message`` (the type alone when it has no message)."""
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
