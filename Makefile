@@ -31,10 +31,12 @@ $(KINESIS_MOCK): tests/kinesis_mock/package.json tests/kinesis_mock/package-lock
 	cd tests/kinesis_mock && npm ci --no-audit --no-fund --loglevel=error
 	touch $(KINESIS_MOCK)
 
+# pytest runs on 3 workers (the tests mostly wait on servers and processes); the Spark tests and the
+# client-process tests each stay on one worker (see tests/conftest.py)
 test: $(STAMP) $(KINESALITE) $(KINESIS_MOCK)
 	$(PY) -m ruff check kinsumer demo tests scripts
 	$(PY) -m mypy
-	$(PY) -m pytest
+	$(PY) -m pytest -n 3 --dist loadgroup
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit tests/aws

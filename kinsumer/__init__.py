@@ -13,6 +13,7 @@ from .errors import (
     MissingDependency,
     NoRecordWithin,
     NotStarted,
+    RecordFailed,
     ReplayError,
     StreamNotFound,
     TableConflict,
@@ -21,6 +22,7 @@ from .errors import (
     WriteError,
     WrongTableSchema,
 )
+from .handling.failure import Failure
 from .record import Record
 from .stats import StatReceiver
 
@@ -32,12 +34,14 @@ __all__ = [
     "ClientIdInUse",
     "Config",
     "ConfigError",
+    "Failure",
     "Kinsumer",
     "KinsumerError",
     "MissingDependency",
     "NoRecordWithin",
     "NotStarted",
     "Record",
+    "RecordFailed",
     "ReplayError",
     "StatReceiver",
     "StreamNotFound",

@@ -7,11 +7,12 @@ import logging
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from threading import get_ident
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
+import attrs
 import boto3
 import botocore.config
 import botocore.exceptions
@@ -27,6 +28,9 @@ from .coordination.runtime import Runtime
 from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
 from .errors import AlreadyStarted, CheckpointModeError, ConfigError, KinsumerError, NotStarted
+from .handling.failure import Failure
+from .handling.processor import Options as ProcessOptions
+from .handling.processor import Origin, Processor
 from .reading.fanout import fanout_readers
 from .reading.position import Position
 from .reading.reader import ReaderFactory
@@ -333,6 +337,82 @@ class Kinsumer:
         next_auto = self._delivery.next_auto
         while (record := next_auto(get_ident(), None)) is not None:
             yield record
+
+    # ----------------------------------------------------------------- handlers
+
+    def process(
+        self,
+        handler: Callable[[Record], object],
+        *,
+        max_attempts: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        dead_letter: Callable[[Failure], object] | None = None,
+        concurrency: int = 1,
+    ) -> None:
+        """Call ``handler(record)`` for every record until :meth:`stop` (from another thread, a signal).
+
+        A record is done, and checkpointed in order, when its handler returns. A handler that raises
+        is called again for the same record after ``backoff`` seconds, doubled each time up to
+        ``max_backoff``; the later records of its shard wait. After ``max_attempts`` calls the record
+        goes to ``dead_letter`` as a :class:`Failure` (``reason="raised"``), and is done. Without a
+        sink, :class:`RecordFailed` is raised and the record stays unacknowledged (the shard's next
+        owner tries it again); a sink that raises is tried like a handler, then RecordFailed.
+
+        No crash loop: when processes die while a record is in their handler, at most
+        ``max_attempts`` of them die on it; then a live client hands it to ``dead_letter`` with
+        ``reason="crashed"`` without calling the handler (see the README's "Records that fail").
+
+        ``concurrency``: up to this many handler calls at once (threads), never two records of one
+        shard at once. Errors the consumer cannot retry are raised as from :meth:`next`.
+        """
+        options = self._options(max_attempts, backoff, max_backoff, dead_letter, concurrency)
+        self._process(handler, options, batches=False)
+
+    def process_batches(
+        self,
+        handler: Callable[[list[Record]], Sequence[Record] | None],
+        *,
+        max_records: int = 100,
+        max_wait: float = 1.0,
+        max_attempts: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        dead_letter: Callable[[Failure], object] | None = None,
+        concurrency: int = 1,
+    ) -> None:
+        """Like :meth:`process`, with lists of up to ``max_records`` consecutive records of one shard
+        (gathered for up to ``max_wait`` seconds).
+
+        The handler returns None (all done) or the records that failed: the batch is done up to the
+        first of them and the rest goes again (as Lambda's partial batch responses). A handler that
+        raises gets the batch again split in halves, until the failing records are alone (as Lambda's
+        bisect on error); only those count attempts.
+        """
+        options = self._options(max_attempts, backoff, max_backoff, dead_letter, concurrency)
+        options = attrs.evolve(options, max_records=max_records, max_wait=max_wait)
+        self._process(handler, options, batches=True)
+
+    @staticmethod
+    def _options(
+        max_attempts: int, backoff: float, max_backoff: float, dead_letter: object, concurrency: int
+    ) -> ProcessOptions:
+        return ProcessOptions(
+            max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff,
+            dead_letter=dead_letter, concurrency=concurrency,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    def _process(self, handler: Callable[..., object], options: ProcessOptions, *, batches: bool) -> None:
+        if not callable(handler):
+            raise ConfigError("handler", "must be a callable taking a record" + (" list" if batches else ""), handler)
+        if self._state == _NEW:
+            raise NotStarted()
+        origin = Origin(self.stream_name, self.application_name, self.client_id)
+        processor = Processor(
+            self._delivery, handler, options, origin, self._stats, batches=batches,
+            buffer_size=self.config.buffer_size,
+        )  # fmt: skip
+        processor.run()
 
     def _check_mode(self, called: str, *, manual: bool) -> None:
         if self.config.manual_checkpointing != manual:

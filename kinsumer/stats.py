@@ -45,6 +45,15 @@ class StatReceiver:
         """``count`` records started like KPL aggregates but were not valid ones (a wrong MD5, a body
         that does not parse): they were delivered as they are, each as one record."""
 
+    def handler_failed(self, shard_id: str, error: str) -> None:
+        """``process()``'s handler raised ``error`` (an exception's type name) on a record of ``shard_id``."""
+
+    def handler_retried(self, shard_id: str) -> None:
+        """``process()`` will call the handler again for a record of ``shard_id`` that failed."""
+
+    def dead_lettered(self, shard_id: str, reason: str) -> None:
+        """A record of ``shard_id`` went to the dead-letter sink (``reason``: ``raised`` or ``crashed``)."""
+
     def flush(self) -> None:
         """The Kinsumer stopped: called once, as ``stop()`` ends (after its threads' last calls), to
         write out what the receiver keeps."""
@@ -96,6 +105,15 @@ class GuardedStats(StatReceiver):
 
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         self._call("malformed_aggregates", shard_id, count)
+
+    def handler_failed(self, shard_id: str, error: str) -> None:
+        self._call("handler_failed", shard_id, error)
+
+    def handler_retried(self, shard_id: str) -> None:
+        self._call("handler_retried", shard_id)
+
+    def dead_lettered(self, shard_id: str, reason: str) -> None:
+        self._call("dead_lettered", shard_id, reason)
 
     def flush(self) -> None:
         self._call("flush")

@@ -124,3 +124,17 @@ def new_stream(moto_server: LocalServer) -> Iterator[Callable[[int], str]]:
     yield make
     for name in made:
         kinesis.delete_stream(StreamName=name, EnforceConsumerDeletion=True)
+
+
+# The suite runs on several xdist workers (make test: -n 3 --dist loadgroup). Tests that start heavy
+# processes each stay on one worker, in order: the Spark tests share one SparkSession (and one cluster),
+# and the tests of client processes (SIGKILL, pauses, signals) do not load the machine at once.
+_GROUPS = {"spark": "spark", "procs": "procs"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = pathlib.Path(str(item.path)).parts
+        folder = parts[parts.index("tests") + 1] if "tests" in parts else ""
+        if folder in _GROUPS:
+            item.add_marker(pytest.mark.xdist_group(_GROUPS[folder]))

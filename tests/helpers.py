@@ -232,3 +232,12 @@ class CountingStats(StatReceiver):
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         with self._lock:
             self.calls["malformed_aggregates"] += count
+
+    def handler_failed(self, shard_id: str, error: str) -> None:
+        self._count("handler_failed")
+
+    def handler_retried(self, shard_id: str) -> None:
+        self._count("handler_retried")
+
+    def dead_lettered(self, shard_id: str, reason: str) -> None:
+        self._count("dead_lettered")

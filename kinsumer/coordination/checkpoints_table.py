@@ -9,7 +9,10 @@ versions before it), ``OwnerID``, ``OwnerName``, ``LastUpdate`` (epoch ms), ``Fi
 is LATEST or AT_TIMESTAMP, recorded by its first owner so that no later owner starts later),
 ``Stream`` (the identity of the stream the row's progress belongs to: a row of an earlier
 incarnation of a stream created again under its name is never applied; rows without it, of
-versions before it, count as the current stream's).
+versions before it, count as the current stream's), and the crash-loop guard's
+(:mod:`kinsumer.handling.careful`): ``PreviousOwner`` (set by each capture to the owner it took
+the row from, empty for a free row: a non-empty one means that owner ended uncleanly),
+``Handed`` (a ``process()`` owner's reservation) and ``Careful`` (an episode, JSON).
 
 Capture is conditional on the row being free, ours, or exactly as read while its owner was
 found dead (the caller decides that from the clients table: :mod:`.membership`); commit and
@@ -33,10 +36,12 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
+    "NO_EPISODE",
     "CheckpointRow",
     "capture",
     "commit",
     "delete_rows",
+    "guard",
     "load_rows",
     "read_row",
     "record_start",
@@ -55,6 +60,9 @@ _NAMES = {
     "#parents": "ParentShardIds",
     "#start": "StartAt",
     "#stream": "Stream",
+    "#prev": "PreviousOwner",
+    "#handed": "Handed",
+    "#careful": "Careful",
 }
 
 
@@ -71,6 +79,9 @@ class CheckpointRow:
     millis_behind_latest: int | None = None  # as last committed by the owner
     start_at: int | None = None  # epoch ms: where the shard starts while it has no checkpoint
     stream: str | None = None  # the identity of the stream the row's progress belongs to
+    previous_owner: str | None = None  # the owner the last capture took the row from (None: it was free)
+    handed: str | None = None  # the crash-loop guard's reservation (Reservation.to_text())
+    careful: str | None = None  # the crash-loop guard's episode (Episode.to_json())
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> CheckpointRow:
@@ -86,6 +97,9 @@ class CheckpointRow:
             millis_behind_latest=int(item["MillisBehindLatest"]["N"]) if "MillisBehindLatest" in item else None,
             start_at=int(item["StartAt"]["N"]) if "StartAt" in item else None,
             stream=item.get("Stream", {}).get("S"),
+            previous_owner=item.get("PreviousOwner", {}).get("S") or None,
+            handed=item.get("Handed", {}).get("S"),
+            careful=item.get("Careful", {}).get("S"),
         )
 
     @property
@@ -106,7 +120,7 @@ class CheckpointRow:
         """The row with nothing of its shard's progress: as if the shard was never read."""
         return attrs.evolve(
             self, sequence_number=None, sub_sequence_number=None, finished=False, start_at=None,
-            millis_behind_latest=None, stream=None,
+            millis_behind_latest=None, stream=None, handed=None, careful=None,
         )  # fmt: skip
 
     @property
@@ -146,8 +160,10 @@ def capture(
     from is exactly the one stored when we took ownership. A row without ``Stream`` gets
     ``stream``; one with another keeps it (:func:`reset` clears the row, then sets it).
     """
-    update = "SET #owner = :me, #oname = :name, #lu = :now"
-    values: dict[str, Any] = {":me": {"S": owner_id}, ":name": {"S": owner_name}, ":now": {"N": str(now_ms())}}
+    update = "SET #prev = if_not_exists(#owner, :free), #owner = :me, #oname = :name, #lu = :now"
+    values: dict[str, Any] = {
+        ":me": {"S": owner_id}, ":name": {"S": owner_name}, ":now": {"N": str(now_ms())}, ":free": {"S": ""},
+    }  # fmt: skip
     unfinished = "attribute_not_exists(#fin)"
     if stream:
         update += ", #stream = if_not_exists(#stream, :stream)"
@@ -229,13 +245,47 @@ def commit(
     owner_id: str,
     checkpoint: Position | None,
     millis_behind_latest: int | None = None,
+    handed: str | None = None,
 ) -> bool:
-    """Refresh our lease and store ``checkpoint`` (and the lag) if given. False: not ours."""
+    """Refresh our lease and store ``checkpoint`` (and the lag, and the crash-loop guard's
+    reservation) if given. False: not ours."""
     sets, values = [], {}
     if millis_behind_latest is not None:
         sets.append("#lag = :lag")
         values[":lag"] = {"N": str(millis_behind_latest)}
+    if handed is not None:
+        sets.append("#handed = :handed")
+        values[":handed"] = {"S": handed}
     update, values = _owner_update(checkpoint, sets, [], values)
+    return _owned_update(db, table, shard_id, owner_id, update, values)
+
+
+#: ``careful`` of :func:`guard`: remove the episode.
+NO_EPISODE = ""
+
+
+def guard(
+    db: DynamoDBClient,
+    table: str,
+    shard_id: str,
+    *,
+    owner_id: str,
+    checkpoint: Position | None,
+    careful: str,
+    handed: str | None = None,
+) -> bool:
+    """Store the crash-loop guard's episode (``NO_EPISODE``: remove it) with ``checkpoint``, and a
+    reservation if given. False: not ours."""
+    sets, removes, values = [], [], {}
+    if careful == NO_EPISODE:
+        removes.append("#careful")
+    else:
+        sets.append("#careful = :careful")
+        values[":careful"] = {"S": careful}
+    if handed is not None:
+        sets.append("#handed = :handed")
+        values[":handed"] = {"S": handed}
+    update, values = _owner_update(checkpoint, sets, removes, values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
 
 
@@ -245,7 +295,7 @@ def reset(
     """Clear what the row holds of another incarnation of the stream, and stamp ours. False: not ours."""
     sets = ["#stream = :stream", "#lu = :now"]
     values: dict[str, Any] = {":stream": {"S": stream}}
-    removes = ["#seq", "#sub", "#fin", "#start", "#lag"]
+    removes = ["#seq", "#sub", "#fin", "#start", "#lag", "#handed", "#careful"]
     if parents:
         sets.append("#parents = :parents")
         values[":parents"] = {"L": [{"S": p} for p in parents]}
@@ -270,9 +320,18 @@ def release(
     owner_id: str,
     checkpoint: Position | None,
     finished: bool = False,
+    careful: str | None = None,
 ) -> bool:
-    """Give the shard up, storing the final checkpoint (and Finished). False: not ours any more."""
-    update, values = _owner_update(checkpoint, ["#fin = :now"] if finished else [], ["#owner", "#oname"], {})
+    """Give the shard up, storing the final checkpoint (and Finished). False: not ours any more.
+
+    A clean release leaves no reservation (nothing is in a handler); a crash-loop guard's episode
+    goes on with the next owner, stored as ``careful`` (its marker cleared), if given.
+    """
+    sets, values = ["#fin = :now"] if finished else [], {}
+    if careful is not None:
+        sets.append("#careful = :careful")
+        values[":careful"] = {"S": careful}
+    update, values = _owner_update(checkpoint, sets, ["#owner", "#oname", "#handed"], values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
 
 

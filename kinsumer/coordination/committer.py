@@ -12,7 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
+
+import attrs
 
 from ..reading.position import Position
 from ..waiting import join_thread
@@ -20,9 +23,19 @@ from .commit_schedule import CommitSchedule
 from .lease import ShardLease
 from .runtime import Runtime
 
-__all__ = ["Committable", "Committer"]
+__all__ = ["Commit", "Committable", "Committer"]
 
 log = logging.getLogger("kinsumer.commits")
+
+
+@attrs.frozen
+class Commit:
+    """What one commit of a shard stores."""
+
+    checkpoint: Position | None
+    lag: int | None = None
+    handed: str | None = None  # the crash-loop guard's reservation, if it has a new one
+    on_written: Callable[[], None] | None = None  # told once the commit is stored
 
 
 class Committable(Protocol):
@@ -34,8 +47,8 @@ class Committable(Protocol):
     @property
     def lease(self) -> ShardLease: ...
 
-    def to_commit(self) -> tuple[Position | None, int | None]:
-        """(the checkpoint to store, the lag to store with it)."""
+    def to_commit(self) -> Commit:
+        """What to store now."""
         ...
 
     def ownership_lost(self) -> None:
@@ -107,13 +120,15 @@ class Committer:
         else stops the consumer. The clock calls it when a commit is due; a worker calls it to
         confirm a lease that is not fresh.
         """
-        checkpoint, lag = shard.to_commit()
+        commit = shard.to_commit()
         try:
-            owned = shard.lease.commit(checkpoint, lag, self._rt.call_until(deadline))
+            owned = shard.lease.commit(commit.checkpoint, commit.lag, self._rt.call_until(deadline), commit.handed)
         except Exception as exc:  # noqa: BLE001 - transient: next time; anything else stops the consumer
             if not self._rt.retry_later(exc, f"the commit of {shard.shard_id}"):
                 self._rt.fail(exc, f"the commit of {shard.shard_id}")
             return None
         if not owned:
             shard.ownership_lost()
+        elif commit.on_written is not None:
+            commit.on_written()
         return owned

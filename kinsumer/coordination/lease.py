@@ -132,35 +132,67 @@ class ShardLease:
         """Owned, but last confirmed before the heartbeat chain broke: a write must confirm it."""
         return self.state is LeaseState.OWNED and self._epoch != self._liveness.epoch
 
-    def commit(self, checkpoint: Position | None, millis_behind_latest: int | None, call: Call) -> bool:
-        """Store ``checkpoint`` if it moved forward, or confirm a lease the heartbeat no longer
-        vouches for (once it does again); otherwise write nothing. False once not owned."""
+    def commit(
+        self, checkpoint: Position | None, millis_behind_latest: int | None, call: Call, handed: str | None = None
+    ) -> bool:
+        """Store ``checkpoint`` if it moved forward (and the crash-loop guard's reservation ``handed``,
+        if given), or confirm a lease the heartbeat no longer vouches for (once it does again);
+        otherwise write nothing. False once not owned."""
         rt = self._rt
         with self._lock:
             if self.state is not LeaseState.OWNED:
                 return self.state is not LeaseState.LOST
-            new = checkpoint if checkpoint is not None and checkpoint != self.committed else None
-            if new is not None and self.committed is not None and position_order(new) < position_order(self.committed):
-                log.error("refusing to move the checkpoint of %s back (%s < %s)", self.shard_id, new, self.committed)
-                new = None
+            new = self._forward(checkpoint)
             epoch = self._liveness.epoch
             confirm = epoch != self._epoch and self._liveness.fresh()  # a write in this chain confirms it
-            if new is None and not confirm:
+            if new is None and not confirm and handed is None:
                 return True
             if not self._owned_write(
                 call,
                 lambda: checkpoints_table.commit(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
-                    checkpoint=new, millis_behind_latest=millis_behind_latest,
+                    checkpoint=new, millis_behind_latest=millis_behind_latest, handed=handed,
                 ),
             ):  # fmt: skip
                 return False
-            if epoch == self._liveness.epoch:
-                self._confirm(epoch)
-            if new is not None:
-                self.committed = new
-                rt.stats.checkpoint_written(self.shard_id)
+            self._written(epoch, new)
             return True
+
+    def guard(self, checkpoint: Position | None, careful: str, call: Call, handed: str | None = None) -> bool:
+        """Store the crash-loop guard's episode (``checkpoints_table.NO_EPISODE``: remove it) with the
+        checkpoint (if it moved forward), and a reservation if given. False once not owned."""
+        rt = self._rt
+        with self._lock:
+            if self.state is not LeaseState.OWNED:
+                return False
+            new = self._forward(checkpoint)
+            epoch = self._liveness.epoch
+            if not self._owned_write(
+                call,
+                lambda: checkpoints_table.guard(
+                    rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
+                    checkpoint=new, careful=careful, handed=handed,
+                ),
+            ):  # fmt: skip
+                return False
+            self._written(epoch, new)
+            return True
+
+    def _forward(self, checkpoint: Position | None) -> Position | None:
+        """``checkpoint`` if it is ahead of the stored one, else None (lock held)."""
+        new = checkpoint if checkpoint is not None and checkpoint != self.committed else None
+        if new is not None and self.committed is not None and position_order(new) < position_order(self.committed):
+            log.error("refusing to move the checkpoint of %s back (%s < %s)", self.shard_id, new, self.committed)
+            return None
+        return new
+
+    def _written(self, epoch: int, new: Position | None) -> None:
+        """An owned write that started in heartbeat epoch ``epoch`` succeeded (lock held)."""
+        if epoch == self._liveness.epoch:
+            self._confirm(epoch)
+        if new is not None:
+            self.committed = new
+            self._rt.stats.checkpoint_written(self.shard_id)
 
     def record_start(self, start_at: int, call: Call) -> bool:
         """Store where the shard starts while it has no checkpoint (epoch ms); False once not owned."""
@@ -175,8 +207,11 @@ class ShardLease:
                 ),
             )
 
-    def release(self, checkpoint: Position | None, *, finished: bool, call: Call) -> bool:
-        """Store the final checkpoint (and Finished) and give the row up; False if it was not ours."""
+    def release(
+        self, checkpoint: Position | None, *, finished: bool, call: Call, careful: str | None = None
+    ) -> bool:
+        """Store the final checkpoint (and Finished, and a crash-loop guard's episode to go on with)
+        and give the row up; False if it was not ours."""
         rt = self._rt
         with self._lock:
             if self.state is not LeaseState.OWNED:
@@ -186,7 +221,7 @@ class ShardLease:
                 call,
                 lambda: checkpoints_table.release(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
-                    checkpoint=moved, finished=finished,
+                    checkpoint=moved, finished=finished, careful=careful,
                 ),
             ):  # fmt: skip
                 return False

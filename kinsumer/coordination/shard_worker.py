@@ -19,12 +19,13 @@ from typing import Any
 from ..aws.retry import Stopped
 from ..aws.tables import now_ms
 from ..delivery.progress import ShardProgress
+from ..handling.guard import ShardGuard
 from ..reading.position import Position, StartPosition
 from ..reading.reader import ReaderFactory, ShardReader
 from ..record import Record
 from ..waiting import join_thread
 from .checkpoints_table import CheckpointRow
-from .committer import Committer
+from .committer import Commit, Committer
 from .lease import LeaseState, ShardLease
 from .runtime import Runtime
 
@@ -98,8 +99,20 @@ class ShardWorker:
         progress = self._progress
         return progress.checkpoint if progress is not None else self.lease.committed
 
-    def to_commit(self) -> tuple[Position | None, int | None]:
-        return self.checkpoint, self.millis_behind_latest
+    def to_commit(self) -> Commit:
+        """The checkpoint and lag, and the crash-loop guard's new reservation. In careful mode the
+        guard's own writes move the checkpoint (with the markers), so a commit leaves it."""
+        progress = self._progress
+        guard = progress.guard if progress is not None else None
+        if guard is None:
+            return Commit(self.checkpoint, self.millis_behind_latest)
+        if guard.careful:
+            return Commit(None, self.millis_behind_latest)
+        reservation = guard.reservation()
+        if reservation is None:
+            return Commit(self.checkpoint, self.millis_behind_latest)
+        text, token = reservation
+        return Commit(self.checkpoint, self.millis_behind_latest, text, lambda: guard.reserved(token))
 
     # ----------------------------------------------------------------- the thread
 
@@ -118,6 +131,7 @@ class ShardWorker:
     def _own(self, row: CheckpointRow) -> None:
         rt = self._rt
         self._progress = progress = rt.delivery.open_shard(self.shard_id, row.checkpoint)
+        progress.guard = ShardGuard(row, _GuardWrites(self), self._wait_unless_stopping)
         progress.confirm(self.lease.fresh_until)
         self.lease.on_confirmed = progress.confirm  # deliveries wait while the lease is not confirmed
         if self._stop.is_set():
@@ -144,6 +158,10 @@ class ShardWorker:
     def _sleep(self, seconds: float) -> None:
         if self._stop.wait(seconds):
             raise Stopped(self.shard_id)
+
+    def _wait_unless_stopping(self, seconds: float) -> bool:
+        """Wait ``seconds``; False (at once) if the shard is being given up."""
+        return not self._stop.wait(seconds)
 
     # ----------------------------------------------------------------- capture
 
@@ -273,7 +291,7 @@ class ShardWorker:
             return False
         final = progress.release()
         try:
-            finished = self.lease.release(final, finished=True, call=self._call)
+            finished = self.lease.release(final, finished=True, call=self._call)  # an episode ends with its shard
         except Stopped:
             return False
         except Exception as exc:  # noqa: BLE001
@@ -297,7 +315,7 @@ class ShardWorker:
                 "handoff of %s timed out after %.1f s with %d records unacknowledged; they will be delivered again",
                 self.shard_id, rt.config.handoff_timeout, result.outstanding,
             )  # fmt: skip
-        released = self._release(result.checkpoint)
+        released = self._release(result.checkpoint, progress)
         if not released:
             log.warning(
                 "could not store the release of %s: its row was no longer this client's (taken by a client that "
@@ -310,7 +328,7 @@ class ShardWorker:
         )  # fmt: skip
         rt.stats.handoff(self.shard_id, elapsed, result.clean)
 
-    def _release(self, checkpoint: Position | None) -> bool:
+    def _release(self, checkpoint: Position | None, progress: ShardProgress) -> bool:
         """Release the row (False: it was not ours any more).
 
         A failed release is tried again while this client stays: its heartbeat keeps the
@@ -321,7 +339,8 @@ class ShardWorker:
         while True:
             call = rt.call_until(time.monotonic() + _RELEASE_DEADLINE)
             try:
-                return self.lease.release(checkpoint, finished=False, call=call)
+                careful = progress.guard.release_state() if progress.guard is not None else None
+                return self.lease.release(checkpoint, finished=False, call=call, careful=careful)
             except Exception as exc:  # noqa: BLE001
                 if not rt.leaving.is_set() and rt.retry_later(exc, f"the release of {self.shard_id}"):
                     rt.leaving.wait(rt.config.throttle_delay)
@@ -336,3 +355,26 @@ class ShardWorker:
         """Another client owns the shard (we were silent too long): drop everything of ours."""
         log.warning("%s is owned by another client now; dropping what this client still held", self.shard_id)
         self._rt.delivery.drop(progress)
+
+
+class _GuardWrites:
+    """The crash-loop guard's writes, through a worker's lease (see :class:`~kinsumer.handling.guard.GuardIO`)."""
+
+    def __init__(self, worker: ShardWorker) -> None:
+        self._worker = worker
+
+    def write(self, careful: str, checkpoint: Position | None, handed: str | None = None) -> bool | None:
+        worker = self._worker
+        rt = worker._rt
+        try:
+            call = rt.call_until(time.monotonic() + rt.config.commit_frequency)
+            return worker.lease.guard(checkpoint, careful, call, handed)
+        except Exception as exc:  # noqa: BLE001 - transient: the guard tries again; anything else stops the consumer
+            if not rt.retry_later(exc, f"the crash-loop guard's write of {worker.shard_id}"):
+                rt.fail(exc, f"the crash-loop guard of {worker.shard_id}")
+                return False
+            return None
+
+    def commit_now(self) -> bool | None:
+        worker = self._worker
+        return worker._committer.commit(worker, deadline=time.monotonic() + worker._rt.config.commit_frequency)

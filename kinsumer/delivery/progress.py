@@ -13,12 +13,16 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 
 from ..reading.position import Position
 from ..record import Record
 from .tracker import CheckpointTracker
+
+if TYPE_CHECKING:
+    from ..handling.guard import ShardGuard
 
 __all__ = ["Checkpoint", "Run", "ShardProgress"]
 
@@ -65,7 +69,10 @@ class ShardProgress:
         "_tracker",
         "_version",
         "_waiting",
+        "failed",
         "fresh_until",
+        "guard",
+        "retrying",
         "revoked",
         "shard_id",
     )
@@ -86,6 +93,13 @@ class ShardProgress:
         self._released = False  # no more acknowledgements (shard given up)
         #: Monotonic time until which the shard's lease is known to be ours.
         self.fresh_until = math.inf
+        #: The crash-loop guard of this capture (``process()``'s), set by the shard's worker.
+        self.guard: ShardGuard | None = None
+        #: ``process()`` is calling a failing handler again: the attempts so far (None: it is not).
+        self.retrying: int | None = None
+        #: A record of this capture failed for good in ``process()`` (RecordFailed): nothing more of
+        #: it is handled in this process; the shard's next owner tries the record again.
+        self.failed = False
 
     def confirm(self, fresh_until: float) -> None:
         """The shard's lease was confirmed: records may be delivered until ``fresh_until`` (monotonic)."""
@@ -148,6 +162,14 @@ class ShardProgress:
             if self._released:
                 return
             if self._tracker.ack(token) and self._outstanding() == 0:
+                self._changed()
+
+    def retract(self, token: int) -> None:
+        """A delivered record will not be handled here after all (``process()`` leaving): it no longer
+        counts as outstanding, and the shard's next owner delivers it."""
+        with self._lock:
+            if not self._released:
+                self._tracker.retract(token, token)
                 self._changed()
 
     def revoke(self) -> None:

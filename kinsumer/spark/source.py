@@ -7,8 +7,7 @@ what the stream holds now: :mod:`.batch_reader`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from pyspark.sql.datasource import DataSource
 
@@ -21,8 +20,6 @@ from .sink_options import SinkOptions
 from .stream_reader import KinsumerStreamReader
 
 __all__ = ["KinsumerDataSource"]
-
-T = TypeVar("T")
 
 
 class KinsumerDataSource(DataSource):
@@ -46,22 +43,20 @@ class KinsumerDataSource(DataSource):
         return KinsumerBatchReader(self._options(batch=True))
 
     def writer(self, schema: Any, overwrite: bool) -> KinesisWriter:
-        return self._checked(
-            lambda: KinesisWriter(SinkOptions.from_options(self.options), sink_columns(schema, overwrite))
-        )
+        try:
+            return KinesisWriter(SinkOptions.from_options(self.options), sink_columns(schema, overwrite))
+        except ConfigError as exc:
+            raise exc.with_traceback(None) from None  # as _options() does
 
     def streamWriter(self, schema: Any, overwrite: bool) -> KinesisStreamWriter:
-        return self._checked(
-            lambda: KinesisStreamWriter(SinkOptions.from_options(self.options), sink_columns(schema, overwrite))
-        )
+        try:
+            return KinesisStreamWriter(SinkOptions.from_options(self.options), sink_columns(schema, overwrite))
+        except ConfigError as exc:
+            raise exc.with_traceback(None) from None  # as _options() does
 
     def _options(self, batch: bool = False) -> SourceOptions:
-        return self._checked(lambda: SourceOptions.from_options(self.options, batch=batch))
-
-    @staticmethod
-    def _checked(make: Callable[[], T]) -> T:
         try:
-            return make()
+            return SourceOptions.from_options(self.options, batch=batch)
         except ConfigError as exc:
             # Spark prints the traceback before the message: keep it to the frame that matters
             raise exc.with_traceback(None) from None

@@ -1,0 +1,174 @@
+"""The crash-loop guard of one captured shard: the bookkeeping of :mod:`.careful`, stored in its row.
+
+One :class:`ShardGuard` per capture (it rides on the capture's
+:class:`~kinsumer.delivery.progress.ShardProgress`). It does nothing until ``process()`` hands
+out a record of the shard; a consumer that only uses ``next*()`` writes nothing of it.
+
+- Normal mode: :meth:`ShardGuard.hand` counts each record handed to a handler, and waits for a
+  write (:meth:`GuardIO.commit_now`) before going past the stored reservation; each commit
+  stores a new one (:meth:`ShardGuard.reservation`), so in steady flow no extra write happens.
+- Careful mode (an episode): :meth:`ShardGuard.plan` says what to do with each record, and the
+  markers are stored before the records they cover go to a handler.
+
+Thread-safe: the commit clock and ``process()``'s threads call it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import attrs
+
+from ..coordination.checkpoints_table import NO_EPISODE, CheckpointRow
+from ..reading.position import Position
+from .careful import MIN_WINDOW, Episode, Reservation, Walk, key, window_after
+
+__all__ = ["GuardIO", "ShardGuard"]
+
+
+class GuardIO(Protocol):
+    """The writes a guard needs, through the shard's lease (conditional on owning it)."""
+
+    def write(self, careful: str, checkpoint: Position | None, handed: str | None = None) -> bool | None:
+        """Store an episode (``NO_EPISODE``: remove it) with the checkpoint (and a reservation); True
+        done, False the shard is not ours, None failed (try again)."""
+        ...
+
+    def commit_now(self) -> bool | None:
+        """Commit the shard now (with a new reservation); True done, False not ours, None failed (try again)."""
+        ...
+
+
+class ShardGuard:
+    """The crash-loop guard of one capture of a shard (see the module's description)."""
+
+    def __init__(self, row: CheckpointRow, io: GuardIO, wait: Callable[[float], bool]) -> None:
+        """``wait(seconds)``: sleep before trying a failed write again; False if the shard is being given up."""
+        self.shard_id = row.shard_id
+        self._stored = Episode.from_json(row.careful) if row.careful else None
+        self._reservation = Reservation.from_text(row.handed) if row.handed else None
+        self._unclean = row.previous_owner is not None
+        self._io = io
+        self._wait = wait
+        self._lock = threading.Lock()
+        self._began = False
+        self._walk: Walk | None = None
+        self._handed = 0  # records of this capture handed to a handler
+        self._last: Position | None = row.checkpoint  # the last of them (at first: the checkpoint)
+        self._allowed = -1  # how many the stored reservation allows (-1: none stored by this owner yet)
+        self._reserved_at = 0  # ``_handed`` when the stored reservation was made
+
+    def begin(self, max_attempts: int) -> bool:
+        """``process()`` starts handing out this capture's records: go on with (or begin) an episode,
+        stored before anything is handed out. False if the shard is not ours any more."""
+        with self._lock:
+            if self._began:
+                return True
+            episode = Episode.on_capture(self._stored, self._reservation, self._unclean)
+        if episode != self._stored and not self._store(NO_EPISODE if episode is None else episode.to_json(), None):
+            return False
+        with self._lock:
+            self._began = True
+            self._stored = episode
+            self._walk = None if episode is None else Walk(episode, max_attempts)
+        return True
+
+    @property
+    def careful(self) -> bool:
+        """An episode is on: records go one marker at a time, alone in the process."""
+        walk = self._walk
+        return walk is not None and not walk.done
+
+    # ----------------------------------------------------------------- normal mode
+
+    def hand(self, position: Position) -> bool:
+        """A record goes to a handler: counted, after a write if the stored reservation is used up.
+        False if the shard is not ours any more."""
+        while True:
+            with self._lock:
+                if self._handed < self._allowed:
+                    self._handed += 1
+                    self._last = position
+                    return True
+            if not self._retry(self._io.commit_now):
+                return False
+
+    def reservation(self) -> tuple[str, tuple[int, int]] | None:
+        """The reservation a commit should store now (its text, and the token for :meth:`reserved`);
+        None if nothing was handed out since the stored one (or in careful mode)."""
+        with self._lock:
+            if not self._began or self.careful or (self._allowed >= 0 and self._handed == self._reserved_at):
+                return None
+            handed = self._handed
+            window = window_after(handed - self._reserved_at, max(0, self._allowed - handed))
+            return Reservation(self._last, window).to_text(), (handed, window)
+
+    def reserved(self, token: tuple[int, int]) -> None:
+        """The reservation of ``token`` is stored."""
+        handed, window = token
+        with self._lock:
+            self._reserved_at = handed
+            self._allowed = max(self._allowed, handed + window)
+
+    # ----------------------------------------------------------------- careful mode
+
+    def plan(self, position: Position, following: Sequence[Position] = ()) -> tuple[str, Episode | None]:
+        """What to do with the record at ``position`` in careful mode (see :meth:`.careful.Walk.next`)."""
+        walk = self._walk
+        assert walk is not None
+        return walk.next(position, following)
+
+    def deaths(self, position: Position) -> int:
+        """The deaths counted against the record at ``position`` (careful mode)."""
+        walk = self._walk
+        return walk.episode.blame.get(key(position), 0) if walk is not None else 0
+
+    def mark(self, episode: Episode, checkpoint: Position | None) -> bool:
+        """Store a marker before its records go to a handler; False if the shard is not ours any more."""
+        return self._store(episode.to_json(), checkpoint)
+
+    def leave(self, checkpoint: Position | None) -> bool:
+        """No record of the shard is in a handler for now: the marker goes (the episode stays)."""
+        walk = self._walk
+        if walk is None or walk.done:
+            return True
+        return self._store(walk.leave().to_json(), checkpoint)
+
+    def finish(self, last: Position | None, checkpoint: Position | None) -> bool:
+        """If the window is over: back to normal mode (the episode removed, a reservation stored)."""
+        walk = self._walk
+        if walk is None or not walk.done:
+            return True
+        with self._lock:
+            handed = self._handed
+        reservation = Reservation(last, MIN_WINDOW)
+        if not self._store(NO_EPISODE, checkpoint, reservation.to_text()):
+            return False
+        with self._lock:
+            self._walk = None
+            self._last = last
+            self._reserved_at, self._allowed = handed, handed + MIN_WINDOW
+        return True
+
+    def release_state(self) -> str | None:
+        """The episode the next owner goes on with, if one is under way (its marker cleared)."""
+        walk = self._walk
+        if walk is None or walk.done:
+            return None
+        return attrs.evolve(walk.episode, marked=None).to_json()
+
+    # ----------------------------------------------------------------- writes
+
+    def _store(self, careful: str, checkpoint: Position | None, handed: str | None = None) -> bool:
+        return self._retry(lambda: self._io.write(careful, checkpoint, handed))
+
+    def _retry(self, write: Callable[[], bool | None]) -> bool:
+        """Run ``write`` until it succeeds (True) or says the shard is not ours (False)."""
+        while True:
+            done = write()
+            if done is not None:
+                return done
+            if not self._wait(0.25):
+                return False
