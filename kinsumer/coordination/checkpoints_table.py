@@ -12,7 +12,10 @@ incarnation of a stream created again under its name is never applied; rows with
 versions before it, count as the current stream's), and the crash-loop guard's
 (:mod:`kinsumer.handling.careful`): ``PreviousOwner`` (set by each capture to the owner it took
 the row from, empty for a free row: a non-empty one means that owner ended uncleanly),
-``Handed`` (a ``process()`` owner's reservation) and ``Careful`` (an episode, JSON).
+``Handed`` (a ``process()`` owner's reservation) and ``Careful`` (an episode, JSON); and
+``OwnerInstance``, the owner's process (the ``Instance`` of its client row) that captured the
+row: a client started again under its ``client_id`` never releases its earlier process's rows,
+which others take as a dead owner's.
 
 Capture is conditional on the row being free, ours, or exactly as read while its owner was
 found dead (the caller decides that from the clients table: :mod:`.membership`); commit and
@@ -61,6 +64,7 @@ _NAMES = {
     "#start": "StartAt",
     "#stream": "Stream",
     "#prev": "PreviousOwner",
+    "#inst": "OwnerInstance",
     "#handed": "Handed",
     "#careful": "Careful",
 }
@@ -80,6 +84,7 @@ class CheckpointRow:
     start_at: int | None = None  # epoch ms: where the shard starts while it has no checkpoint
     stream: str | None = None  # the identity of the stream the row's progress belongs to
     previous_owner: str | None = None  # the owner the last capture took the row from (None: it was free)
+    owner_instance: str | None = None  # the owner's process that captured it (rows of versions before it: None)
     handed: str | None = None  # the crash-loop guard's reservation (Reservation.to_text())
     careful: str | None = None  # the crash-loop guard's episode (Episode.to_json())
 
@@ -98,6 +103,7 @@ class CheckpointRow:
             start_at=int(item["StartAt"]["N"]) if "StartAt" in item else None,
             stream=item.get("Stream", {}).get("S"),
             previous_owner=item.get("PreviousOwner", {}).get("S") or None,
+            owner_instance=item.get("OwnerInstance", {}).get("S"),
             handed=item.get("Handed", {}).get("S"),
             careful=item.get("Careful", {}).get("S"),
         )
@@ -151,6 +157,7 @@ def capture(
     parents: tuple[str, ...] = (),
     taking: CheckpointRow | None = None,
     stream: str = "",
+    instance: str = "",
 ) -> CheckpointRow | None:
     """Take the shard if it is unfinished (or finished in another incarnation of the stream) and
     free or ours, or still exactly ``taking`` (a row read while its owner was found dead).
@@ -160,9 +167,10 @@ def capture(
     from is exactly the one stored when we took ownership. A row without ``Stream`` gets
     ``stream``; one with another keeps it (:func:`reset` clears the row, then sets it).
     """
-    update = "SET #prev = if_not_exists(#owner, :free), #owner = :me, #oname = :name, #lu = :now"
+    update = "SET #prev = if_not_exists(#owner, :free), #owner = :me, #oname = :name, #lu = :now, #inst = :inst"
     values: dict[str, Any] = {
         ":me": {"S": owner_id}, ":name": {"S": owner_name}, ":now": {"N": str(now_ms())}, ":free": {"S": ""},
+        ":inst": {"S": instance},
     }  # fmt: skip
     unfinished = "attribute_not_exists(#fin)"
     if stream:

@@ -84,6 +84,7 @@ class ShardLease:
                 lambda: checkpoints_table.capture(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
                     owner_name=rt.client_name, parents=self._parents, taking=taking, stream=rt.stream_identity,
+                    instance=rt.instance,
                 ),
                 "UpdateItem",
             )  # fmt: skip

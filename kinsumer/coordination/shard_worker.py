@@ -190,7 +190,7 @@ class ShardWorker:
                 rt.request_refresh()
                 return None
             if row is not None and row.owner_id not in (None, rt.client_id):
-                if rt.membership.may_take(row.owner_id, row.last_update, now_ms()):
+                if rt.membership.may_take(row.owner_id, row.last_update, now_ms(), row.owner_instance):
                     captured = lease.try_capture(self._call, taking=row)
                     if captured is not None:
                         log.info("took %s from client %s, which is not live", self.shard_id, row.owner_id)

@@ -7,13 +7,15 @@ Every record is written to ``DIR/N.deliveries`` (``id shard sequence key counter
 an unbuffered write *before* the next one is asked for, so after a SIGKILL the file holds at
 least every record the consumer counted as processed. Stats go to ``DIR/N.events``. SIGTERM
 stops the client cleanly (exit 0); an exception from ``next*()`` is written to ``DIR/N.error``
-(exit 3). Optional: manual checkpointing through a thread pool, and injected faults.
+(exit 3). Optional: manual checkpointing through a thread pool, ``process()`` with a handler that
+kills its process on chosen records (exit 17), and injected faults.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
 import os
 import random
 import signal
@@ -26,7 +28,7 @@ from typing import Any
 import botocore.exceptions
 
 from demo import servers
-from kinsumer import Checkpoint, Config, Kinsumer, StatReceiver
+from kinsumer import Checkpoint, Config, Failure, Kinsumer, Record, StatReceiver
 from tests.faults import error_response
 
 
@@ -99,6 +101,8 @@ class Faults:
 
 def main() -> int:
     spec: dict[str, Any] = json.loads(sys.argv[sys.argv.index("--spec") + 1])
+    if spec.get("log"):  # kinsumer's log on stderr (N.stderr), for a test that shows it when it fails
+        logging.basicConfig(level=spec["log"], format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
     out = os.path.join(spec["out"], spec["name"])
     stats = FileStats(out + ".events")
     config = Config(stats=stats, manual_checkpointing=bool(spec.get("manual")), **spec.get("config", {}))
@@ -116,7 +120,9 @@ def main() -> int:
     consumer.run()
     stats.write("running", spec["name"])
     try:
-        if config.manual_checkpointing:
+        if spec.get("process"):
+            consume_with_a_handler(consumer, deliveries, spec["process"], out, stats)
+        elif config.manual_checkpointing:
             consume_manually(consumer, deliveries, spec)
         else:
             while (record := consumer.next_record()) is not None:
@@ -129,6 +135,34 @@ def main() -> int:
     consumer.stop()
     stats.write("stopped", spec["name"])
     return 0
+
+
+def consume_with_a_handler(
+    consumer: Kinsumer, deliveries: int, spec: dict[str, Any], out: str, stats: FileStats
+) -> None:
+    """``process()`` with a handler that kills its process on ``poison`` ids (always) and on ``die_once``
+    ids (the first time, anywhere: a marker file says it happened); failures go to ``N.dead``."""
+    poison, die_once = set(spec.get("poison", ())), set(spec.get("die_once", ()))
+    dead = os.open(out + ".dead", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def handler(record: Record) -> None:
+        rid = json.loads(record.data)["id"]
+        once = os.path.join(os.path.dirname(out), f"died-once-{rid}")
+        if rid in poison or (rid in die_once and not os.path.exists(once)):
+            if rid in die_once:
+                open(once, "w").close()
+            stats.write("dying", rid)
+            os._exit(17)  # no cleanup, no release: as a native crash or the OOM killer
+        os.write(deliveries, line(record))
+
+    def sink(failure: Failure) -> None:
+        rid = json.loads(failure.record.data)["id"]
+        os.write(dead, f"{rid} {failure.reason} {failure.attempts} {failure.record.shard_id}\n".encode())
+
+    consumer.process(
+        handler, max_attempts=int(spec.get("max_attempts", 3)), dead_letter=sink, backoff=0.01,
+        concurrency=int(spec.get("concurrency", 1)),
+    )  # fmt: skip
 
 
 def consume_manually(consumer: Kinsumer, deliveries: int, spec: dict[str, Any]) -> None:

@@ -120,6 +120,22 @@ class ClientProcess:
             self.process.kill()
             self.process.wait(10)
 
+    @property
+    def exit_code(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def dead_letters(self) -> list[tuple[int, str, int, str]]:
+        """What ``process()``'s sink got: (id, reason, attempts, shard)."""
+        path = self._path(".dead")
+        if not path.exists():
+            return []
+        out = []
+        for raw in path.read_text().splitlines():
+            parts = raw.split()
+            if len(parts) == 4:
+                out.append((int(parts[0]), parts[1], int(parts[2]), parts[3]))
+        return out
+
     def error(self) -> str:
         path = self._path(".error")
         return path.read_text() if path.exists() else ""

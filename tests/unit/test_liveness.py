@@ -89,3 +89,15 @@ def test_a_row_its_owner_wrote_while_its_heartbeat_vouched_for_it_is_never_taken
         assert not taken
     elif 0 <= written_after_heartbeat <= 4_000:  # dead, and the row is what it wrote while live
         assert taken
+
+
+def test_a_live_owner_started_again_under_its_client_id_has_its_earlier_processs_rows_taken() -> None:
+    """Its new process never releases a row it did not capture; others take it as a dead owner's."""
+    from kinsumer.coordination.clients_table import ClientRow
+    from kinsumer.coordination.membership import Membership
+
+    now = 1_000_000
+    members = Membership.from_rows([ClientRow("a", "a", now - 100, instance="second")], now, max_age=8.0)
+    assert members.may_take("a", now - 50, now, row_instance="first")  # captured by a's earlier process
+    assert not members.may_take("a", now - 50, now, row_instance="second")  # a's own: it releases it
+    assert not members.may_take("a", now - 50, now)  # a row of a version before instances were recorded
