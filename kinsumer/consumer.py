@@ -292,7 +292,7 @@ class Kinsumer:
             client_index=coordinator.client_index,
             client_count=coordinator.client_count,
             shards=tuple(
-                _owned(w.shard_id, w.captured, w.checkpoint, w.millis_behind_latest, reading)
+                _owned(w.shard_id, w.captured, w.checkpoint, w.millis_behind_latest, reading, w.retrying)
                 for w in coordinator.workers()
             ),
         )
@@ -424,9 +424,11 @@ class Kinsumer:
         return self._delivery.next_manual(timeout)
 
 
-def _owned(shard_id: str, captured: bool, checkpoint: Position | None, lag: int | None, reading: str) -> OwnedShard:
+def _owned(
+    shard_id: str, captured: bool, checkpoint: Position | None, lag: int | None, reading: str, retrying: int | None
+) -> OwnedShard:
     sequence_number, sub_sequence = checkpoint if checkpoint is not None else (None, None)
-    return OwnedShard(shard_id, captured, sequence_number, lag, sub_sequence, reading)
+    return OwnedShard(shard_id, captured, sequence_number, lag, sub_sequence, reading, retrying)
 
 
 def _admin(operation: str, action: Callable[[], T]) -> T:

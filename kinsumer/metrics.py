@@ -52,11 +52,17 @@ class _Window:
         self.malformed_aggregates = 0
         self.latency_sum = 0.0
         self.latency_max = 0.0
+        self.handler_failures = 0
+        self.handler_retries = 0
+        self.dead_lettered: defaultdict[str, int] = defaultdict(int)  # by reason
 
     @property
     def empty(self) -> bool:
         """Nothing was counted."""
-        counts = (self.checkpoints, self.gained, self.lost, self.handoffs_clean, self.handoffs_timed_out)
+        counts = (
+            self.checkpoints, self.gained, self.lost, self.handoffs_clean, self.handoffs_timed_out,
+            self.handler_failures, self.handler_retries, sum(self.dead_lettered.values()),
+        )  # fmt: skip
         return not (self.fetched or self.delivered or self.retried or self.malformed_aggregates or any(counts))
 
     @property
@@ -177,6 +183,23 @@ class LoggingStatReceiver(StatReceiver):
             self._total.malformed_aggregates += count
         self._emit(line)
 
+    def handler_failed(self, shard_id: str, error: str) -> None:
+        self._count(lambda w: setattr(w, "handler_failures", w.handler_failures + 1))
+
+    def handler_retried(self, shard_id: str) -> None:
+        self._count(lambda w: setattr(w, "handler_retries", w.handler_retries + 1))
+
+    def dead_lettered(self, shard_id: str, reason: str) -> None:
+        self._count(lambda w: w.dead_lettered.__setitem__(reason, w.dead_lettered[reason] + 1))
+
+    def _count(self, add: Callable[[_Window], object]) -> None:
+        now = self._clock()
+        with self._lock:
+            line = self._roll(now)
+            add(self._window)
+            add(self._total)
+        self._emit(line)
+
     # ----------------------------------------------------------------- reading
 
     def summary(self) -> str:
@@ -191,7 +214,8 @@ class LoggingStatReceiver(StatReceiver):
         ``millis_behind_latest`` ({shard: ms}, shards currently owned), ``checkpoints_written``,
         ``shards_gained``, ``shards_lost``, ``handoffs_clean``, ``handoffs_timed_out``,
         ``errors_retried`` ({(operation, error): count}), ``malformed_aggregates``,
-        ``delivery_latency_avg_seconds``, ``delivery_latency_max_seconds``.
+        ``delivery_latency_avg_seconds``, ``delivery_latency_max_seconds``, and ``process()``'s
+        ``handler_failures``, ``handler_retries`` and ``dead_lettered`` ({reason: count}).
         """
         with self._lock:
             t = self._total
@@ -208,6 +232,9 @@ class LoggingStatReceiver(StatReceiver):
                 "malformed_aggregates": t.malformed_aggregates,
                 "delivery_latency_avg_seconds": t.latency_avg,
                 "delivery_latency_max_seconds": t.latency_max,
+                "handler_failures": t.handler_failures,
+                "handler_retries": t.handler_retries,
+                "dead_lettered": dict(t.dead_lettered),
             }
 
     def flush(self) -> None:
@@ -261,6 +288,10 @@ class LoggingStatReceiver(StatReceiver):
         ]
         if t.malformed_aggregates:
             parts.append(f"malformed_aggregates={w.malformed_aggregates}")
+        if t.handler_failures or t.dead_lettered:
+            parts.append(f"handler_failures={w.handler_failures}")
+            parts.append(f"handler_retries={w.handler_retries}")
+            parts.append(f"dead_lettered={sum(w.dead_lettered.values())}")
         parts.extend(f"retried[{op}/{err}]={n}" for (op, err), n in sorted(w.retried.items()))
         shards = sorted(set(w.fetched) | set(w.delivered) | set(self._lag))
         for shard in shards[:_SHARDS_SHOWN]:
@@ -348,6 +379,19 @@ class PrometheusStatReceiver(StatReceiver):
             namespace=ns,
             registry=reg,
         )
+        self._handler_failures = Counter(
+            "handler_failures", "Calls of process()'s handler that raised", ["shard"], namespace=ns, registry=reg
+        )
+        self._handler_retries = Counter(
+            "handler_retries", "Records process() called its handler again for", ["shard"], namespace=ns, registry=reg
+        )
+        self._dead_lettered = Counter(
+            "dead_lettered",
+            "Records handed to process()'s dead-letter sink, by reason (raised or crashed)",
+            ["shard", "reason"],
+            namespace=ns,
+            registry=reg,
+        )
         self._start_http_server = prometheus_client.start_http_server
         self._server_lock = threading.Lock()
         self._server: WSGIServer | None = None
@@ -386,6 +430,15 @@ class PrometheusStatReceiver(StatReceiver):
 
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         self._malformed.labels(shard_id).inc(count)
+
+    def handler_failed(self, shard_id: str, error: str) -> None:
+        self._handler_failures.labels(shard_id).inc()
+
+    def handler_retried(self, shard_id: str) -> None:
+        self._handler_retries.labels(shard_id).inc()
+
+    def dead_lettered(self, shard_id: str, reason: str) -> None:
+        self._dead_lettered.labels(shard_id, reason).inc()
 
     def flush(self) -> None:
         """The consumer stopped: it owns no shard, so no lag series is left standing (counters stay)."""

@@ -29,6 +29,8 @@ class OwnedShard:
     checkpoint_sub_sequence_number: int | None = None
     #: how the shard is read: "polling" (GetRecords) or "fan-out:<consumer name>" (SubscribeToShard)
     reading: str = "polling"
+    #: ``process()`` is calling a failing handler again: the attempts so far
+    retrying: int | None = None
 
 
 @attrs.frozen
@@ -71,6 +73,10 @@ class ShardInfoRow:
     checkpoint_sub_sequence_number: int | None = None
     #: how its owner reads it ("polling" or "fan-out:<consumer name>"); None without a known owner
     reading: str | None = None
+    #: its owner's process() is calling a failing handler again ("attempt N: Error")
+    retrying: str | None = None
+    #: the crash-loop guard is handling it record by record after a process died (see process())
+    careful: bool = False
 
 
 @attrs.frozen
@@ -130,6 +136,8 @@ def read_status(
                 last_update_age=_age(row.last_update, now) if row.last_update else None,
                 checkpoint_sub_sequence_number=row.sub_sequence_number,
                 reading=reading.get(row.owner_id) if row.owner_id else None,
+                retrying=row.retrying,
+                careful=row.careful is not None,
             )
         )
     return ApplicationStatus(

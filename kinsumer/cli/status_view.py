@@ -25,7 +25,12 @@ def _state(shard: ShardInfoRow) -> str:
         return "waiting for parents"
     if shard.owner_id is None:
         return "unowned"
-    return "reading (closed)" if shard.closed else "reading"
+    state = "reading (closed)" if shard.closed else "reading"
+    if shard.careful:
+        state += ", crash-loop guard on"
+    if shard.retrying:
+        state += f", retrying a record ({shard.retrying})"
+    return state
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:

@@ -15,7 +15,8 @@ the row from, empty for a free row: a non-empty one means that owner ended uncle
 ``Handed`` (a ``process()`` owner's reservation) and ``Careful`` (an episode, JSON); and
 ``OwnerInstance``, the owner's process (the ``Instance`` of its client row) that captured the
 row: a client started again under its ``client_id`` never releases its earlier process's rows,
-which others take as a dead owner's.
+which others take as a dead owner's. ``Retrying`` says what ``process()`` is calling again (for
+``kinsumer status``).
 
 Capture is conditional on the row being free, ours, or exactly as read while its owner was
 found dead (the caller decides that from the clients table: :mod:`.membership`); commit and
@@ -45,6 +46,7 @@ __all__ = [
     "commit",
     "delete_rows",
     "guard",
+    "note_retrying",
     "load_rows",
     "read_row",
     "record_start",
@@ -65,6 +67,7 @@ _NAMES = {
     "#stream": "Stream",
     "#prev": "PreviousOwner",
     "#inst": "OwnerInstance",
+    "#retry": "Retrying",
     "#handed": "Handed",
     "#careful": "Careful",
 }
@@ -85,6 +88,7 @@ class CheckpointRow:
     stream: str | None = None  # the identity of the stream the row's progress belongs to
     previous_owner: str | None = None  # the owner the last capture took the row from (None: it was free)
     owner_instance: str | None = None  # the owner's process that captured it (rows of versions before it: None)
+    retrying: str | None = None  # process() is calling a failing handler again: "attempt N: Error"
     handed: str | None = None  # the crash-loop guard's reservation (Reservation.to_text())
     careful: str | None = None  # the crash-loop guard's episode (Episode.to_json())
 
@@ -104,6 +108,7 @@ class CheckpointRow:
             stream=item.get("Stream", {}).get("S"),
             previous_owner=item.get("PreviousOwner", {}).get("S") or None,
             owner_instance=item.get("OwnerInstance", {}).get("S"),
+            retrying=item.get("Retrying", {}).get("S"),
             handed=item.get("Handed", {}).get("S"),
             careful=item.get("Careful", {}).get("S"),
         )
@@ -320,6 +325,13 @@ def record_start(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str
     )
 
 
+def note_retrying(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str, retrying: str | None) -> bool:
+    """Store what ``process()`` is retrying (None: nothing any more), for ``kinsumer status``. False: not ours."""
+    if retrying is None:
+        return _owned_update(db, table, shard_id, owner_id, "SET #lu = :now REMOVE #retry", {})
+    return _owned_update(db, table, shard_id, owner_id, "SET #lu = :now, #retry = :retry", {":retry": {"S": retrying}})
+
+
 def release(
     db: DynamoDBClient,
     table: str,
@@ -339,7 +351,7 @@ def release(
     if careful is not None:
         sets.append("#careful = :careful")
         values[":careful"] = {"S": careful}
-    update, values = _owner_update(checkpoint, sets, ["#owner", "#oname", "#handed"], values)
+    update, values = _owner_update(checkpoint, sets, ["#owner", "#oname", "#handed", "#retry"], values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
 
 

@@ -179,6 +179,19 @@ class ShardLease:
             self._written(epoch, new)
             return True
 
+    def note_retrying(self, retrying: str | None, call: Call) -> bool:
+        """Store what ``process()`` retries on the shard (None: nothing); False once not owned."""
+        rt = self._rt
+        with self._lock:
+            if self.state is not LeaseState.OWNED:
+                return False
+            return self._owned_write(
+                call,
+                lambda: checkpoints_table.note_retrying(
+                    rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id, retrying=retrying
+                ),
+            )
+
     def _forward(self, checkpoint: Position | None) -> Position | None:
         """``checkpoint`` if it is ahead of the stored one, else None (lock held)."""
         new = checkpoint if checkpoint is not None and checkpoint != self.committed else None

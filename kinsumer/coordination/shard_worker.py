@@ -99,6 +99,12 @@ class ShardWorker:
         progress = self._progress
         return progress.checkpoint if progress is not None else self.lease.committed
 
+    @property
+    def retrying(self) -> int | None:
+        """``process()`` is calling a failing handler again for a record of the shard: the attempts so far."""
+        progress = self._progress
+        return progress.retrying if progress is not None else None
+
     def to_commit(self) -> Commit:
         """The checkpoint and lag, and the crash-loop guard's new reservation. In careful mode the
         guard's own writes move the checkpoint (with the markers), so a commit leaves it."""
@@ -373,6 +379,16 @@ class _GuardWrites:
             if not rt.retry_later(exc, f"the crash-loop guard's write of {worker.shard_id}"):
                 rt.fail(exc, f"the crash-loop guard of {worker.shard_id}")
                 return False
+            return None
+
+    def note(self, retrying: str | None) -> bool | None:
+        worker = self._worker
+        rt = worker._rt
+        try:
+            return worker.lease.note_retrying(retrying, rt.call_until(time.monotonic() + rt.config.commit_frequency))
+        except Exception as exc:  # noqa: BLE001 - only for operators: a failed note is logged and left
+            if not rt.retry_later(exc, f"the note of a retried record of {worker.shard_id}"):
+                log.warning("could not store that a record of %s is being retried: %s", worker.shard_id, exc)
             return None
 
     def commit_now(self) -> bool | None:

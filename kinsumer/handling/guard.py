@@ -40,6 +40,10 @@ class GuardIO(Protocol):
         """Commit the shard now (with a new reservation); True done, False not ours, None failed (try again)."""
         ...
 
+    def note(self, retrying: str | None) -> bool | None:
+        """Store what is being retried (None: nothing), for operators; None if it failed (it is not tried again)."""
+        ...
+
 
 class ShardGuard:
     """The crash-loop guard of one capture of a shard (see the module's description)."""
@@ -151,6 +155,11 @@ class ShardGuard:
             self._last = last
             self._reserved_at, self._allowed = handed, handed + MIN_WINDOW
         return True
+
+    def note_retrying(self, attempts: int | None, error: str = "") -> None:
+        """``process()`` calls a failing handler again (``attempts`` so far), or stopped doing so (None).
+        Stored in the row for ``kinsumer status``; a write only when a record fails."""
+        self._io.note(None if attempts is None else f"attempt {attempts}: {error}"[:200])
 
     def release_state(self) -> str | None:
         """The episode the next owner goes on with, if one is under way (its marker cleared)."""

@@ -353,10 +353,10 @@ class Processor:
         count = attempts.get(index, 0) + 1
         attempts[index] = count
         if count >= self._options.max_attempts:
-            progress.retrying = None
+            self._retried(progress, count)
             self._exhausted(Failure(record, count, "raised", error, *attrs.astuple(self._origin)), progress)
             return "done"
-        return None if self._retry_later(record, progress, count) else "left"
+        return None if self._retry_later(record, progress, count, error) else "left"
 
     @staticmethod
     def _ack(items: list[Taken], low: int, high: int) -> None:
@@ -433,16 +433,23 @@ class Processor:
             except Exception as exc:  # noqa: BLE001 - the handler's failure: tried again, then the sink
                 error = exc
             else:
-                progress.retrying = None
+                self._retried(progress, attempt)
                 return "done"
             self._stats.handler_failed(record.shard_id, type(error).__name__)
             if attempt >= self._options.max_attempts:
-                progress.retrying = None
+                self._retried(progress, attempt)
                 failure = Failure(record, attempt, "raised", describe(error), *attrs.astuple(self._origin))
                 self._exhausted(failure, progress)
                 return "done"
-            if not self._retry_later(record, progress, attempt):
+            if not self._retry_later(record, progress, attempt, type(error).__name__):
                 return "left"
+
+    @staticmethod
+    def _retried(progress: ShardProgress, attempts: int) -> None:
+        """A record is done after ``attempts`` calls: if it was retried, the note of it goes."""
+        progress.retrying = None
+        if attempts > 1 and progress.guard is not None:
+            progress.guard.note_retrying(None)
 
     def _call(self, record: Record) -> None:
         if not self._batches:
@@ -452,9 +459,11 @@ class Processor:
         if _first_failed(result, [record]) is not None:
             raise _ReportedFailed("the batch handler returned it as failed")
 
-    def _retry_later(self, record: Record, progress: ShardProgress, attempt: int) -> bool:
+    def _retry_later(self, record: Record, progress: ShardProgress, attempt: int, error: str = "") -> bool:
         """Count a failed call and wait before the next; False if the consumer stops or the shard goes."""
         progress.retrying = attempt
+        if progress.guard is not None:
+            progress.guard.note_retrying(attempt, error)
         self._stats.handler_retried(record.shard_id)
         delay = self._options.delay(attempt)
         log.info("a record of %s failed (attempt %d of %d); trying again in %.2g s",
@@ -520,6 +529,9 @@ def _position(record: Record) -> Position:
 
 class _Unguarded(ShardGuard):
     """No crash-loop guard: every record in normal mode, nothing stored."""
+
+    def note_retrying(self, attempts: int | None, error: str = "") -> None:
+        pass
 
     def __init__(self) -> None:
         pass

@@ -13,7 +13,7 @@ import pytest
 
 from kinsumer import Config, ConfigError, Failure, Kinsumer, KinsumerError, NotStarted, Record, RecordFailed
 from kinsumer.coordination import checkpoints_table
-from tests.helpers import CountingStats
+from tests.helpers import CountingStats, wait_until
 
 FAST = Config(
     shard_check_frequency=0.25, commit_frequency=0.1, leader_action_frequency=0.5, throttle_delay=0.2, handoff_timeout=2
@@ -253,3 +253,32 @@ def test_process_before_run_says_so(kinesis: Any, db: Any) -> None:
     k = make(kinesis, db)
     with pytest.raises(NotStarted):
         k.process(lambda r: None)
+
+
+def test_a_shard_retrying_a_record_shows_in_status_and_in_the_row_for_kinsumer_status(kinesis: Any, db: Any) -> None:
+    from kinsumer.status import read_status
+
+    k = make(kinesis, db, shards=1)
+    put(kinesis, 3)
+    release = threading.Event()
+    handled = Handled(k, 3, fail=lambda i, n: i == 1 and not release.is_set())
+    seen: dict[str, Any] = {}
+
+    def watch() -> None:
+        def retrying() -> bool:
+            owned = k.status().shards
+            row = read_status(kinesis, db, "clicks", "app", max_age=10).shards[0]
+            seen.update(owned=owned[0].retrying if owned else None, row=row.retrying)
+            return bool(owned and owned[0].retrying and row.retrying)
+
+        wait_until(retrying, 30, "the retry to show")
+        release.set()  # the next call succeeds
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    run_process(k, handler=handled, max_attempts=1_000, backoff=0.2, max_backoff=0.2)
+    watcher.join(30)
+    assert seen["owned"] >= 1 and seen["row"].startswith("attempt ") and "ValueError" in seen["row"]
+    assert sorted(rid(r) for r in handled.done) == [0, 1, 2]
+    row = checkpoints_table.read_row(db, "app_checkpoints", "shardId-000000000000")
+    assert row is not None and row.retrying is None  # the note went once the record was done

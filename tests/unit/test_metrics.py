@@ -350,3 +350,28 @@ def test_flush_logs_the_interval_so_far_once_and_prometheus_drops_the_lag_series
     prometheus.flush()
     assert sample(prometheus, "kinsumer_millis_behind_latest", shard=SHARD) is None
     assert sample(prometheus, "kinsumer_records_fetched_total", shard=SHARD) == 4  # counters stay
+
+
+def test_handler_failures_retries_and_dead_letters_are_counted_by_both_receivers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    logging_stats = LoggingStatReceiver(interval=10, clock=clock)
+    prometheus = PrometheusStatReceiver()
+    for receiver in (logging_stats, prometheus):
+        for _ in range(3):
+            receiver.handler_failed(SHARD, "ValueError")
+        receiver.handler_retried(SHARD)
+        receiver.handler_retried(SHARD)
+        receiver.dead_lettered(SHARD, "raised")
+        receiver.dead_lettered(OTHER, "crashed")
+    totals = logging_stats.totals()
+    assert (totals["handler_failures"], totals["handler_retries"]) == (3, 2)
+    assert totals["dead_lettered"] == {"raised": 1, "crashed": 1}
+    assert sample(prometheus, "kinsumer_handler_failures_total", shard=SHARD) == 3
+    assert sample(prometheus, "kinsumer_handler_retries_total", shard=SHARD) == 2
+    assert sample(prometheus, "kinsumer_dead_lettered_total", shard=OTHER, reason="crashed") == 1
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    clock.now += 11
+    logging_stats.checkpoint_written(SHARD)
+    assert "handler_failures=3 handler_retries=2 dead_lettered=2" in lines(caplog)[-1]
