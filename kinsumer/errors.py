@@ -177,7 +177,8 @@ class ReplayError(KinsumerError):
 
 
 class WriteError(KinsumerError):
-    """A record that cannot be written to the stream (too large, a bad key), or one Kinesis kept refusing."""
+    """A record that cannot be written (to a stream, or a dead-letter sink): too large, a bad key, or
+    one the service kept refusing."""
 
 
 class TableConflict(KinsumerError):

@@ -1,0 +1,133 @@
+"""Dead-letter sinks for ``Kinsumer.process()``: an SQS queue, a Kinesis stream. Any callable taking a
+:class:`~kinsumer.Failure` is a sink too.
+
+Both write one JSON envelope per failed record (:func:`envelope`)::
+
+    {"version": 1, "application": "billing-app", "client_id": "...", "stream": "clicks",
+     "shard_id": "shardId-000000000003", "sequence_number": "4959...", "sub_sequence_number": null,
+     "partition_key": "user-17", "explicit_hash_key": null,
+     "approximate_arrival_timestamp": "2026-11-25T08:00:00.123000+00:00",
+     "data": "<the record's data, base64>", "attempts": 3, "reason": "raised",
+     "error": "ValueError: bad payload", "failed_at": "2026-11-25T08:00:04.500000+00:00"}
+
+A failed record whose envelope is too large for the sink (an SQS message of more than the
+queue's ``MaximumMessageSize``, a Kinesis record of more than 1 MiB) raises
+:class:`~kinsumer.WriteError` saying so: never a truncated envelope. ``process()`` then tries
+again and raises :class:`~kinsumer.RecordFailed`, leaving the record for the next owner.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import threading
+from typing import Any
+
+import boto3
+
+from .errors import WriteError
+from .handling.failure import Failure
+from .writing.aggregation import MAX_RECORD_BYTES
+
+__all__ = ["KinesisStream", "SqsQueue", "envelope"]
+
+VERSION = 1
+
+
+def envelope(failure: Failure) -> dict[str, Any]:
+    """The JSON-ready envelope of a failed record (see the module's description)."""
+    record = failure.record
+    return {
+        "version": VERSION,
+        "application": failure.application,
+        "client_id": failure.client_id,
+        "stream": failure.stream,
+        "shard_id": record.shard_id,
+        "sequence_number": record.sequence_number,
+        "sub_sequence_number": record.sub_sequence_number,
+        "partition_key": record.partition_key,
+        "explicit_hash_key": record.explicit_hash_key,
+        "approximate_arrival_timestamp": record.approximate_arrival_timestamp.isoformat(),
+        "data": base64.b64encode(record.data).decode("ascii"),
+        "attempts": failure.attempts,
+        "reason": failure.reason,
+        "error": failure.error,
+        "failed_at": dt.datetime.now(dt.UTC).isoformat(),
+    }
+
+
+def _body(failure: Failure) -> bytes:
+    return json.dumps(envelope(failure), separators=(",", ":")).encode()
+
+
+def _where(failure: Failure) -> str:
+    record = failure.record
+    sub = "" if record.sub_sequence_number is None else f":{record.sub_sequence_number}"
+    return f"the failed record of {record.shard_id} at {record.sequence_number}{sub}"
+
+
+class SqsQueue:
+    """Sends each failed record's envelope to the SQS queue at ``url`` (``client``: a boto3 SQS client).
+
+    A FIFO queue (its URL ends in ``.fifo``) gets the shard as the message group (so a shard's
+    failures stay in order) and the record's position as the deduplication ID (a record sent
+    twice, by two owners, arrives once within SQS's five minutes).
+    """
+
+    def __init__(self, url: str, *, client: Any = None) -> None:
+        self.url = url
+        self._client = client if client is not None else boto3.client("sqs")
+        self._fifo = url.endswith(".fifo")
+        self._limit: int | None = None  # the queue's MaximumMessageSize, read once
+        self._lock = threading.Lock()
+
+    def __call__(self, failure: Failure) -> None:
+        body = _body(failure)
+        limit = self._max_size()
+        if len(body) > limit:
+            raise WriteError(
+                f"{_where(failure)} makes an SQS message of {len(body):,} bytes: more than the queue's "
+                f"MaximumMessageSize of {limit:,} ({self.url}); raise it, or use a sink that takes larger records"
+            )
+        params: dict[str, Any] = {
+            "QueueUrl": self.url,
+            "MessageBody": body.decode(),
+            "MessageAttributes": {
+                "reason": {"DataType": "String", "StringValue": failure.reason},
+                "attempts": {"DataType": "Number", "StringValue": str(failure.attempts)},
+            },
+        }
+        if self._fifo:
+            record = failure.record
+            sub = "" if record.sub_sequence_number is None else f"-{record.sub_sequence_number}"
+            params["MessageGroupId"] = record.shard_id
+            params["MessageDeduplicationId"] = f"{record.sequence_number}{sub}"[-128:]
+        self._client.send_message(**params)
+
+    def _max_size(self) -> int:
+        with self._lock:
+            if self._limit is None:
+                attributes = self._client.get_queue_attributes(QueueUrl=self.url, AttributeNames=["MaximumMessageSize"])
+                self._limit = int(attributes["Attributes"]["MaximumMessageSize"])
+            return self._limit
+
+
+class KinesisStream:
+    """Puts each failed record's envelope into the Kinesis stream ``name`` (``client``: a boto3 Kinesis
+    client), under the record's own partition key, so a shard's failures keep their order per key."""
+
+    def __init__(self, name: str, *, client: Any = None) -> None:
+        self.name = name
+        self._client = client if client is not None else boto3.client("kinesis")
+
+    def __call__(self, failure: Failure) -> None:
+        body = _body(failure)
+        key = failure.record.partition_key
+        size = len(body) + len(key.encode())
+        if size > MAX_RECORD_BYTES:
+            raise WriteError(
+                f"{_where(failure)} makes a Kinesis record of {size:,} bytes (envelope and partition key): more "
+                f"than the {MAX_RECORD_BYTES:,} a record of {self.name} may hold; use a sink that takes larger records"
+            )
+        self._client.put_record(StreamName=self.name, Data=body, PartitionKey=key)
