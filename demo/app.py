@@ -16,10 +16,12 @@ Its phases:
    client joins (at once: its process is up since phase 3), and the clients share the shards again;
 6. when every produced record was delivered and the rebalance settled, stop every client
    cleanly and print a tally, with a line per client (the one that left and the one that
-   joined too): every produced id must be delivered exactly once. The exit code is 0 only then.
+   joined too): every produced id must be delivered exactly once, but the poison record
+   (``--poison``, the middle one by default), which the clients' handler cannot handle: it is
+   tried 3 times, then goes to the dead-letter sink, once. The exit code is 0 only then.
 
 Options: ``--records``, ``--shards``, ``--clients``, ``--rate``, ``--aggregate``, ``--leave-at``,
-``--no-rebalance``, ``--timeout`` (see ``--help``).
+``--no-rebalance``, ``--poison``, ``--timeout`` (see ``--help``).
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ class Settings:
     rebalance: bool
     timeout: float
     aggregate: int = 1  # user records per Kinesis record (KPL format); 1: plain records
+    poison: int = -1  # the id of the record the handler cannot handle (-1: none)
 
 
 def parse_args(argv: Sequence[str] | None) -> Settings:
@@ -116,6 +119,13 @@ def parse_args(argv: Sequence[str] | None) -> Settings:
         metavar="N",
         help="write KPL aggregates of N records, as the Kinesis Producer Library does (default 1: plain records)",
     )
+    add(
+        "--poison",
+        type=int,
+        default=None,
+        metavar="ID",
+        help="the handler raises on record ID: tried 3 times, then dead-lettered (default: the middle one; -1: none)",
+    )
     add("--timeout", type=float, default=120.0, metavar="S", help="give up after S seconds (default 120)")
     a = parser.parse_args(argv)
     rules = [
@@ -129,7 +139,10 @@ def parse_args(argv: Sequence[str] | None) -> Settings:
     ]
     if broken := [f"{option} must be {rule}" for option, ok, rule in rules if not ok]:
         parser.error("; ".join(broken))
-    return Settings(a.records, a.shards, a.clients, a.rate, a.leave_at, a.rebalance, a.timeout, a.aggregate)
+    poison = a.records // 2 if a.poison is None else a.poison
+    if not -1 <= poison < a.records:
+        parser.error(f"--poison must be an id from 0 to {a.records - 1}, or -1 for none")
+    return Settings(a.records, a.shards, a.clients, a.rate, a.leave_at, a.rebalance, a.timeout, a.aggregate, poison)
 
 
 # ----------------------------------------------------------------------------- setup
@@ -276,10 +289,11 @@ class Run:
         return ", ".join(f"{name} owns {state.shard_list()}" for name, state in running)
 
     def everything_delivered(self) -> bool:
-        produced, delivered = self.producer.produced, self.tally.first_client
-        if not self.producer.done() or len(delivered) < produced:
+        """Every produced record was handled, or (the poison) went to the dead-letter sink."""
+        produced, delivered, dead = self.producer.produced, self.tally.first_client, self.tally.dead_lettered
+        if not self.producer.done() or len(delivered) + len(dead) < produced:
             return False
-        return all(i in delivered for i in range(produced))
+        return all(i in delivered or i in dead for i in range(produced))
 
     def nobody_reads(self) -> bool:
         """Every client that joined has stopped (failed, or left with nobody to take over)."""
@@ -307,13 +321,16 @@ def print_tally(run: Run, wall_seconds: float, timed_out: bool) -> list[str]:
     """Print the final tally; return the reasons for failure (empty: success)."""
     tally = run.tally
     produced = set(range(run.producer.produced))
-    lost = produced - tally.first_client.keys()
+    lost = produced - tally.first_client.keys() - tally.dead_lettered.keys()
     unknown = tally.first_client.keys() - produced
     print("---- tally ----")
     print(f"produced    {len(produced)}")
     print(f"delivered   {tally.deliveries}")
     print(f"lost        {len(lost)}")
     print(f"duplicates  {len(tally.duplicates)}")
+    print(f"dead-lettered {len(tally.dead_lettered)}" + "".join(
+        f"  (id {i}: {why})" for i, why in sorted(tally.dead_lettered.items())
+    ))  # fmt: skip
     span, what = tally.delivery_span(wall_seconds)
     rate = tally.deliveries / span if span > 0 else 0.0
     print(f"records/s   {rate:.0f}  ({tally.deliveries} deliveries in {span:.2f} s {what})")
@@ -342,6 +359,13 @@ def failure_reasons(run: Run, lost: set[int], unknown: set[int], timed_out_after
         reasons.append(f"{len(tally.duplicates)} deliveries were duplicates, e.g. ids {examples}")
     if unknown:
         reasons.append(f"{len(unknown)} delivered ids were never produced, e.g. {sorted(unknown)[:10]}")
+    poison = run.settings.poison
+    if poison in tally.first_client:
+        reasons.append(f"the poison record {poison} was delivered as handled")
+    if 0 <= poison < run.producer.produced and poison not in tally.dead_lettered:
+        reasons.append(f"the poison record {poison} never went to the dead-letter sink")
+    if wrongly := sorted(set(tally.dead_lettered) - {poison}):
+        reasons.append(f"records other than the poison went to the dead-letter sink: {wrongly[:10]}")
     if run.producer.error:
         reasons.append(f"the producer failed: {run.producer.error}")
     reasons.extend(f"{name} failed: {state.error}" for name, state in tally.clients.items() if state.error)
@@ -373,7 +397,8 @@ def run_demo(settings: Settings, endpoint: str) -> int:
     names = client_names(settings)
     print(f"starting {settings.clients} clients; per client: leader, shards (3? = not captured yet), records/s")
     producer = Producer(kinesis_client(endpoint), settings.records, settings.rate, settings.aggregate)
-    run = Run(settings, shard_ids, start_workers(context, names, settings.clients, endpoint, reports), producer)
+    workers = start_workers(context, names, settings.clients, endpoint, reports, settings.poison)
+    run = Run(settings, shard_ids, workers, producer)
     try:
         seconds = run.loop(reports)
     finally:
@@ -385,7 +410,12 @@ def run_demo(settings: Settings, endpoint: str) -> int:
     reasons = print_tally(run, seconds, timed_out)
     for reason in reasons:
         print(f"FAILED: {reason}")
-    print("OK: every record was delivered exactly once" if not reasons else "FAILED", flush=True)
+    if reasons:
+        print("FAILED", flush=True)
+    elif 0 <= settings.poison < run.producer.produced:
+        print("OK: every record was delivered exactly once, but the poison record: dead-lettered", flush=True)
+    else:
+        print("OK: every record was delivered exactly once", flush=True)
     return 1 if reasons else 0
 
 

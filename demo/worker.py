@@ -2,10 +2,12 @@
 
 Each worker is a separate OS process running one :class:`Kinsumer`. It waits until the parent
 lets it join (the initial clients at once, the client that joins during the rebalance later),
-reads until the parent tells it to stop, then stops cleanly: ``Kinsumer.stop()`` counts its
-last record as processed and hands its shards off. Every ``REPORT_EVERY`` seconds it sends the
-parent a :class:`Report`: the ids it delivered since the last one, ``Kinsumer.status()`` (leader,
-shards and whether each is captured yet) and its handoff counts (the ``handoff`` stats hook).
+handles records with ``Kinsumer.process()`` until the parent tells it to stop, then stops
+cleanly: every handled record is checkpointed, and its shards are handed off. Its handler cannot
+handle one record (the poison): it is tried 3 times, then goes to the dead-letter sink. Every
+``REPORT_EVERY`` seconds it sends the parent a :class:`Report`: the ids it delivered since the
+last one, those that went to the dead-letter sink, ``Kinsumer.status()`` (leader, shards and
+whether each is captured yet) and its handoff counts (the ``handoff`` stats hook).
 
 The parent starts and stops the processes (:func:`start_workers`, :func:`stop_workers`) and
 merges their reports into a :class:`Tally`.
@@ -22,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from kinsumer import Config, Kinsumer, Record, StatReceiver
+from kinsumer import Config, Failure, Kinsumer, Record, StatReceiver
 
 from . import servers
 
@@ -89,6 +91,7 @@ class Report(TypedDict):
     unclean_handoffs: int  # handoffs that timed out: their unacknowledged records come again
     done: bool  # the last report: the worker stopped
     error: str | None
+    dead: list[tuple[int, str]]  # ids handed to the dead-letter sink since the last report, with why
 
 
 # ----------------------------------------------------------------------------- reporting
@@ -115,18 +118,29 @@ class Reporter:
         self._reports = reports
         self._kinsumer = kinsumer
         self._handoffs = handoffs
+        self._lock = threading.Lock()  # the handler and the reporting thread both send
         self._ids: list[int] = []
+        self._dead: list[tuple[int, str]] = []
         self._first_at: float | None = None
         self._last_at: float | None = None
         self._due = time.monotonic() + REPORT_EVERY
 
     def delivered(self, record: Record) -> None:
         now = time.time()
-        self._ids.append(int(json.loads(record.data)["id"]))
-        self._first_at = self._first_at or now
-        self._last_at = now
-        if len(self._ids) >= REPORT_IDS or time.monotonic() >= self._due:
+        with self._lock:
+            self._ids.append(int(json.loads(record.data)["id"]))
+            self._first_at = self._first_at or now
+            self._last_at = now
+            due = len(self._ids) >= REPORT_IDS or time.monotonic() >= self._due
+        if due:
             self.send()
+
+    def dead_letter(self, failure: Failure) -> None:
+        """The dead-letter sink: the parent's tally lists what went to it."""
+        why = f"{failure.reason} after {failure.attempts} attempts ({failure.error})"
+        with self._lock:
+            self._dead.append((int(json.loads(failure.record.data)["id"]), why))
+        self.send()
 
     def send_if_due(self) -> None:
         if time.monotonic() >= self._due:
@@ -134,6 +148,10 @@ class Reporter:
 
     def send(self, *, done: bool = False, error: str | None = None) -> None:
         """Send the ids delivered since the last report, the client's status and its handoffs."""
+        with self._lock:
+            self._send(done, error)
+
+    def _send(self, done: bool, error: str | None) -> None:
         status = self._kinsumer.status()
         report = Report(
             client=self._kinsumer.client_name,
@@ -148,26 +166,36 @@ class Reporter:
             unclean_handoffs=self._handoffs.unclean_handoffs,
             done=done,
             error=error,
+            dead=self._dead,
         )
         self._reports.put(report)
-        self._ids, self._first_at, self._last_at = [], None, None
+        self._ids, self._dead, self._first_at, self._last_at = [], [], None, None
         self._due = time.monotonic() + REPORT_EVERY
 
 
 # ----------------------------------------------------------------------------- the process
 
 
-def consume(kinsumer: Kinsumer, stop: Event, reporter: Reporter) -> None:
-    """Take records until the parent says stop (or the consumer stops by itself)."""
-    while not stop.is_set():
-        try:
-            record = kinsumer.next_record(timeout=REPORT_EVERY)
-        except TimeoutError:
-            reporter.send_if_due()
-            continue
-        if record is None:
-            return
+def consume(kinsumer: Kinsumer, stop: Event, reporter: Reporter, poison: int) -> None:
+    """Handle records with ``Kinsumer.process()`` until the parent says stop (or the consumer stops by
+    itself). The handler cannot handle the record ``poison``: it raises, the record is tried 3 times,
+    then goes to the dead-letter sink (the parent's tally), and the shard goes on."""
+
+    def handle(record: Record) -> None:
+        if int(json.loads(record.data)["id"]) == poison:
+            raise ValueError("a poison record: this handler cannot process it")
         reporter.delivered(record)
+
+    def report_and_stop() -> None:  # reports while idle too; stop() ends process()
+        while not stop.wait(REPORT_EVERY):
+            reporter.send_if_due()
+        kinsumer.stop()
+
+    helper = threading.Thread(target=report_and_stop, name="demo-reports", daemon=True)
+    helper.start()
+    kinsumer.process(handle, max_attempts=3, backoff=0.1, dead_letter=reporter.dead_letter)
+    stop.set()  # process() ended by itself (an error): let the helper go
+    helper.join()
 
 
 def wait_to_join(join: Event, stop: Event) -> bool:
@@ -178,7 +206,7 @@ def wait_to_join(join: Event, stop: Event) -> bool:
     return not stop.is_set()
 
 
-def worker_main(client: str, endpoint: str, reports: Queue[Report], join: Event, stop: Event) -> None:
+def worker_main(client: str, endpoint: str, reports: Queue[Report], join: Event, stop: Event, poison: int) -> None:
     """One consumer process: join when told, read until ``stop`` is set, stop cleanly, send a final report."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited already; the parent handles Ctrl-C and sets ``stop``
     logging.basicConfig(format=f"%(asctime)s {client} %(levelname)s %(name)s: %(message)s")
@@ -191,11 +219,11 @@ def worker_main(client: str, endpoint: str, reports: Queue[Report], join: Event,
         if wait_to_join(join, stop):
             kinsumer.run()
             reporter.send()
-            consume(kinsumer, stop, reporter)
+            consume(kinsumer, stop, reporter, poison)
     except Exception as exc:  # noqa: BLE001 - sent to the parent, which reports it
         error = f"{type(exc).__name__}: {exc}"
     finally:
-        kinsumer.stop()  # the last record taken counts as processed; every shard is handed off
+        kinsumer.stop()  # every handled record is checkpointed; every shard is handed off
         reporter.send(done=True, error=error)
 
 
@@ -211,7 +239,7 @@ class Worker:
 
 
 def start_workers(
-    context: SpawnContext, names: list[str], initial: int, endpoint: str, reports: Queue[Report]
+    context: SpawnContext, names: list[str], initial: int, endpoint: str, reports: Queue[Report], poison: int = -1
 ) -> dict[str, Worker]:
     """Start a process per name; the first ``initial`` join at once, the others when told."""
     workers = {}
@@ -220,7 +248,7 @@ def start_workers(
         if i < initial:
             join.set()
         process = context.Process(
-            target=worker_main, args=(name, endpoint, reports, join, stop), name=name, daemon=True
+            target=worker_main, args=(name, endpoint, reports, join, stop, poison), name=name, daemon=True
         )
         workers[name] = Worker(name, process, join, stop)
     # started with SIGINT ignored, they inherit that: a Ctrl-C during their imports is ours to handle
@@ -297,6 +325,7 @@ class Tally:
     duplicates: list[tuple[int, str, str]] = field(default_factory=list)  # (id, first client, again by)
     first_at: float | None = None
     last_at: float | None = None
+    dead_lettered: dict[int, str] = field(default_factory=dict)  # id -> why, as the sink got it (first time)
 
     @classmethod
     def for_clients(cls, names: list[str]) -> Tally:
@@ -310,6 +339,8 @@ class Tally:
                 self.first_client[record_id] = report["client"]
             else:
                 self.duplicates.append((record_id, first, report["client"]))
+        for record_id, why in report["dead"]:
+            self.dead_lettered.setdefault(record_id, f"{why}, by {report['client']}")
         self.deliveries += len(report["ids"])
         state.delivered += len(report["ids"])
         state.state, state.leader, state.client_count = report["state"], report["leader"], report["client_count"]
