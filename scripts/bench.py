@@ -85,13 +85,16 @@ def throughput_rows(
         say(f"{name}: filling an {SHARDS}-shard stream with {args.records} records of {RECORD_SIZE} bytes")
         filled = throughput.fill(server, SHARDS, args.records, RECORD_SIZE, dynamodb)
     if "throughput" in args.only:
-        rates: dict[str, list[float]] = {"single": [], "threads": [], "kinsumer": [], "peer": [], "go": []}
+        rates: dict[str, list[float]] = {
+            "single": [], "threads": [], "kinsumer": [], "peer": [], "go": [], "process": [],
+        }  # fmt: skip
         startups: dict[str, list[float]] = {"kinsumer": [], "go": []}
         cpus: dict[str, list[float]] = {"single": [], "threads": [], "kinsumer": [], "go": []}
         peer_problem, go_problem = "", args.go_binary if isinstance(args.go_binary, str) else ""
         for n in range(args.runs):  # the contenders in turn within each run
             single, threads = throughput.bare_loop(filled), throughput.bare_threads(filled)
             mine = throughput.kinsumer_next(filled)
+            handled = throughput.kinsumer_process(filled)
             peer = throughput.async_kinesis(filled, args.peer_python)
             go: Measure | str = go_problem
             if not go_problem:
@@ -99,6 +102,7 @@ def throughput_rows(
             rates["single"].append(single.rate)
             rates["threads"].append(threads.rate)
             rates["kinsumer"].append(mine.rate)
+            rates["process"].append(handled.rate)
             startups["kinsumer"].append(mine.startup or 0.0)
             for contender, measure in (("single", single), ("threads", threads), ("kinsumer", mine)):
                 cpus[contender].append(measure.cpu_per_100k)
@@ -115,6 +119,7 @@ def throughput_rows(
             say(
                 f"  run {n + 1}: bare 1 thread {single.rate:,.0f}, bare thread/shard {threads.rate:,.0f}, "
                 f"kinsumer {mine.rate:,.0f} (first record after {mine.startup or 0:.2f} s), "
+                f"process() {handled.rate:,.0f}, "
                 f"CPU-s per 100k: bare thread/shard {threads.cpu_per_100k:.2f}, kinsumer {mine.cpu_per_100k:.2f}; "
                 f"async-kinesis {peer if isinstance(peer, str) else f'{peer.rate:,.0f}'} records/s; "
                 f"Go kinsumer {go if isinstance(go, str) else f'{go.rate:,.0f} records/s, {go.cpu_per_100k:.2f} CPU-s'}"
@@ -144,6 +149,15 @@ def throughput_rows(
                 f"first record after {median(startups['kinsumer']):.2f} s",
             ),
         ]
+        ratio_process = median([p / k for p, k in zip(rates["process"], rates["kinsumer"], strict=True)])
+        rows.append(
+            Row(
+                "kinsumer, 1 client, `process(handler)`, concurrency 1",
+                name,
+                rate_text(median(rates["process"])),
+                f"{ratio_process:.2f}x the `next()` loop in the same run (goal ≥ 0.9x)",
+            )
+        )
         if rates["go"] and len(rates["go"]) == len(rates["kinsumer"]):
             ratio_go = median([k / g for k, g in zip(rates["kinsumer"], rates["go"], strict=True)])
             cpu_go = median([k / g for k, g in zip(cpus["kinsumer"], cpus["go"], strict=True)])

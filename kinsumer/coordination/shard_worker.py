@@ -137,7 +137,7 @@ class ShardWorker:
     def _own(self, row: CheckpointRow) -> None:
         rt = self._rt
         self._progress = progress = rt.delivery.open_shard(self.shard_id, row.checkpoint)
-        progress.guard = ShardGuard(row, _GuardWrites(self), self._wait_unless_stopping)
+        progress.guard = ShardGuard(row, _GuardWrites(self), self._wait_unless_stopping, rt.config.commit_frequency)
         progress.confirm(self.lease.fresh_until)
         self.lease.on_confirmed = progress.confirm  # deliveries wait while the lease is not confirmed
         if self._stop.is_set():

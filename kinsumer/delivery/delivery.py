@@ -27,7 +27,7 @@ from ..waiting import slice_of
 from .progress import Checkpoint, Run, ShardProgress
 from .record_queue import CLOSED, Closed, RecordQueue
 
-__all__ = ["Delivery", "HandoffResult"]
+__all__ = ["Delivery", "ExplicitHolder", "HandoffResult"]
 
 #: Records per chunk of the queue (next*() takes a chunk in one go): at most this many, and at most buffer_size / 16.
 MAX_BATCH = 64
@@ -51,6 +51,13 @@ class HandoffResult:
 
 Taken = tuple[Record, ShardProgress, int]
 _MANUAL = object()  # the holder of manual mode's run, shared by every calling thread
+
+
+class ExplicitHolder:
+    """A holder whose records count as processed only when it says so (``process()``): a clean stop
+    does not count its record in hand, as it does an auto-mode caller's."""
+
+    __slots__ = ("__weakref__",)
 
 
 class Delivery:
@@ -192,7 +199,7 @@ class Delivery:
         with self._hand_lock:
             runs, self._runs = self._runs, {}
             for holder, run in runs.items():
-                auto = holder is not _MANUAL
+                auto = holder is not _MANUAL and not isinstance(holder, ExplicitHolder)
                 if auto and processed:
                     run.processed = run.handed
                 run.progress.end_run(run, abandon_in_hand=auto and not processed)
@@ -209,6 +216,40 @@ class Delivery:
         """Like :meth:`take` without waiting: None when nothing is ready, or once :attr:`closed`."""
         handed = self._hand(_MANUAL, time.monotonic(), auto=False)
         return None if handed is None else self._taken(handed, 0.0)
+
+    def take_run(self, holder: ExplicitHolder, timeout: float | None) -> Run | None:
+        """The next chunk of the queue as a run of ``holder`` (registered as delivered), for it to hand
+        over itself (``run.handed``) and count processed (``run.processed``) in order; None once closed.
+
+        The holder checks ``run.progress.revoked`` and ``fresh_until`` before each record, as
+        :meth:`next_auto` does, and ends the run with :meth:`end_run`. Raises :class:`NoRecordWithin`
+        after ``timeout`` s without one, and the error the delivery was closed with.
+        """
+        started = self._start_run(_deadline(timeout))
+        if started is None:
+            raise NoRecordWithin(timeout if timeout is not None else 0.0)
+        if isinstance(started, Closed):
+            if self._error is not None:
+                raise self._error
+            return None
+        with self._hand_lock:
+            if self._closed:
+                started.progress.end_run(started)
+                return None
+            self._runs[holder] = started
+        return started
+
+    def end_run(self, holder: ExplicitHolder) -> None:
+        """``holder`` is done with its run: what it processed counts, what it never handed over goes back."""
+        with self._hand_lock:
+            run = self._runs.pop(holder, None)
+            if run is not None:
+                run.progress.end_run(run)
+
+    def wait_for_lease(self, progress: ShardProgress) -> bool:
+        """Wait until the shard's lease is confirmed or lost (a record may be handed over, or not);
+        False once closed."""
+        return self._wait_for_lease(progress, None)
 
     def _taken(self, handed: tuple[Run, int] | Closed | None, timeout: float | None) -> Taken | None:
         """What :meth:`_hand` gave, as (record, progress, token); raising as :meth:`take` says."""

@@ -36,10 +36,12 @@ import attrs
 
 from ..reading.position import Position, position_order
 
-__all__ = ["MIN_WINDOW", "Episode", "Range", "Reservation", "Walk", "group_size", "key", "window_after"]
+__all__ = ["MAX_WINDOW", "MIN_WINDOW", "Episode", "Range", "Reservation", "Walk", "group_size", "key", "window_after"]
 
 #: The fewest records a reservation lets an owner hand out before its next write.
 MIN_WINDOW = 100
+#: The most (a window is replayed carefully after a death: about its square root in writes).
+MAX_WINDOW = 1_000_000
 _MAX_GROUP = 1000
 
 
@@ -70,11 +72,14 @@ class Reservation:
         return cls(_position(position) if position else None, int(window))
 
 
-def window_after(handed_since: int, previous_end: int) -> int:
-    """The next reservation's window: twice what was handed out since the last one, at least
-    :data:`MIN_WINDOW`, and never ending before the previous reservation did (``previous_end``:
-    records after the new ``handed`` that the previous reservation already allowed)."""
-    return max(MIN_WINDOW, 2 * handed_since, previous_end)
+def window_after(handed_since: int, previous_end: int, elapsed: float = 0.0, period: float = 0.0) -> int:
+    """The next reservation's window: twice what is handed out in a commit ``period`` (at the rate of the
+    ``handed_since`` records of the last ``elapsed`` seconds; a window used up early grows at once to
+    the rate, not by doubling), at least :data:`MIN_WINDOW`, at most :data:`MAX_WINDOW`, and never
+    ending before the previous reservation did (``previous_end``: records after the new ``handed``
+    that it already allowed)."""
+    scale = period / elapsed if 0 < elapsed < period else 1.0
+    return max(MIN_WINDOW, min(MAX_WINDOW, int(2 * handed_since * scale)), previous_end)
 
 
 @attrs.frozen

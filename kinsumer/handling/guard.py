@@ -16,6 +16,7 @@ Thread-safe: the commit clock and ``process()``'s threads call it.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -48,8 +49,11 @@ class GuardIO(Protocol):
 class ShardGuard:
     """The crash-loop guard of one capture of a shard (see the module's description)."""
 
-    def __init__(self, row: CheckpointRow, io: GuardIO, wait: Callable[[float], bool]) -> None:
-        """``wait(seconds)``: sleep before trying a failed write again; False if the shard is being given up."""
+    def __init__(
+        self, row: CheckpointRow, io: GuardIO, wait: Callable[[float], bool], commit_period: float = 3.0
+    ) -> None:
+        """``wait(seconds)``: sleep before trying a failed write again; False if the shard is being given up.
+        ``commit_period``: how often commits come (the reservation's window covers twice that)."""
         self.shard_id = row.shard_id
         self._stored = Episode.from_json(row.careful) if row.careful else None
         self._reservation = Reservation.from_text(row.handed) if row.handed else None
@@ -63,6 +67,8 @@ class ShardGuard:
         self._last: Position | None = row.checkpoint  # the last of them (at first: the checkpoint)
         self._allowed = -1  # how many the stored reservation allows (-1: none stored by this owner yet)
         self._reserved_at = 0  # ``_handed`` when the stored reservation was made
+        self._reserved_time = time.monotonic()  # ... and when
+        self._period = commit_period
 
     def begin(self, max_attempts: int) -> bool:
         """``process()`` starts handing out this capture's records: go on with (or begin) an episode,
@@ -89,15 +95,17 @@ class ShardGuard:
 
     def hand(self, position: Position) -> bool:
         """A record goes to a handler: counted, after a write if the stored reservation is used up.
-        False if the shard is not ours any more."""
-        while True:
-            with self._lock:
-                if self._handed < self._allowed:
-                    self._handed += 1
-                    self._last = position
-                    return True
+        False if the shard is not ours any more.
+
+        No lock: one record of a shard is handed out at a time, and ``_allowed`` only grows. ``_last``
+        goes first, so a reservation made meanwhile never promises less than was handed out.
+        """
+        while self._handed >= self._allowed:
             if not self._retry(self._io.commit_now):
                 return False
+        self._last = position
+        self._handed += 1
+        return True
 
     def reservation(self) -> tuple[str, tuple[int, int]] | None:
         """The reservation a commit should store now (its text, and the token for :meth:`reserved`);
@@ -105,15 +113,16 @@ class ShardGuard:
         with self._lock:
             if not self._began or self.careful or (self._allowed >= 0 and self._handed == self._reserved_at):
                 return None
-            handed = self._handed
-            window = window_after(handed - self._reserved_at, max(0, self._allowed - handed))
-            return Reservation(self._last, window).to_text(), (handed, window)
+            last, handed = self._last, self._handed  # in this order: see hand()
+            elapsed = time.monotonic() - self._reserved_time
+            window = window_after(handed - self._reserved_at, max(0, self._allowed - handed), elapsed, self._period)
+            return Reservation(last, window).to_text(), (handed, window)
 
     def reserved(self, token: tuple[int, int]) -> None:
         """The reservation of ``token`` is stored."""
         handed, window = token
         with self._lock:
-            self._reserved_at = handed
+            self._reserved_at, self._reserved_time = handed, time.monotonic()
             self._allowed = max(self._allowed, handed + window)
 
     # ----------------------------------------------------------------- careful mode

@@ -29,8 +29,8 @@ from typing import Any, Literal
 
 import attrs
 
-from ..delivery.delivery import Delivery
-from ..delivery.progress import ShardProgress
+from ..delivery.delivery import Delivery, ExplicitHolder
+from ..delivery.progress import Run, ShardProgress
 from ..errors import ConfigError, KinsumerError, NoRecordWithin, RecordFailed
 from ..reading.position import Position
 from ..record import Record
@@ -130,7 +130,9 @@ class Processor:
         """Handle records until the consumer stops; raise what a worker could not handle."""
         workers = self._options.concurrency
         try:
-            if workers == 1:
+            if workers == 1 and not self._batches:
+                self._work_alone()
+            elif workers == 1:
                 self._work()
             else:
                 threads = [
@@ -178,6 +180,66 @@ class Processor:
                 raise
             finally:
                 self._scheduler.release(shard)
+
+    def _work_alone(self) -> None:
+        """One worker (the caller's thread), one record at a time: runs of the queue handed over in place.
+
+        A run is a chunk of one shard's records (see :meth:`Delivery.take_run`): each is handed to
+        the handler and counted processed when it returns, with no lock per record, as ``next()``
+        does. A run of a shard under the crash-loop guard's episode goes the general way.
+        """
+        holder = ExplicitHolder()
+        delivery = self._delivery
+        while not self._stopping.is_set():
+            try:
+                run = delivery.take_run(holder, None)
+            except NoRecordWithin:
+                continue
+            if run is None:
+                return
+            try:
+                self._run_alone(run)
+            finally:
+                delivery.end_run(holder)
+
+    def _run_alone(self, run: Run) -> None:
+        progress, records, base = run.progress, run.records, run.base
+        guard = self._guard(progress)
+        if guard is None or progress.failed:
+            return  # not handed over: the run's end gives them back
+        if guard.careful:
+            run.handed = run.end  # all handed to the general way, which acknowledges or gives back each
+            self._run_job([(records[i], progress, base + i) for i in range(run.end)])
+            return
+        hand, handler, delivery, monotonic = guard.hand, self._handler, self._delivery, time.monotonic
+        for i in range(run.end):
+            if progress.revoked:
+                return  # the shard is being given up: the rest is not handed over
+            if progress.fresh_until <= monotonic() and not delivery.wait_for_lease(progress):
+                return
+            record = records[i]
+            if not hand((record.sequence_number, record.sub_sequence_number)):
+                return
+            run.handed = i + 1
+            try:
+                try:
+                    handler(record)  # type: ignore[arg-type]
+                    outcome: Outcome = "done"
+                except Exception as exc:  # noqa: BLE001 - the first failure: tried again, then the sink
+                    outcome = self._after_failure(record, progress, exc)
+            except BaseException:
+                progress.retract(base + i)  # not done: given back, not waited for
+                raise
+            if outcome == "left":
+                progress.retract(base + i)
+                return
+            run.processed = i + 1  # counted when the shard folds the run in (its checkpoint is read)
+            if delivery.closed:  # a stop ended the run meanwhile: count it on its own
+                progress.ack(base + i)
+            if guard.careful:  # cannot start in a run, but be safe: the rest the general way
+                run.handed = run.end
+                self._run_job([(records[j], progress, base + j) for j in range(i + 1, run.end)])
+                return
 
     def _next_job(self) -> tuple[str, list[Taken]] | None:
         """A shard this worker now has to itself, with records of it in order; None once stopping.
@@ -419,9 +481,10 @@ class Processor:
 
     # ----------------------------------------------------------------- one record
 
-    def _attempts(self, record: Record, progress: ShardProgress, *, exclusive: bool = False) -> Outcome:
-        """Call the handler (with ``[record]`` for a batch handler) until it returns, or the record goes to the sink."""
-        attempt = 0
+    def _attempts(self, record: Record, progress: ShardProgress, *, exclusive: bool = False, first: int = 1) -> Outcome:
+        """Call the handler (with ``[record]`` for a batch handler) until it returns, or the record goes to the sink
+        (``first``: the number of this call)."""
+        attempt = first - 1
         while True:
             attempt += 1
             try:
@@ -450,6 +513,17 @@ class Processor:
         progress.retrying = None
         if attempts > 1 and progress.guard is not None:
             progress.guard.note_retrying(None)
+
+    def _after_failure(self, record: Record, progress: ShardProgress, error: Exception) -> Outcome:
+        """The handler's first call on ``record`` raised ``error``: go on as :meth:`_attempts` does."""
+        self._stats.handler_failed(record.shard_id, type(error).__name__)
+        if self._options.max_attempts <= 1:
+            failure = Failure(record, 1, "raised", describe(error), *attrs.astuple(self._origin))
+            self._exhausted(failure, progress)
+            return "done"
+        if not self._retry_later(record, progress, 1, type(error).__name__):
+            return "left"
+        return self._attempts(record, progress, exclusive=True, first=2)
 
     def _call(self, record: Record) -> None:
         if not self._batches:

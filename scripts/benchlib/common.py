@@ -14,7 +14,10 @@ import attrs
 
 from kinsumer import Kinsumer
 
-__all__ = ["HERE", "REPO", "Measure", "PutToNext", "Row", "median", "new_stream", "rate_text", "read_through_next"]
+__all__ = [
+    "HERE", "REPO", "Measure", "PutToNext", "Row", "median", "new_stream", "rate_text", "read_through_next",
+    "read_through_process",
+]  # fmt: skip
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -95,6 +98,44 @@ def read_through_next(k: Kinsumer, total: int) -> Measure:
         k.stop()
         k.delete_tables()
     return Measure(total, ended - started, startup=(first or ended) - started, cpu=cpu, steady_cpu=steady)
+
+
+def read_through_process(k: Kinsumer, total: int, concurrency: int = 1) -> Measure:
+    """Like :func:`read_through_next`, with ``total`` records through ``k.process(handler)`` (the same per-record
+    work: taking the payload); the handler stops the consumer after the last one."""
+    k.create_required_tables()
+    lock = threading.Lock()
+    count, sink = [0], [0]
+    first: list[float] = []
+    finished = threading.Event()
+
+    def handler(record: Any) -> None:
+        with lock:
+            sink[0] += len(record.data)
+            count[0] += 1
+            if not first:
+                first.append(time.perf_counter())
+            if count[0] == total:
+                finished.set()
+
+    def stop_when_done() -> None:
+        finished.wait(600)
+        k.stop()
+
+    stopper = threading.Thread(target=stop_when_done, daemon=True)
+    try:
+        started, cpu = time.perf_counter(), time.process_time()
+        k.run()
+        stopper.start()
+        k.process(handler, concurrency=concurrency)
+        if not finished.is_set():
+            raise RuntimeError(f"process() returned after {count[0]} of {total} records")
+        ended, cpu = time.perf_counter(), time.process_time() - cpu
+    finally:
+        finished.set()
+        k.stop()
+        k.delete_tables()
+    return Measure(total, ended - started, startup=(first[0] if first else ended) - started, cpu=cpu)
 
 
 class PutToNext:
