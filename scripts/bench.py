@@ -346,6 +346,22 @@ def movement_rows() -> list[Row]:
     return rows
 
 
+def handler_rows(server: servers.LocalServer) -> list[Row]:
+    """The DynamoDB budgets with the clients in ``process(handler)`` (the crash-loop guard's reservations)."""
+    say("steady state again, the clients in process(handler)")
+    state = steady.steady_state(server, handler=True)
+    calls = ", ".join(f"{c:.0f}" for c in state.dynamodb_calls_per_minute)
+    idle = ", ".join(f"{c:.0f}" for c in state.idle_calls_per_minute)
+    return [
+        Row(
+            "DynamoDB calls per minute per client, `process(handler)`, busy / idle",
+            "moto",
+            f"{calls} / {idle}",
+            "the same 2 clients and 8 shards in process(); goals ≤ 180 busy, ≤ 100 idle",
+        )
+    ]
+
+
 def steady_rows(server: servers.LocalServer) -> list[Row]:
     say(f"steady state: 2 clients, 1 record / {steady.INTERVAL * 1000:.0f} ms, {steady.WINDOW:.0f} s window")
     state = steady.steady_state(server)
@@ -378,6 +394,7 @@ def steady_rows(server: servers.LocalServer) -> list[Row]:
             idle,
             "the same clients, nothing written; goal ≤ 100",
         ),
+        *handler_rows(server),
     ]
 
 

@@ -153,10 +153,17 @@ class PutToNext:
     def consume(self, k: Kinsumer) -> None:
         """A reader thread's body: take records until ``k`` stops."""
         while (data := k.next()) is not None:
-            now, sent = time.time(), float(data)
-            if self._window[0] <= sent < self._window[1]:
-                with self._lock:
-                    self._latencies.append(now - sent)
+            self._note(data)
+
+    def handle(self, k: Kinsumer) -> None:
+        """A reader thread's body: ``k.process()`` until ``k`` stops."""
+        k.process(lambda record: self._note(record.data))
+
+    def _note(self, data: bytes) -> None:
+        now, sent = time.time(), float(data)
+        if self._window[0] <= sent < self._window[1]:
+            with self._lock:
+                self._latencies.append(now - sent)
 
     def _produce(self) -> None:
         i = 0

@@ -3,7 +3,8 @@
 Two clients (default config) share an 8-shard stream while a producer puts one record every
 20 ms carrying its send time. After a warm-up, each client's DynamoDB calls are counted with
 a botocore ``before-call`` hook for ``WINDOW`` seconds, and every delivery's latency noted.
-Then the producer stops and the calls are counted again for ``WINDOW`` seconds: idle.
+Then the producer stops and the calls are counted again for ``WINDOW`` seconds: idle. The same
+with the clients running ``process(handler)``: its crash-loop guard writes with the commits.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class _CallCounter:
             self.calls += 1
 
 
-def steady_state(server: LocalServer) -> SteadyState:
+def steady_state(server: LocalServer, handler: bool = False) -> SteadyState:
+    """``handler``: the clients run ``process(handler)`` instead of a ``next()`` loop."""
     kinesis = server.client("kinesis")
     stream, app = new_stream(kinesis, "steady", SHARDS), f"steady-{uuid.uuid4().hex[:8]}"
     counters, clients = [], []
@@ -59,7 +61,7 @@ def steady_state(server: LocalServer) -> SteadyState:
     timing = PutToNext(kinesis, stream, INTERVAL)
     for k in clients:
         k.run()
-    readers = [threading.Thread(target=timing.consume, args=(k,)) for k in clients]
+    readers = [threading.Thread(target=timing.handle if handler else timing.consume, args=(k,)) for k in clients]
     for thread in readers:
         thread.start()
     timing.start()
