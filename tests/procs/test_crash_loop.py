@@ -23,13 +23,15 @@ pytestmark = pytest.mark.server
 POISON, KILLED_ONCE = 150, 60
 
 
+@pytest.mark.parametrize("concurrency", [1, 4])
 def test_a_record_that_kills_every_process_handling_it_goes_to_the_sink_after_at_most_max_attempts_deaths(
-    deploy: Callable[..., Deployment], processes: list[ClientProcess]
+    deploy: Callable[..., Deployment], processes: list[ClientProcess], concurrency: int
 ) -> None:
-    deployment = deploy(2)
+    """With concurrency 4, the records of the other shards are in handlers too when a process dies."""
+    deployment = deploy(4 if concurrency > 1 else 2)
     producer = Producer(client(deployment.kinesis, "kinesis"), deployment.stream, total=None, keys=12)
     producer.write_batch(300)
-    spec = {"process": {"max_attempts": 3, "poison": [POISON], "die_once": [KILLED_ONCE]}}
+    spec = {"process": {"max_attempts": 3, "poison": [POISON], "die_once": [KILLED_ONCE], "concurrency": concurrency}}
     workers = [ClientProcess(deployment, f"worker-{i}", FAST, **spec).start() for i in range(3)]
     processes.extend(workers)
     restarts: Counter[str] = Counter()
