@@ -282,3 +282,19 @@ def test_a_shard_retrying_a_record_shows_in_status_and_in_the_row_for_kinsumer_s
     assert sorted(rid(r) for r in handled.done) == [0, 1, 2]
     row = checkpoints_table.read_row(db, "app_checkpoints", "shardId-000000000000")
     assert row is not None and row.retrying is None  # the note went once the record was done
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_an_error_the_consumer_cannot_retry_is_raised_from_process_as_from_next(
+    kinesis: Any, db: Any, concurrency: int
+) -> None:
+    from kinsumer import TableNotFound
+
+    k = make(kinesis, db)
+    put(kinesis, 5)
+    k.run()
+    db.delete_table(TableName="app_checkpoints")
+    with pytest.raises(TableNotFound) as info:
+        k.process(lambda record: None, concurrency=concurrency)
+    assert info.value.table_name == "app_checkpoints"
+    k.stop()
