@@ -24,6 +24,7 @@ from .aws.stream_consumers import deregister_stream_consumer, ensure_stream_cons
 from .aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
 from .config import Config, validate_names
 from .coordination.coordinator import Coordinator
+from .coordination.metadata_table import claim_stream
 from .coordination.runtime import Runtime
 from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
@@ -181,6 +182,7 @@ class Kinsumer:
         try:
             ensure_tables_ready(self._dynamodb, self.tables)
             stream_identity = ensure_stream_active(self._kinesis, self.stream_name)
+            self._check_application_stream()
             runtime = Runtime(
                 kinesis=self._kinesis,
                 dynamodb=self._dynamodb,
@@ -203,6 +205,19 @@ class Kinsumer:
                 raise to_kinsumer_error(exc, "run()") from exc
             raise
         log.info("kinsumer %s reading %s as client %s", self.application_name, self.stream_name, self.client_id)
+
+    def _check_application_stream(self) -> None:
+        """Refuse to join an application that consumes another stream (its first client recorded it)."""
+        other = claim_stream(self._dynamodb, self.tables.metadata, self.stream_name)
+        if other is not None:
+            rule = (
+                f"must be the stream application {self.application_name!r} consumes, {other!r} (recorded in "
+                f"{self.tables.metadata} by its first client): its checkpoints are keyed by shard ID, which both "
+                f"streams have, so each would be read only in part. Give the client for {self.stream_name!r} "
+                "an application name of its own, or delete this application's tables (kinsumer delete-tables) "
+                f"to move it to {self.stream_name!r}"
+            )
+            raise ConfigError("stream_name", rule, self.stream_name)
 
     def _readers(self, stream_identity: str) -> ReaderFactory | None:
         """Enhanced fan-out readers through the configured consumer (registered if absent); None: polling."""

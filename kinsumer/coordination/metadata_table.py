@@ -1,8 +1,9 @@
 """The metadata table: the leader lease and the shard cache.
 
-Items: ``Key="Leader"`` (``ID``, ``Name``, ``LastUpdate``) and ``Key="ShardCache"``
+Items: ``Key="Leader"`` (``ID``, ``Name``, ``LastUpdate``), ``Key="ShardCache"``
 (``ShardIDs``: the sorted consumable frontier, ``Parents``: each frontier shard's parents,
-``Version``, ``LastUpdate``).
+``Version``, ``LastUpdate``) and ``Key="Stream"`` (``Name``: the stream the application
+consumes, written by its first client; see :func:`claim_stream`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,36 @@ from ..aws.tables import now_ms
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["ShardCache", "read_shard_cache", "release_leadership", "take_leadership", "write_shard_cache"]
+__all__ = [
+    "ShardCache", "claim_stream", "read_shard_cache", "release_leadership", "take_leadership", "write_shard_cache",
+]  # fmt: skip
 
 LEADER_KEY = "Leader"
 SHARD_CACHE_KEY = "ShardCache"
+STREAM_KEY = "Stream"
+
+
+def claim_stream(db: DynamoDBClient, table: str, stream: str) -> str | None:
+    """Record ``stream`` as the application's stream unless another is recorded; that other one, if so.
+
+    The checkpoints are keyed by shard ID alone, and two streams have the same shard IDs: two
+    streams under one application would share rows and each client would read half of its own.
+    """
+    try:
+        db.put_item(
+            TableName=table,
+            Item={"Key": {"S": STREAM_KEY}, "Name": {"S": stream}, "LastUpdate": {"N": str(now_ms())}},
+            ConditionExpression="attribute_not_exists(#k) OR #name = :name",
+            ExpressionAttributeNames={"#k": "Key", "#name": "Name"},
+            ExpressionAttributeValues={":name": {"S": stream}},
+        )
+    except botocore.exceptions.ClientError as exc:
+        if not is_condition_failure(exc):
+            raise
+        item = db.get_item(TableName=table, Key={"Key": {"S": STREAM_KEY}}, ConsistentRead=True).get("Item", {})
+        other = item.get("Name", {}).get("S")
+        return other if other and other != stream else None
+    return None
 
 
 def take_leadership(db: DynamoDBClient, table: str, client_id: str, name: str, max_age: float) -> bool:

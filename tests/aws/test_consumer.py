@@ -615,3 +615,23 @@ def test_leaving_a_with_block_by_an_exception_does_not_wait_for_the_record_in_ha
     assert stored is not None and stored.sequence_number is not None  # a is processed, b is not
     with make(kinesis, db, tables=False) as again:
         assert again.next(timeout=10) == b"b"
+
+
+def test_a_client_of_another_stream_refuses_to_join_the_application_naming_both_streams(
+    kinesis: Any, db: Any
+) -> None:
+    """Two streams have the same shard IDs: under one application they would share checkpoint rows."""
+    from kinsumer import ConfigError
+
+    kinesis.create_stream(StreamName="a", ShardCount=2)
+    kinesis.create_stream(StreamName="b", ShardCount=2)
+    first = make(kinesis, db, stream="a")
+    first.run()
+    second = make(kinesis, db, stream="b", tables=False)
+    with pytest.raises(ConfigError, match=r"application 'app' consumes, 'a' .*app_metadata.*got 'b'"):
+        second.run()
+    assert [item["ID"]["S"] for item in db.scan(TableName="app_clients")["Items"]] == [first.client_id]
+    again = make(kinesis, db, stream="a", tables=False)  # the same stream: fine
+    again.run()
+    again.stop()
+    first.stop()

@@ -199,3 +199,23 @@ def test_a_kinesis_client_shared_with_kinsumer_answers_its_other_callers_as_befo
     ] == [(r["Data"], r["SequenceNumber"], repr(r["ApproximateArrivalTimestamp"])) for r in answers[0]]
     # kinsumer's own reads went through its parser (UTC timestamps), not botocore's (local time)
     assert zones == {dt.UTC}
+
+
+def test_two_streams_under_one_application_name_lose_nothing_the_second_client_refuses(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    """As reported: streams a and b (the same shard IDs), one client each, one application name. The
+    client of b refuses to start instead of taking half of the shard rows; a's client reads all of a."""
+    from kinsumer import ConfigError
+
+    a, b = new_stream(2), new_stream(2)
+    kinesis = moto_server.client("kinesis")
+    produced = produce_per_shard(kinesis, a, 150)
+    produce_per_shard(kinesis, b, 150)
+    audit = Audit()
+    reader = Worker(moto_server, a, app, "c-a", audit).start()
+    with pytest.raises(ConfigError, match=f"consumes, '{a}'.*got '{b}'"):
+        Worker(moto_server, b, app, "c-b", Audit()).start()
+    wait_until(lambda: audit.count() >= len(produced), 60, "every record of stream a")
+    reader.stop()
+    assert not audit.lost(produced) and not audit.duplicates()
