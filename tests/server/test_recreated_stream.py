@@ -18,7 +18,7 @@ from demo.servers import LocalServer
 from kinsumer import Kinsumer
 from tests.conftest import unique
 from tests.helpers import shard_hash_keys, wait_until
-from tests.reshard import split_first, wait_active
+from tests.reshard import create_again, split_first, wait_active
 from tests.server.conftest import SERVER_CONFIG
 
 pytestmark = pytest.mark.server
@@ -70,10 +70,7 @@ def test_a_stream_created_again_under_its_name_is_read_from_its_start(
         )
         wait_until(lambda: sum("SequenceNumber" in r for r in rows()) == 3, 30, "every shard's checkpoint")
 
-    kinesis.delete_stream(StreamName=stream)
-    kinesis.get_waiter("stream_not_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
-    kinesis.create_stream(StreamName=stream, ShardCount=2)  # shardId-000000000000 and -001 again
-    wait_active(kinesis, stream)
+    create_again(kinesis, stream, 2)  # shardId-000000000000 and -001 again
     written = put(kinesis, stream, range(100, 140))
 
     with caplog.at_level(logging.WARNING, logger="kinsumer.lease"), consumer() as second:

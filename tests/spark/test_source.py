@@ -15,7 +15,7 @@ from demo.aggregation import aggregated_entries
 from demo.servers import LocalServer
 from tests.conftest import unique
 from tests.helpers import Producer, produce_per_shard, put_all, shard_hash_keys, wait_until
-from tests.reshard import merge_adjacent, new_stream, split_first, wait_active
+from tests.reshard import create_again, merge_adjacent, new_stream, split_first
 
 pytestmark = pytest.mark.server
 
@@ -295,10 +295,7 @@ def test_a_stream_created_again_under_its_name_is_read_from_its_start_after_a_re
         query.stop()
     assert sorted(sink.ids()) == first
 
-    kinesis.delete_stream(StreamName=stream)
-    kinesis.get_waiter("stream_not_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
-    kinesis.create_stream(StreamName=stream, ShardCount=2)  # shardId-000000000000 (the split parent) and -001 again
-    wait_active(kinesis, stream)
+    create_again(kinesis, stream, 2)  # shardId-000000000000 (the split parent) and -001 again
     second = produce_per_shard(kinesis, stream, 20, first_id=100)
     query = start_query(spark, kinesalite, moto_server, stream, app, checkpoint, sink, limit=1000)
     try:
