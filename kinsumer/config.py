@@ -10,8 +10,10 @@ from typing import Any, Literal
 import attrs
 
 from .coordination.assignment import ASSIGNMENTS, Assignment
+from .coordination.shard_loop import DEFAULT_THREADS
+from .delivery.delivery import DEFAULT_MAX_BUFFERED_BYTES
 from .errors import ConfigError
-from .reading.reader import DEFAULT_THROTTLE_DELAY, MAX_RECORDS_PER_CALL
+from .reading.reader import DEFAULT_IDLE_POLL_INTERVAL, DEFAULT_THROTTLE_DELAY, MAX_RECORDS_PER_CALL
 from .stats import StatReceiver
 
 #: The longest handoff_timeout: stop() waits about this long at most for a shard's records.
@@ -115,6 +117,12 @@ class Config:
         converter=_as_float,
         validator=_seconds(0.2, inclusive=True, why=" (Kinesis allows 5 GetRecords per second per shard)"),
     )
+    #: The longest wait between two GetRecords of a shard whose reads come back empty: after an
+    #: empty read the wait doubles from ``throttle_delay`` up to this, and a read with records
+    #: brings it back at once. A record written to an idle shard waits at most this long.
+    idle_poll_interval: float = attrs.field(
+        default=DEFAULT_IDLE_POLL_INTERVAL, converter=_as_float, validator=_seconds(0, inclusive=False)
+    )
     #: How often, at most, a shard's checkpoint is written; only when it moved (an idle shard
     #: writes nothing: the client's heartbeat keeps its shards). After a crash, up to this much
     #: of each shard's processed records is delivered again.
@@ -132,6 +140,13 @@ class Config:
     )
     #: Capacity, in records, of the queue between the shard readers and next().
     buffer_size: int = attrs.field(default=1000, validator=_integer(1))
+    #: The most bytes of record data the client holds between reading them and next() taking them,
+    #: over all its shards (the queue and pages waiting for room in it): a shard reads only once
+    #: the bytes its page may hold fit. At least 1 MiB.
+    max_buffered_bytes: int = attrs.field(default=DEFAULT_MAX_BUFFERED_BYTES, validator=_integer(2**20))
+    #: The most threads that make the client's calls for its shards at once (GetRecords and the
+    #: shards' DynamoDB writes); started as needed, whatever the number of shards.
+    reader_threads: int = attrs.field(default=DEFAULT_THREADS, validator=_integer(1, 1024))
     #: True: use next_with_checkpointer() and call each Checkpoint; False: use next().
     manual_checkpointing: bool = attrs.field(default=False, validator=_boolean)
     #: Where a shard with no checkpoint starts.
@@ -194,6 +209,12 @@ class Config:
                 f"must be >= 3 x shard_check_frequency ({3 * self.shard_check_frequency:g} s): a client's "
                 "heartbeat keeps its shards for half of it, and the next heartbeat must land in that time",
                 self.client_record_max_age,
+            )
+        if self.idle_poll_interval < self.throttle_delay:
+            raise ConfigError(
+                "Config.idle_poll_interval",
+                f"must be >= throttle_delay ({self.throttle_delay:g} s): it is the longest wait between two reads",
+                self.idle_poll_interval,
             )
         if (self.initial_position == "AT_TIMESTAMP") != (self.initial_timestamp is not None):
             raise ConfigError(

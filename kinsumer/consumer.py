@@ -130,7 +130,7 @@ class Kinsumer:
         self._kinesis: KinesisClient = kinesis
         self._dynamodb: DynamoDBClient = dynamodb
         self._stats = GuardedStats(config.stats)
-        self._delivery = Delivery(config.buffer_size, self._stats)
+        self._delivery = Delivery(config.buffer_size, self._stats, config.max_buffered_bytes)
         self._state = _NEW
         self._auto_running = False  # run() was called in auto mode: next() needs no other check
         self._ran = False  # run() was called

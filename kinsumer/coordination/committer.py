@@ -2,13 +2,16 @@
 
 Commits store each shard's checkpoint (the contiguous prefix of processed records), at most
 every ``commit_frequency`` and only when it moved, or confirm a lease after a late heartbeat.
-They run here, on their own clock, never inside a reader's retry wait or a push waiting for
-room. A commit that finds the shard owned by another client tells the shard's worker, which
-drops the shard at once.
+They run here, on their own clock and threads (up to :data:`COMMIT_THREADS` commits at once, so
+a round of hundreds of busy shards fits in a period), never behind a reader's call or inside a
+push waiting for room. A commit that finds the shard owned by another client tells the shard's
+worker, which drops the shard at once.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import logging
 import threading
 import time
@@ -22,10 +25,14 @@ from ..waiting import join_thread
 from .commit_schedule import CommitSchedule
 from .lease import ShardLease
 from .runtime import Runtime
+from .shard_loop import ThreadPool
 
-__all__ = ["Commit", "Committable", "Committer"]
+__all__ = ["COMMIT_THREADS", "Commit", "Committable", "Committer"]
 
 log = logging.getLogger("kinsumer.commits")
+
+#: Commits under way at once, at most.
+COMMIT_THREADS = 8
 
 
 @attrs.frozen
@@ -66,6 +73,7 @@ class Committer:
         self._shards: dict[str, Committable] = {}
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="kinsumer-commits", daemon=True)
+        self._pool = ThreadPool(COMMIT_THREADS, "kinsumer-commit")
 
     def start(self) -> None:
         self._thread.start()
@@ -91,6 +99,16 @@ class Committer:
             self._cond.notify()
         if self._thread.ident is not None:
             join_thread(self._thread, timeout)
+        self._pool.shutdown()
+
+    def submit(self, shard: Committable, deadline: float) -> concurrent.futures.Future[bool | None]:
+        """:meth:`commit` on the committer's threads (a worker confirming its lease); None once stopped."""
+        try:
+            return self._pool.submit(functools.partial(self.commit, shard, deadline))
+        except RuntimeError:  # shut down: the client is stopping
+            done: concurrent.futures.Future[bool | None] = concurrent.futures.Future()
+            done.set_result(None)
+            return done
 
     def _loop(self) -> None:
         period = self._schedule.period
@@ -109,8 +127,10 @@ class Committer:
                 for shard_id in due:
                     self._schedule.started(shard_id, now)
                     batch.append(self._shards[shard_id])
-            for shard in batch:
-                self.commit(shard, deadline=now + period)
+            if len(batch) == 1:
+                self.commit(batch[0], deadline=now + period)
+            else:  # side by side; the next round starts after this one
+                concurrent.futures.wait([self.submit(shard, now + period) for shard in batch])
 
     def commit(self, shard: Committable, deadline: float) -> bool | None:
         """One commit of ``shard``, its transient faults retried until ``deadline`` (monotonic).

@@ -1,11 +1,11 @@
 """Membership, leadership and shard assignment of one client.
 
-Every ``shard_check_frequency`` the coordinator heartbeats, reads the live clients and
-the shard cache, and owns the shards the assignment gives it: those at positions
-``i % client_count == my_index`` ("modulo"), or those the leader published with the shard
-cache ("balanced": the leader computes it from the live clients and the assignment as
-published before). Only shards whose owner changed are stopped and started. It owns the
-:class:`ShardPool`.
+Every ``shard_check_frequency`` the coordinator reads the live clients and the shard cache
+and owns the shards the assignment gives it: those at positions ``i % client_count ==
+my_index`` ("modulo"), or those the leader published with the shard cache ("balanced": the
+leader computes it from the live clients and the assignment as published before). Only shards
+whose owner changed are stopped and started. It owns the :class:`ShardPool` and the client's
+:class:`~.heartbeat.Heartbeat`, which runs on a thread of its own so that no slow round delays it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from ..waiting import join_thread
 from . import clients_table, metadata_table
 from .assignment import assigned_shards, balanced_assignment, client_index
 from .clients_table import ClientRow
-from .identity import claim_row, release_row, taken_over
+from .heartbeat import Heartbeat
+from .identity import claim_row, release_row
 from .leader import refresh_shard_cache
 from .membership import Membership
 from .metadata_table import ShardCache
@@ -54,6 +55,7 @@ class Coordinator:
         self._wake = threading.Event()
         self._refresh = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kinsumer-coordinator", daemon=True)
+        self._beats = Heartbeat(runtime, lambda: self._cache.version if self._cache is not None else 0)
         self._cache: ShardCache | None = None
         self._next_leader_action = 0.0
         self._next_reap = 0.0
@@ -68,8 +70,9 @@ class Coordinator:
     # ----------------------------------------------------------------- control
 
     def start(self) -> None:
-        """First round on the caller's thread (so setup errors raise from run()), then the loop."""
+        """First round on the caller's thread (so setup errors raise from run()), then the heartbeat and the loop."""
         self.tick()
+        self._beats.start()
         self._thread.start()
 
     def request_refresh(self) -> None:
@@ -135,7 +138,9 @@ class Coordinator:
         deadline = time.monotonic() + cfg.shard_check_frequency
         call = functools.partial(self._call, deadline=deadline)
 
-        heartbeat_version = self._heartbeat(call)
+        if not self._claimed:
+            self._claim(call)
+        heartbeat_version = self._beats.announced
         rows = call(lambda: clients_table.all_clients(db, tables.clients), "Scan")
         rt.membership = membership = Membership.from_rows(rows, tables_now_ms(), rt.max_age)
         clients = [row for row in rows if row.id in membership.live and not row.leaving]
@@ -177,42 +182,22 @@ class Coordinator:
             wanted = assigned_shards(cache.shard_ids, index, count)
         self._cache = cache
         if cache.version > max(heartbeat_version, newest):  # we wrote a new cache (or assignment): say so now
-            self._heartbeat(call)
+            if self._thread.is_alive():
+                self._beats.beat_now()
+            else:  # the first round: before the heartbeat's thread runs
+                self._beats.beat(deadline)
         if not self._stopping.is_set():
             self._pool.assign(wanted, cache.parents)
 
-    def _heartbeat(self, call: Callable[..., Any], *, leaving: bool = False) -> int:
-        """Write our row; the liveness learns it landed. Returns the cache version it carries.
-
-        The first one claims the row (see :mod:`.identity`); a later one that finds the row
-        claimed by another process meanwhile raises :class:`~kinsumer.ClientIdInUse`.
-        """
+    def _claim(self, call: Callable[..., Any]) -> None:
+        """The first heartbeat: claim our row (see :mod:`.identity`); the liveness learns it landed."""
         rt = self._rt
         db, table = rt.dynamodb, rt.tables.clients
-        version = self._cache.version if self._cache is not None else 0
         started = rt.liveness.now()
-        if not self._claimed:
-            name, reading = rt.client_name, rt.config.reading
-            call(lambda: claim_row(db, table, rt.client_id, name, rt.instance, rt.max_age, reading), "PutItem")
-            self._claimed = True
-        else:
-            holder = call(
-                lambda: clients_table.heartbeat(
-                    db,
-                    table,
-                    rt.client_id,
-                    rt.client_name,
-                    rt.instance,
-                    version,
-                    leaving=leaving,
-                    reading=rt.config.reading,
-                ),
-                "PutItem",
-            )
-            if holder is not None:
-                raise taken_over(rt.client_id, holder)
+        name, reading = rt.client_name, rt.config.reading
+        call(lambda: claim_row(db, table, rt.client_id, name, rt.instance, rt.max_age, reading), "PutItem")
+        self._claimed = True
         rt.liveness.heartbeat_done(started)
-        return version
 
     def _lead(self, first: bool, call: Callable[..., Any]) -> None:
         """Take or renew the leader lease if we are first (renewed every half max age), else let it go."""
@@ -293,15 +278,10 @@ class Coordinator:
                 self.is_leader = False
             except Exception as exc:  # noqa: BLE001 - the lease expires by itself
                 log.warning("could not give up the leadership: %s", exc)
-        period = self._cfg.shard_check_frequency
-        handoffs_end = time.monotonic() + self._cfg.handoff_timeout + _FINAL_CALL_DEADLINE
-        while time.monotonic() < handoffs_end:
-            try:
-                self._heartbeat(rt.call_until(time.monotonic() + period), leaving=True)
-            except Exception as exc:  # noqa: BLE001 - the handoffs go on; our row ages meanwhile
-                log.warning("could not heartbeat while handing off: %s", exc)
-            if self._pool.wait(min(handoffs_end, time.monotonic() + period)):
-                break
+        self._beats.leaving = True
+        self._beats.beat_now()
+        self._pool.wait(time.monotonic() + self._cfg.handoff_timeout + _FINAL_CALL_DEADLINE)
+        self._beats.stop(_FINAL_CALL_DEADLINE)  # before the row goes: a late heartbeat must not bring it back
         deadline = time.monotonic() + _FINAL_CALL_DEADLINE
         try:
             rt.call(

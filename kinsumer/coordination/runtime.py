@@ -77,7 +77,8 @@ class Runtime:
 
     @property
     def reader_settings(self) -> ReaderSettings:
-        return ReaderSettings(self.config.throttle_delay, self.config.max_records_per_call)
+        cfg = self.config
+        return ReaderSettings(cfg.throttle_delay, cfg.max_records_per_call, cfg.idle_poll_interval)
 
     def call(self, fn: Callable[[], T], operation: str, **kwargs: object) -> T:
         """``fn()`` with transient faults retried (see :func:`retry_call`)."""

@@ -1,9 +1,10 @@
-"""The shard workers of one client and their commit clock.
+"""The shard workers of one client, the loop they run on, and their commit clock.
 
 The coordinator tells the pool which shards this client is assigned; the pool starts a
 worker for each new one and asks the workers of shards no longer assigned to hand off.
 Workers end by themselves; a shard being handed off is not started again until its old
-worker is done. The pool owns the committer thread and stops it after the last worker.
+worker is done. The pool owns the :class:`~.shard_loop.ShardLoop` and the committer and
+stops them after the last worker.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..reading.polling import polling_readers
 from ..reading.reader import ReaderFactory
 from .committer import Committer
 from .runtime import Runtime
+from .shard_loop import ShardLoop
 from .shard_worker import ShardWorker
 
 __all__ = ["ShardPool"]
@@ -35,11 +37,13 @@ class ShardPool:
             runtime.kinesis, runtime.stream_name, runtime.reader_settings, runtime.stats
         )
         self._committer = Committer(runtime)
+        self._loop = ShardLoop(runtime.config.reader_threads)
         self._lock = threading.Lock()  # guards the worker maps
         self._workers: dict[str, ShardWorker] = {}
         self._retiring: list[ShardWorker] = []
         self._stopping = False
         self._committer.start()
+        self._loop.start()
 
     def workers(self) -> list[ShardWorker]:
         """The workers of the shards this client is assigned, by shard ID."""
@@ -63,7 +67,9 @@ class ShardPool:
             started = []
             for shard_id in wanted:
                 if shard_id not in self._workers and shard_id not in busy:
-                    worker = ShardWorker(self._rt, shard_id, parents.get(shard_id, ()), self._committer, self._readers)
+                    worker = ShardWorker(
+                        self._rt, shard_id, parents.get(shard_id, ()), self._committer, self._readers, self._loop
+                    )
                     self._workers[shard_id] = worker
                     worker.start()
                     started.append(shard_id)
@@ -95,4 +101,6 @@ class ShardPool:
             worker.join(max(0.0, deadline - time.monotonic()))
         alive = [w.shard_id for w in workers if w.is_alive()]
         self._committer.stop(0.0 if alive else min(_COMMITTER_STOP, max(0.0, deadline - time.monotonic())))
+        if not alive:
+            self._loop.stop(max(0.0, deadline - time.monotonic()))
         return alive

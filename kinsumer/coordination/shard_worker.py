@@ -1,39 +1,52 @@
-"""One shard assigned to this client, on a thread of its own: capture, read, then finish or hand off.
+"""One shard assigned to this client: capture, read, then finish or hand off.
 
 The worker ties together the shard's :class:`~.lease.ShardLease` (the row in DynamoDB), a
 :class:`~kinsumer.reading.reader.ShardReader` (records from Kinesis) and the delivery's
-bookkeeping of the capture. Its commits run on the client's :class:`~.committer.Committer`.
-Its thread is started by the :class:`~.shard_pool.ShardPool` and ends on its own: when the
-shard is finished, handed off, or lost to another client.
+bookkeeping of the capture. It is a coroutine on the client's :class:`~.shard_loop.ShardLoop`:
+its waits are timers and wake-ups there, its AWS calls run on the loop's pool, so a shard
+holds no thread of its own. Its commits run on the client's :class:`~.committer.Committer`.
+The :class:`~.shard_pool.ShardPool` starts it; it ends on its own: when the shard is
+finished, handed off, or lost to another client.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..aws.retry import Stopped
 from ..aws.tables import now_ms
+from ..delivery.budget import ByteBudget, Ticket
 from ..delivery.progress import ShardProgress
 from ..handling.guard import ShardGuard
 from ..reading.position import Position, StartPosition
-from ..reading.reader import ReaderFactory, ShardReader
+from ..reading.reader import Page, ReaderFactory, ShardReader
 from ..record import Record
-from ..waiting import join_thread
+from ..waiting import wait_event
 from .checkpoints_table import CheckpointRow
 from .committer import Commit, Committer
 from .lease import LeaseState, ShardLease
 from .runtime import Runtime
+from .shard_loop import ShardLoop
 
 __all__ = ["ShardState", "ShardWorker"]
 
 log = logging.getLogger("kinsumer.shard")
 
 _RELEASE_DEADLINE = 5.0  # seconds spent retrying the final release of a handoff before giving up on it
+_LOOK_AGAIN = 1.0  # seconds: a waiting worker looks again at least this often, poked or not
+_CAPTURE_POLL_MAX = 1.0  # seconds between two looks at a row a live owner holds, at most
+#: The most one GetRecords returns (bytes of record data).
+MAX_PAGE_BYTES = 10 * 2**20
+_MIN_ESTIMATE = 2**20  # bytes a read asks the budget for at least
+T = TypeVar("T")
 
 
 class ShardState(enum.Enum):
@@ -45,7 +58,7 @@ class ShardState(enum.Enum):
 
 
 class ShardWorker:
-    """Captures, reads and gives up one shard on its own thread."""
+    """Captures, reads and gives up one shard, as a coroutine on the client's :class:`~.shard_loop.ShardLoop`."""
 
     def __init__(
         self,
@@ -54,6 +67,7 @@ class ShardWorker:
         parents: tuple[str, ...],
         committer: Committer,
         readers: ReaderFactory,
+        loop: ShardLoop,
     ) -> None:
         self.shard_id = shard_id
         self.lease = ShardLease(runtime, shard_id, parents)
@@ -62,14 +76,18 @@ class ShardWorker:
         self._rt = runtime
         self._committer = committer
         self._readers = readers
+        self._loop = loop
         self._stop = threading.Event()
+        self._ended = threading.Event()
+        self._poke = loop.poke()  # any change this worker may be waiting for (a stop, room, a page)
         self._progress: ShardProgress | None = None
-        self._thread = threading.Thread(target=self._run, name=f"kinsumer-{shard_id}", daemon=True)
+        self._started = False
 
     # ----------------------------------------------------------------- control (other threads)
 
     def start(self) -> None:
-        self._thread.start()
+        self._started = True
+        self._loop.spawn(self._run())
 
     def request_stop(self) -> None:
         """Hand the shard off: stop reading, wait for acknowledgements, release."""
@@ -77,17 +95,18 @@ class ShardWorker:
         progress = self._progress
         if progress is not None:
             progress.revoke()  # no more deliveries from now on
-        self._rt.delivery.wake_pushers()
+        self._poke()
 
     def ownership_lost(self) -> None:
         """Another client owns the shard now (a commit said so): drop it without writing."""
         self.request_stop()
 
     def is_alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._started and not self._ended.is_set()
 
     def join(self, timeout: float | None) -> None:
-        join_thread(self._thread, timeout)
+        if self._started:
+            wait_event(self._ended, math.inf if timeout is None else timeout)
 
     @property
     def captured(self) -> bool:
@@ -120,25 +139,31 @@ class ShardWorker:
         text, token = reservation
         return Commit(self.checkpoint, self.millis_behind_latest, text, lambda: guard.reserved(token))
 
-    # ----------------------------------------------------------------- the thread
+    # ----------------------------------------------------------------- the coroutine
 
-    def _run(self) -> None:
+    async def _run(self) -> None:
         try:
-            row = self._capture()
-        except Stopped:
-            row = None  # asked to stop before the shard was ours
-        except Exception as exc:  # noqa: BLE001
+            try:
+                row = await self._capture()
+            except Stopped:
+                row = None  # asked to stop before the shard was ours
+            except Exception as exc:  # noqa: BLE001
+                self._rt.fail(exc, f"the consumer of {self.shard_id}")
+                row = None
+            if row is not None:
+                await self._own(row)
+        except Exception as exc:  # noqa: BLE001 - a bug here must not end the shard's coroutine silently
             self._rt.fail(exc, f"the consumer of {self.shard_id}")
-            row = None
-        if row is not None:
-            self._own(row)
-        self.state = ShardState.ENDED
+        finally:
+            self.state = ShardState.ENDED
+            self._ended.set()
 
-    def _own(self, row: CheckpointRow) -> None:
+    async def _own(self, row: CheckpointRow) -> None:
         rt = self._rt
         self._progress = progress = rt.delivery.open_shard(self.shard_id, row.checkpoint)
         progress.guard = ShardGuard(row, _GuardWrites(self), self._wait_unless_stopping, rt.config.commit_frequency)
         progress.confirm(self.lease.fresh_until)
+        progress.watch(self._poke)  # acknowledgements, for the handoff's and the end's waits
         self.lease.on_confirmed = progress.confirm  # deliveries wait while the lease is not confirmed
         if self._stop.is_set():
             progress.revoke()
@@ -147,79 +172,120 @@ class ShardWorker:
         start = row.checkpoint or (f"StartAt {row.start_at} ms" if row.start_at else rt.config.initial_position)
         log.info("captured %s at %s", self.shard_id, start)
         try:
-            if self._read(progress, row) and self._finish(progress):
+            if await self._read(progress, row) and await self._finish(progress):
                 return
             if self.lease.state is LeaseState.LOST:
                 self._abandon(progress)
             else:
-                self._hand_off(progress)
+                await self._hand_off(progress)
         finally:
             self._committer.remove(self)
             rt.stats.shard_lost(self.shard_id)  # once, whichever way the shard was given up
 
     def _call(self, fn: Callable[[], Any], operation: str) -> Any:
-        """An AWS call of this thread: transient faults retried until a stop request."""
-        return self._rt.call(fn, operation, sleep=self._sleep, should_stop=self._stop.is_set)
+        """An AWS call (on the loop's pool): transient faults retried until a stop request."""
+        return self._rt.call(fn, operation, sleep=self._blocking_sleep, should_stop=self._stop.is_set)
 
-    def _sleep(self, seconds: float) -> None:
+    def _blocking_sleep(self, seconds: float) -> None:
         if self._stop.wait(seconds):
             raise Stopped(self.shard_id)
 
     def _wait_unless_stopping(self, seconds: float) -> bool:
-        """Wait ``seconds``; False (at once) if the shard is being given up."""
+        """Wait ``seconds`` (a caller's thread); False (at once) if the shard is being given up."""
         return not self._stop.wait(seconds)
+
+    async def _io(self, fn: Callable[[], T]) -> T:
+        return await self._loop.io(fn)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` on the loop; :class:`Stopped` at once on a stop request."""
+        await self._wait_for(lambda: False, seconds)
+
+    async def _until_ready(self, reader: ShardReader) -> None:
+        """Wait until the reader's next page is due (its pace) or waiting (a subscription's); Stopped on a stop."""
+        while True:
+            self._poke.clear()
+            if self._stop.is_set():
+                raise Stopped(self.shard_id)
+            now, due = time.monotonic(), reader.ready_at()
+            if due <= now:
+                return
+            await self._poke.wait(min(due - now, _LOOK_AGAIN))
+
+    async def _granted(self, ticket: Ticket) -> None:
+        """Wait until the budget granted ``ticket``; Stopped on a stop."""
+        await self._wait_for(lambda: ticket.granted, None)
+
+    async def _wait_for(self, ready: Callable[[], bool], timeout: float | None, *, stoppable: bool = True) -> bool:
+        """Wait until ``ready()`` (looked at on every poke, and at least every second) or ``timeout``
+        seconds (None: no limit); False at the timeout. A stop request raises :class:`Stopped`
+        unless ``stoppable`` is false."""
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
+        while True:
+            self._poke.clear()
+            if stoppable and self._stop.is_set():
+                raise Stopped(self.shard_id)
+            if ready():
+                return True
+            now = time.monotonic()
+            if now >= deadline:
+                return False
+            await self._poke.wait(min(deadline - now, _LOOK_AGAIN))
 
     # ----------------------------------------------------------------- capture
 
-    def _capture(self) -> CheckpointRow | None:
+    async def _capture(self) -> CheckpointRow | None:
         """Take the row; None if the shard is finished. Waits while a live client owns it.
 
         The conditional capture is tried first (usually the shard is free: one round trip);
-        the row is read to learn why a capture failed, and polled while a live client owns it.
-        A row whose owner is not live is taken as read (:mod:`.membership`). Nothing is
-        captured while this client's own heartbeat is late.
+        the row is read to learn why a capture failed, and polled while a live client owns it
+        (more slowly the longer it takes, up to once a second). A row whose owner is not live
+        is taken as read (:mod:`.membership`). Nothing is captured while this client's own
+        heartbeat is late.
         """
-        rt, lease = self._rt, self.lease
-        poll = rt.config.throttle_delay
+        rt, lease, call = self._rt, self.lease, self._call
+        first_poll = poll = rt.config.throttle_delay
         attempt = True
         while not self._stop.is_set():
             if not rt.liveness.fresh():
-                self._sleep(poll)
+                await self._sleep(first_poll)
                 continue
             if attempt:
-                captured = lease.try_capture(self._call)
+                captured = await self._io(lambda: lease.try_capture(call))
                 if captured is not None:
                     return captured
-            row = lease.read_row(self._call)
+            row = await self._io(lambda: lease.read_row(call))
             if row is not None and row.finished and not row.foreign(rt.stream_identity):
                 log.debug("%s is already finished", self.shard_id)
                 rt.request_refresh()
                 return None
             if row is not None and row.owner_id not in (None, rt.client_id):
                 if rt.membership.may_take(row.owner_id, row.last_update, now_ms(), row.owner_instance):
-                    captured = lease.try_capture(self._call, taking=row)
+                    captured = await self._io(functools.partial(lease.try_capture, call, taking=row))
                     if captured is not None:
                         log.info("took %s from client %s, which is not live", self.shard_id, row.owner_id)
                         return captured
                 else:  # a live owner: wait for its release (or its silence)
-                    self._sleep(poll)
+                    await self._sleep(poll)
+                    poll = min(_CAPTURE_POLL_MAX, poll * 1.5)
                 attempt = False  # read again before trying: a failed capture is a write
                 continue
             if attempt:
-                self._sleep(poll)  # it looks free but the capture failed: it just changed hands
+                await self._sleep(first_poll)  # it looks free but the capture failed: it just changed hands
             attempt = True
         return None
 
     # ----------------------------------------------------------------- reading
 
-    def _read(self, progress: ShardProgress, row: CheckpointRow) -> bool:
+    async def _read(self, progress: ShardProgress, row: CheckpointRow) -> bool:
         """Read into the delivery until the shard ends (True) or a stop request (False).
 
         A shard with no checkpoint starts at its recorded start, else at ``initial_position``.
         A LATEST or AT_TIMESTAMP start is recorded before the first record is handed on, so
         that a restart or the shard's next owner starts there, not later (nothing written
         after this first start is skipped). A LATEST start is the service's time when the
-        reader's first iterator was made.
+        reader's first iterator was made. Each read waits for its turn (the reader's pace) and
+        for room in the client's byte budget, on the loop; the call runs on the pool.
         """
         rt = self._rt
         cfg = rt.config
@@ -230,18 +296,32 @@ class ShardWorker:
             unrecorded = start.kind != "TRIM_HORIZON"
         self.state = ShardState.READING
         reader: ShardReader | None = None
+        pages = _PageBytes(rt.delivery.budget)
         try:
             reader = self._readers(self.shard_id, start, self._stop)
+            reader.on_ready(self._poke)
             while True:
-                page = reader.next_page()
-                if unrecorded:
-                    at = start.timestamp if start.timestamp is not None else reader.latest_at
-                    if at is not None and not self.lease.record_start(int(at.timestamp() * 1000), self._call):
-                        return False  # not ours any more
-                    unrecorded = False
-                self.millis_behind_latest = page.millis_behind_latest
-                if page.raw and not self._push(progress, page.records()):
-                    return False
+                await self._until_ready(reader)
+                ticket, size = rt.delivery.budget.request(pages.estimate(), self._poke), 0
+                try:
+                    await self._granted(ticket)
+                    page, records, size = await self._io(functools.partial(_fetch, reader))
+                finally:
+                    pages.settle(ticket, size)
+                try:
+                    if unrecorded:
+                        at = start.timestamp if start.timestamp is not None else reader.latest_at
+                        if at is not None:
+                            at_ms = int(at.timestamp() * 1000)
+                            if not await self._io(functools.partial(self.lease.record_start, at_ms, self._call)):
+                                return False  # not ours any more
+                        unrecorded = False
+                    self.millis_behind_latest = page.millis_behind_latest
+                    pushing, size = size, 0  # from here on the push gives back what it does not queue
+                    if records and not await self._push(progress, records, pushing):
+                        return False
+                finally:
+                    rt.delivery.budget.free(size)  # read but never pushed
                 if page.end_of_shard:
                     return True
         except Stopped:
@@ -251,53 +331,63 @@ class ShardWorker:
             return False
         finally:
             if reader is not None:
-                reader.close()
+                closing = reader
+                await self._io(closing.close)
 
-    def _push(self, progress: ShardProgress, records: list[Record]) -> bool:
-        """Hand ``records`` to the delivery while the lease is fresh; False on a stop or a lost lease."""
-        lease, stop = self.lease, self._stop
-
-        def must_pause() -> bool:
-            return stop.is_set() or not lease.fresh()
-
-        delivery = self._rt.delivery
+    async def _push(self, progress: ShardProgress, records: list[Record], size: int) -> bool:
+        """Hand ``records`` (``size`` bytes) to the delivery while the lease is fresh; False on a stop
+        or a lost lease. Records that do not go in give their bytes back to the budget.
+        """
+        lease, delivery = self.lease, self._rt.delivery
         start = 0
-        while start < len(records):
-            if not self._confirm_lease() or delivery.closed:
-                return False
-            start += delivery.push(progress, records[start:], must_pause)
-        return True
+        try:
+            while start < len(records):
+                if not await self._confirm_lease() or delivery.closed:
+                    return False
+                start += delivery.offer(progress, records, start, self._poke)
+                if start < len(records):
+                    await self._wait_for(lambda: delivery.has_room() or not lease.fresh(), None)
+            return True
+        except Stopped:
+            return False
+        finally:
+            if start < len(records):
+                delivery.budget.free(size if start == 0 else _size(records, start))
 
-    def _confirm_lease(self) -> bool:
+    async def _confirm_lease(self) -> bool:
         """Return at once if the lease is fresh; else commit now. False if it is lost (or a stop came)."""
         rt, lease = self._rt, self.lease
         while not lease.fresh():
             if self._stop.is_set() or lease.state is not LeaseState.OWNED:
                 return False
             if not rt.liveness.fresh():  # our heartbeat is late: the others may count us dead
-                self._sleep(rt.config.throttle_delay)
+                await self._sleep(rt.config.throttle_delay)
                 continue
             log.info(
                 "the heartbeat of this client was late; confirming the lease of %s before reading on", self.shard_id
             )
-            confirmed = self._committer.commit(self, deadline=time.monotonic() + rt.config.commit_frequency)
+            deadline = time.monotonic() + rt.config.commit_frequency
+            confirmed = await asyncio.wrap_future(self._committer.submit(self, deadline))
             if confirmed is False:
                 return False
             if confirmed is None:  # failed: try again shortly (a stop ends the wait)
-                self._sleep(rt.config.throttle_delay)
+                await self._sleep(rt.config.throttle_delay)
         return not self._stop.is_set()
 
     # ----------------------------------------------------------------- giving the shard up
 
-    def _finish(self, progress: ShardProgress) -> bool:
+    async def _finish(self, progress: ShardProgress) -> bool:
         """The shard is closed and read to its end: once all is processed, mark it Finished."""
         self.state = ShardState.FINISHING
         log.info("%s reached its end; finishing once its records are processed", self.shard_id)
-        if not self._rt.delivery.wait_processed(progress, self._stop.is_set):
+        try:
+            await self._wait_for(progress.all_processed, None)
+        except Stopped:
             return False
         final = progress.release()
+        call = self._call
         try:
-            finished = self.lease.release(final, finished=True, call=self._call)  # an episode ends with its shard
+            finished = await self._io(lambda: self.lease.release(final, finished=True, call=call))
         except Stopped:
             return False
         except Exception as exc:  # noqa: BLE001
@@ -310,18 +400,20 @@ class ShardWorker:
         self._rt.request_refresh()
         return True
 
-    def _hand_off(self, progress: ShardProgress) -> None:
+    async def _hand_off(self, progress: ShardProgress) -> None:
         """Give the shard up: drop queued records, wait for acknowledgements, release."""
         rt = self._rt
         self.state = ShardState.HANDING_OFF
         started = time.monotonic()
-        result = rt.delivery.hand_off(progress, rt.config.handoff_timeout)
+        dropped = rt.delivery.start_hand_off(progress)
+        await self._wait_for(progress.all_acknowledged, rt.config.handoff_timeout, stoppable=False)
+        result = rt.delivery.end_hand_off(progress, dropped)
         if not result.clean:
             log.warning(
                 "handoff of %s timed out after %.1f s with %d records unacknowledged; they will be delivered again",
                 self.shard_id, rt.config.handoff_timeout, result.outstanding,
             )  # fmt: skip
-        released = self._release(result.checkpoint, progress)
+        released = await self._release(result.checkpoint, progress)
         if not released:
             log.warning(
                 "could not store the release of %s: its row was no longer this client's (taken by a client that "
@@ -334,7 +426,7 @@ class ShardWorker:
         )  # fmt: skip
         rt.stats.handoff(self.shard_id, elapsed, result.clean)
 
-    def _release(self, checkpoint: Position | None, progress: ShardProgress) -> bool:
+    async def _release(self, checkpoint: Position | None, progress: ShardProgress) -> bool:
         """Release the row (False: it was not ours any more).
 
         A failed release is tried again while this client stays: its heartbeat keeps the
@@ -342,14 +434,15 @@ class ShardWorker:
         client row is deleted, and the shard's row is taken once it is ``max_age`` old.
         """
         rt = self._rt
+        careful = progress.guard.release_state() if progress.guard is not None else None
         while True:
             call = rt.call_until(time.monotonic() + _RELEASE_DEADLINE)
             try:
-                careful = progress.guard.release_state() if progress.guard is not None else None
-                return self.lease.release(checkpoint, finished=False, call=call, careful=careful)
+                release = functools.partial(self.lease.release, checkpoint, finished=False, call=call, careful=careful)
+                return await self._io(release)
             except Exception as exc:  # noqa: BLE001
                 if not rt.leaving.is_set() and rt.retry_later(exc, f"the release of {self.shard_id}"):
-                    rt.leaving.wait(rt.config.throttle_delay)
+                    await self._wait_for(rt.leaving.is_set, rt.config.throttle_delay, stoppable=False)
                     continue
                 if not rt.leaving.is_set():
                     rt.fail(exc, f"the release of {self.shard_id}")  # the client stops: its row goes
@@ -361,6 +454,44 @@ class ShardWorker:
         """Another client owns the shard (we were silent too long): drop everything of ours."""
         log.warning("%s is owned by another client now; dropping what this client still held", self.shard_id)
         self._rt.delivery.drop(progress)
+
+
+def _fetch(reader: ShardReader) -> tuple[Page, list[Record], int]:
+    """One page (on the pool): the page, its records, and their bytes of data."""
+    page = reader.next_page()
+    if not page.raw:
+        return page, [], 0
+    records = page.records()
+    return page, records, _size(records, 0)
+
+
+def _size(records: list[Record], start: int) -> int:
+    return sum([len(r.data) for r in records[start:]])
+
+
+class _PageBytes:
+    """A shard's side of the byte budget: how much a read asks for, and settling it after the read.
+
+    A read asks for twice its shard's last page with records (at least 1 MiB, at most the 10 MiB
+    one GetRecords returns at most): a shard's pages change size slowly, and a read of a shard
+    that has been idle asks for little.
+    """
+
+    def __init__(self, budget: ByteBudget) -> None:
+        self._budget = budget
+        self._last = 0  # bytes of the shard's last page with records
+
+    def estimate(self) -> int:
+        return min(MAX_PAGE_BYTES, max(_MIN_ESTIMATE, 2 * self._last))
+
+    def settle(self, ticket: Ticket, size: int) -> None:
+        """The read under ``ticket`` is over: ``size`` bytes read (0 if it failed or was never made)."""
+        if ticket.granted:
+            self._budget.settle(ticket, size)
+        else:
+            self._budget.cancel(ticket)
+        if size:
+            self._last = size
 
 
 class _GuardWrites:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Hashable
 
 import attrs
@@ -24,11 +25,14 @@ from ..reading.position import Position
 from ..record import Record
 from ..stats import GuardedStats
 from ..waiting import slice_of
+from .budget import ByteBudget
 from .progress import Checkpoint, Run, ShardProgress
 from .record_queue import CLOSED, Closed, RecordQueue
 
-__all__ = ["Delivery", "ExplicitHolder", "HandoffResult"]
+__all__ = ["DEFAULT_MAX_BUFFERED_BYTES", "Delivery", "ExplicitHolder", "HandoffResult"]
 
+#: The default bound on bytes of record data read from Kinesis and not yet taken (see :class:`~.budget.ByteBudget`).
+DEFAULT_MAX_BUFFERED_BYTES = 64 * 2**20
 #: Records per chunk of the queue (next*() takes a chunk in one go): at most this many, and at most buffer_size / 16.
 MAX_BATCH = 64
 _LEASE_WAIT = 0.5  # seconds between two looks at a closed delivery while waiting for a lease
@@ -69,13 +73,19 @@ class Delivery:
     bookkeeping per record; the shard's checkpoint folds the run in when it is read.
     """
 
-    def __init__(self, buffer_size: int, stats: GuardedStats) -> None:
-        self._queue = RecordQueue(buffer_size, max(1, min(MAX_BATCH, buffer_size // 16)))
+    def __init__(
+        self, buffer_size: int, stats: GuardedStats, max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
+    ) -> None:
+        #: Bytes of record data read and not yet taken: every shard reads within it.
+        self.budget = ByteBudget(max_buffered_bytes)
+        self._queue = RecordQueue(buffer_size, max(1, min(MAX_BATCH, buffer_size // 16)), self.budget)
         self._stats = stats
         self._wants_deliveries = stats.wants_deliveries
         self._take_lock = threading.Lock()  # one taker waits on the queue at a time: runs start in queue order
         self._hand_lock = threading.Lock()  # short: handing a record over, starting or ending a run
         self._runs: dict[Hashable, Run] = {}  # each holder's run being handed over
+        #: Runs a holder shared by several threads (manual mode's) took while its run was still being handed over.
+        self._next_runs: dict[Hashable, deque[Run]] = {}
         self._closed = False
         self._error: KinsumerError | None = None
 
@@ -85,31 +95,42 @@ class Delivery:
         """The bookkeeping of one capture of a shard, starting at its stored checkpoint."""
         return ShardProgress(shard_id, checkpoint)
 
-    def push(self, progress: ShardProgress, records: list[Record], should_stop: Callable[[], bool]) -> int:
-        """Queue ``records`` in order, waiting for room; how many are in (fewer if stopped or closed)."""
-        start = 0
-        while start < len(records) and not should_stop():
-            added = self._queue.put(progress, records, start, should_stop)
-            if not added and self._queue.closed:
-                break
-            progress.pushed(added)
-            start += added
-        return start
+    def offer(self, progress: ShardProgress, records: list[Record], start: int, wake: Callable[[], None]) -> int:
+        """Queue as many of ``records[start:]`` as there is room for, in order; how many (0 once closed).
 
-    def wake_pushers(self) -> None:
-        """Make pushes waiting for room check their ``should_stop`` again."""
-        self._queue.wake_putters()
+        Never waits: if not all fit, ``wake`` is called once there is room again.
+        """
+        added = self._queue.offer(progress, records, start, wake)
+        if added:
+            progress.pushed(added)
+        return added
+
+    def has_room(self) -> bool:
+        """The queue has room (or is closed: nothing more goes in)."""
+        return self._queue.has_room()
+
+    def start_hand_off(self, progress: ShardProgress) -> int:
+        """Begin giving a shard's records up: no more deliveries, its queued records dropped; how many.
+
+        Then wait for :meth:`ShardProgress.all_acknowledged` and call :meth:`end_hand_off`.
+        """
+        self._revoke(progress)
+        return self._queue.purge(progress)
+
+    @staticmethod
+    def end_hand_off(progress: ShardProgress, dropped: int) -> HandoffResult:
+        """After :meth:`start_hand_off` and the wait: no acknowledgement counts any more."""
+        outstanding = progress.outstanding
+        return HandoffResult(outstanding == 0, progress.release(), dropped, outstanding)
 
     def hand_off(self, progress: ShardProgress, timeout: float) -> HandoffResult:
         """Give a shard's records up: drop the queued ones, wait up to ``timeout`` s for the delivered ones.
 
         After this no record of ``progress`` is delivered and no acknowledgement counts.
         """
-        self._revoke(progress)
-        dropped = self._queue.purge(progress)
-        clean = progress.wait(progress.all_acknowledged, timeout)
-        outstanding = progress.outstanding
-        return HandoffResult(clean, progress.release(), dropped, outstanding)
+        dropped = self.start_hand_off(progress)
+        progress.wait(progress.all_acknowledged, timeout)
+        return self.end_hand_off(progress, dropped)
 
     def drop(self, progress: ShardProgress) -> None:
         """Forget a shard at once (another client owns it): no delivery, no acknowledgement, no wait."""
@@ -198,7 +219,8 @@ class Delivery:
     def _end_runs(self, *, processed: bool) -> None:
         with self._hand_lock:
             runs, self._runs = self._runs, {}
-            for holder, run in runs.items():
+            queued, self._next_runs = self._next_runs, {}
+            for holder, run in [*runs.items(), *((h, r) for h, rs in queued.items() for r in rs)]:
                 auto = holder is not _MANUAL and not isinstance(holder, ExplicitHolder)
                 if auto and processed:
                     run.processed = run.handed
@@ -225,18 +247,13 @@ class Delivery:
         :meth:`next_auto` does, and ends the run with :meth:`end_run`. Raises :class:`NoRecordWithin`
         after ``timeout`` s without one, and the error the delivery was closed with.
         """
-        started = self._start_run(_deadline(timeout))
+        started = self._start_run(_deadline(timeout), holder)
         if started is None:
             raise NoRecordWithin(timeout if timeout is not None else 0.0)
         if isinstance(started, Closed):
             if self._error is not None:
                 raise self._error
             return None
-        with self._hand_lock:
-            if self._closed:
-                started.progress.end_run(started)
-                return None
-            self._runs[holder] = started
         return started
 
     def end_run(self, holder: ExplicitHolder) -> None:
@@ -289,26 +306,35 @@ class Delivery:
                             return run, i
                         waiting_for = progress
                     else:  # handed over entirely, or its shard is being handed off: the new owner delivers the rest
-                        del self._runs[holder]
+                        self._next_run(holder)
                         progress.end_run(run)
+                        if holder in self._runs:
+                            continue  # a run another thread took for this holder meanwhile
             if waiting_for is not None:
                 if not self._wait_for_lease(waiting_for, deadline):
                     return CLOSED if self._closed else None
                 continue
-            started = self._start_run(deadline)
+            started = self._start_run(deadline, holder)
             if not isinstance(started, Run):
                 return started
-            with self._hand_lock:
-                if self._closed:  # a stop came while it waited: nothing more is handed over
-                    started.progress.end_run(started)
-                    return CLOSED
-                self._runs[holder] = started
 
-    def _start_run(self, deadline: float | None) -> Run | Closed | None:
-        """The next chunk of the queue as a run, registered as delivered; None at the deadline; CLOSED.
+    def _next_run(self, holder: Hashable) -> None:
+        """The holder's run is over: the next one it took becomes its run (hand lock held)."""
+        queued = self._next_runs.get(holder)
+        if queued:
+            self._runs[holder] = queued.popleft()
+            if not queued:
+                del self._next_runs[holder]
+        else:
+            del self._runs[holder]
 
-        Taking a chunk and registering it happen under one lock, so that with several calling
-        threads each shard's records are registered in shard order.
+    def _start_run(self, deadline: float | None, holder: Hashable) -> Run | Closed | None:
+        """The next chunk of the queue as ``holder``'s run, registered as delivered; None at the deadline; CLOSED.
+
+        Taking a chunk, registering it and giving it to its holder happen under one lock, so that
+        with several calling threads each shard's records are registered and handed over in
+        shard order. A holder that still has a run (manual mode's, shared by several threads)
+        gets the new one after it.
         """
         lock = self._take_lock
         while not lock.acquire(timeout=slice_of(None if deadline is None else deadline - time.monotonic())):
@@ -323,9 +349,17 @@ class Delivery:
                     return taken
                 records, progress = taken
                 run = progress.start_run(records)
-                if run is not None:
-                    return run
-                # its shard is being handed off: the new owner delivers these
+                if run is None:
+                    continue  # its shard is being handed off: the new owner delivers these
+                with self._hand_lock:
+                    if self._closed:  # a stop came while it waited: nothing more is handed over
+                        progress.end_run(run)
+                        return CLOSED
+                    if holder in self._runs:
+                        self._next_runs.setdefault(holder, deque()).append(run)
+                    else:
+                        self._runs[holder] = run
+                return run
         finally:
             lock.release()
 

@@ -69,6 +69,7 @@ class ShardProgress:
         "_tracker",
         "_version",
         "_waiting",
+        "_watchers",
         "failed",
         "fresh_until",
         "guard",
@@ -82,6 +83,7 @@ class ShardProgress:
         self._lock = threading.Lock()  # taken directly on the per-run paths
         self._cond = threading.Condition(self._lock)
         self._waiting = 0  # threads in wait()
+        self._watchers: tuple[Callable[[], None], ...] = ()  # told of every change wait() may be waiting for
         self._version = 0  # bumped by every change wait() may be waiting for
         self._initial = checkpoint
         self._tracker: CheckpointTracker[Record] = CheckpointTracker()
@@ -223,6 +225,14 @@ class ShardProgress:
         self._version += 1
         if self._waiting:
             self._cond.notify_all()
+        for watcher in self._watchers:
+            watcher()
+
+    def watch(self, watcher: Callable[[], None]) -> None:
+        """Have ``watcher`` called (under the progress's lock: it must not block) on every change a
+        :meth:`wait` may be waiting for: how a waiter that is not a thread learns it."""
+        with self._lock:
+            self._watchers = (*self._watchers, watcher)
 
     def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Wait up to ``timeout`` s for ``predicate`` (one of the methods above) to hold."""

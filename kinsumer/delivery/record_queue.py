@@ -2,8 +2,8 @@
 
 One queue for all shards of a client; FIFO, so each shard's order is kept. It holds chunks
 of consecutive records of one capture of a shard, so that a reader and ``next*()`` pay its
-lock once per chunk rather than once per record. Its capacity, in records, bounds memory
-whatever the stream holds. Closing it wakes every waiter.
+lock once per chunk rather than once per record. Its capacity is in records; the client's
+:class:`~.budget.ByteBudget` bounds the bytes. Closing it wakes every waiter.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from ..record import Record
 from ..waiting import slice_of
+from .budget import ByteBudget
 from .progress import ShardProgress
 
 __all__ = ["CLOSED", "Closed", "Item", "RecordQueue"]
@@ -34,19 +35,24 @@ CLOSED = Closed()
 class RecordQueue:
     """FIFO of chunks of at most ``chunk`` records, holding at most ``capacity`` records.
 
-    The fast paths take the lock directly and wake the other side only when it waits.
+    Readers never block here: :meth:`offer` adds what fits and, when something did not, keeps
+    the reader's ``wake`` callback to call once the queue is half empty again (or closed, or
+    purged): a reader waiting for room is woken once per half a queue taken, not per chunk.
+    Bytes of records that leave the queue are given back to the client's ``budget``.
     """
 
-    def __init__(self, capacity: int, chunk: int) -> None:
+    def __init__(self, capacity: int, chunk: int, budget: ByteBudget | None = None) -> None:
         self._capacity = capacity
         self._chunk = chunk
+        self._budget = budget
         self._items: deque[Item] = deque()
+        self._sizes: deque[int] = deque()  # bytes of record data of each chunk in _items
         self._count = 0  # records in self._items
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)
-        self._not_full = threading.Condition(self._lock)
         self._getters = 0  # threads waiting in get()
-        self._putters = 0  # threads waiting in put()
+        self._room_waiters: list[Callable[[], None]] = []  # readers told when there is room again
+        self._low_water = capacity // 2
         self._closed = False
 
     def __len__(self) -> int:
@@ -57,36 +63,33 @@ class RecordQueue:
     def closed(self) -> bool:
         return self._closed
 
-    def put(self, progress: ShardProgress, records: list[Record], start: int, should_stop: Callable[[], bool]) -> int:
-        """Append ``records[start:]`` as room allows, waiting for room while ``should_stop()`` is false.
+    def has_room(self) -> bool:
+        return self._closed or self._count < self._capacity
 
-        Returns how many were appended (0 once closed or stopping). Whoever makes
-        ``should_stop()`` true calls :meth:`wake_putters` afterwards.
+    def offer(
+        self, progress: ShardProgress, records: list[Record], start: int, wake: Callable[[], None] | None = None
+    ) -> int:
+        """Append as many of ``records[start:]`` as there is room for; how many (0 once closed).
+
+        If not all fit, ``wake`` (if given) is called once there is room again.
         """
         with self._lock:
-            while not self._closed and self._count >= self._capacity and not should_stop():
-                self._putters += 1
-                try:
-                    self._not_full.wait()
-                finally:
-                    self._putters -= 1
             if self._closed:
                 return 0
             end = min(len(records), start + self._capacity - self._count)
+            if end < len(records) and wake is not None:
+                self._room_waiters.append(wake)
             if end <= start:
                 return 0
-            size, append = self._chunk, self._items.append
+            size, append, sizes = self._chunk, self._items.append, self._sizes.append
             for first in range(start, end, size):
-                append((records[first : min(first + size, end)], progress))
+                chunk = records[first : min(first + size, end)]
+                append((chunk, progress))
+                sizes(sum([len(r.data) for r in chunk]))
             self._count += end - start
             if self._getters:
                 self._not_empty.notify(self._getters)
             return end - start
-
-    def wake_putters(self) -> None:
-        """Have the threads waiting in :meth:`put` check their ``should_stop`` again."""
-        with self._lock:
-            self._not_full.notify_all()
 
     def get(self, timeout: float | None) -> Item | Closed | None:
         """The oldest chunk; None after ``timeout`` s with nothing; CLOSED once closed."""
@@ -105,25 +108,46 @@ class RecordQueue:
             if self._closed:
                 return CLOSED
             item = items.popleft()
+            size = self._sizes.popleft()
             self._count -= len(item[0])
-            if self._putters:
-                self._not_full.notify(self._putters)
-            return item
+            waiters = self._take_waiters() if self._room_waiters and self._count <= self._low_water else None
+        if self._budget is not None:
+            self._budget.free(size)
+        if waiters:
+            _call_all(waiters)
+        return item
 
     def purge(self, progress: ShardProgress) -> int:
         """Drop the queued records of one capture of a shard (it is being handed off); how many."""
         with self._lock:
-            kept = [item for item in self._items if item[1] is not progress]
-            dropped = self._count - sum(len(records) for records, _ in kept)
+            pairs = zip(self._items, self._sizes, strict=True)
+            kept = [(item, size) for item, size in pairs if item[1] is not progress]
+            dropped = self._count - sum(len(item[0]) for item, _ in kept)
+            freed = sum(self._sizes) - sum(size for _, size in kept)
             self._items.clear()  # in place: the deque is the queue's identity
-            self._items.extend(kept)
+            self._items.extend(item for item, _ in kept)
+            self._sizes.clear()
+            self._sizes.extend(size for _, size in kept)
             self._count -= dropped
-            if dropped:
-                self._not_full.notify_all()
-            return dropped
+            waiters = self._take_waiters() if dropped else None
+        if self._budget is not None:
+            self._budget.free(freed)
+        if waiters:
+            _call_all(waiters)
+        return dropped
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             self._not_empty.notify_all()
-            self._not_full.notify_all()
+            waiters = self._take_waiters()
+        _call_all(waiters)
+
+    def _take_waiters(self) -> list[Callable[[], None]]:
+        waiters, self._room_waiters = self._room_waiters, []
+        return waiters
+
+
+def _call_all(callbacks: list[Callable[[], None]]) -> None:
+    for callback in callbacks:
+        callback()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import http.client
 import logging
+import math
 import queue
 import random
 import threading
@@ -104,6 +105,7 @@ class SubscriptionReader:
         self._check_at = time.monotonic() + closed_check  # the next closed-shard check (monotonic time)
         self._check_wait = max(closed_check, CLOSED_CHECK / 2)  # doubled at each check, while the shard stays idle
         self._check: tuple[StartPosition, PollingReader] | None = None  # its reader, and the position it started at
+        self._wake: Callable[[], None] = lambda: None  # told when a page was handed on (see on_ready)
 
     @property
     def shard_id(self) -> str:
@@ -113,13 +115,25 @@ class SubscriptionReader:
     def latest_at(self) -> dt.datetime | None:
         return self._latest_at
 
+    def ready_at(self) -> float:
+        """Now if an event's page (or the end, or an error) waits; else not before the pump hands one on.
+
+        Starts the pump (the subscription) if it is not running yet.
+        """
+        if self._ended or not self._pages.empty():
+            return -math.inf
+        self._start_pump()
+        return -math.inf if not self._pages.empty() else math.inf
+
+    def on_ready(self, wake: Callable[[], None]) -> None:
+        """``wake`` is called after each page the pump hands on."""
+        self._wake = wake
+
     def next_page(self, limit: int | None = None) -> Page:
         """The next event's records (``limit`` does not apply: a page is what one event holds)."""
         if self._ended:
             return Page(self._shard_id, (), dt.datetime.now(dt.UTC), None, end_of_shard=True)
-        if self._pump is None:
-            self._pump = threading.Thread(target=self._pump_events, name=f"kinsumer-efo-{self._shard_id}", daemon=True)
-            self._pump.start()
+        self._start_pump()
         while True:
             if self._stop.is_set():
                 raise Stopped(self._shard_id)
@@ -132,6 +146,11 @@ class SubscriptionReader:
                 raise item
             self._ended = item.end_of_shard
             return item
+
+    def _start_pump(self) -> None:
+        if self._pump is None:
+            self._pump = threading.Thread(target=self._pump_events, name=f"kinsumer-efo-{self._shard_id}", daemon=True)
+            self._pump.start()
 
     def close(self) -> None:
         """End the subscription and the pump (bounded). Idempotent."""
@@ -240,6 +259,7 @@ class SubscriptionReader:
         while not self._done() or isinstance(item, BaseException):
             try:
                 self._pages.put(item, timeout=WAKE)
+                self._wake()
                 return True
             except queue.Full:
                 if self._done():

@@ -64,6 +64,7 @@ class PollingReader:
         self._iterator: str | None = None
         self._ended = False
         self._last_attempt = -math.inf  # monotonic time of the last GetRecords attempt
+        self._empty_reads = 0  # reads in a row that came back empty (the next waits longer)
         self._latest_at: dt.datetime | None = None
 
     @property
@@ -76,6 +77,15 @@ class PollingReader:
 
     def close(self) -> None:
         """Nothing to release: an iterator expires by itself."""
+
+    def ready_at(self) -> float:
+        """When the next GetRecords may go (see :class:`~.reader.ReaderSettings`)."""
+        if self._ended:
+            return -math.inf
+        return self._last_attempt + self._settings.delay(self._empty_reads)
+
+    def on_ready(self, wake: Callable[[], None]) -> None:
+        """Nothing but time makes a polling reader ready (:meth:`ready_at` says when)."""
 
     def next_page(self, limit: int | None = None) -> Page:
         """The next page of records (see :class:`~kinsumer.reading.reader.ShardReader`).
@@ -139,9 +149,10 @@ class PollingReader:
         return str(response["ShardIterator"])
 
     def _get_records(self, iterator: str, limit: int) -> dict[str, Any]:
-        """One GetRecords, at most one attempt per throttle_delay (a retry waits as long too)."""
+        """One GetRecords, at most one attempt per throttle_delay (a retry waits as long too); after
+        empty reads, later (see :class:`~.reader.ReaderSettings`)."""
         throttle = self._settings.throttle_delay
-        wait = self._last_attempt + throttle - time.monotonic()
+        wait = self.ready_at() - time.monotonic()
         if wait > 0:
             self._sleep(wait)
         call = functools.partial(self._attempt, iterator, limit)
@@ -164,6 +175,7 @@ class PollingReader:
         """
         raw: list[ApiRecord] = response.get("Records", [])
         behind = response.get("MillisBehindLatest")
+        self._empty_reads = 0 if raw or behind else self._empty_reads + 1  # records, or more to come: full rate
         self._stats.records_fetched(self._shard_id, len(raw), behind)
         retrieved_at = dt.datetime.now(dt.UTC)
         full = len(raw) >= limit

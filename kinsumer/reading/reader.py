@@ -14,6 +14,7 @@ import contextlib
 import datetime as dt
 import email.utils
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -26,7 +27,9 @@ from .kpl import deaggregate
 from .position import StartPosition
 
 __all__ = [
+    "DEFAULT_IDLE_POLL_INTERVAL",
     "DEFAULT_THROTTLE_DELAY",
+    "IDLE_AFTER",
     "ApiRecord",
     "Page",
     "ReaderFactory",
@@ -82,12 +85,35 @@ class Page:
         return records_from_api(self.raw, self.shard_id, self.retrieved_at)
 
 
+#: The longest wait between two reads of a shard whose reads come back empty.
+DEFAULT_IDLE_POLL_INTERVAL = 1.0
+#: Seconds of empty reads at the full rate before an idle shard is read less often.
+IDLE_AFTER = 1.0
+
+
 @attrs.frozen
 class ReaderSettings:
-    """How a reader paces and sizes its calls."""
+    """How a reader paces and sizes its calls.
+
+    A read comes ``throttle_delay`` after the one before while the shard brings records, and for
+    :data:`IDLE_AFTER` seconds of empty reads after that (a shard written to every second or so
+    keeps its latency); then twice as late each time, up to ``idle_poll_interval``: an idle shard
+    costs a read per ``idle_poll_interval``, and a record written to it waits at most that long.
+    A read that brings records (or says more are waiting) brings back the full rate at once.
+    """
 
     throttle_delay: float = DEFAULT_THROTTLE_DELAY
     max_records_per_call: int = MAX_RECORDS_PER_CALL
+    idle_poll_interval: float = DEFAULT_IDLE_POLL_INTERVAL
+
+    def delay(self, empty_reads: int) -> float:
+        """Seconds between a read and the next, after ``empty_reads`` empty reads in a row."""
+        throttle = self.throttle_delay
+        at_full_rate = max(1, math.ceil(IDLE_AFTER / throttle))
+        if empty_reads < at_full_rate:
+            return throttle
+        slower = throttle * 2 ** (empty_reads - at_full_rate + 1)
+        return float(max(throttle, min(self.idle_poll_interval, slower)))
 
 
 class ShardReader(Protocol):
@@ -110,6 +136,16 @@ class ShardReader(Protocol):
         faults that retrying cannot fix. After a page with ``end_of_shard`` every further
         call returns an empty page with ``end_of_shard``.
         """
+        ...
+
+    def ready_at(self) -> float:
+        """When (``time.monotonic()``) :meth:`next_page` would not wait: a polling reader's next call is
+        due (its throttle, an idle shard's longer pause), a subscription holds a page. ``math.inf``:
+        not before the callback given to :meth:`on_ready` is called."""
+        ...
+
+    def on_ready(self, wake: Callable[[], None]) -> None:
+        """Have ``wake`` called (from any thread) whenever :meth:`ready_at` may have come earlier."""
         ...
 
     def close(self) -> None:

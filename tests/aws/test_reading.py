@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import itertools
 import pathlib
 import re
 import threading
@@ -16,6 +17,7 @@ import pytest
 import kinsumer
 from demo.aggregation import aggregated_entries
 from kinsumer.aws.retry import Stopped
+from kinsumer.reading import reader as reader_module
 from kinsumer.reading.kpl import MAGIC
 from kinsumer.reading.polling import FIRST_PAGE, PollingReader
 from kinsumer.reading.position import StartPosition
@@ -260,3 +262,35 @@ def test_a_full_page_is_not_the_tip_even_where_the_server_says_it_is_0_ms_behind
     assert (len(first.raw), first.full, first.at_tip) == (2, True, False)
     last = r.next_page(2)
     assert (len(last.raw), last.full, last.at_tip) == (1, False, True)
+
+
+def test_an_idle_shard_is_read_at_the_full_rate_for_a_second_then_less_often_up_to_the_idle_interval() -> None:
+    settings = ReaderSettings(throttle_delay=0.25, idle_poll_interval=1.0)
+    assert [settings.delay(n) for n in range(8)] == [0.25, 0.25, 0.25, 0.25, 0.5, 1.0, 1.0, 1.0]
+    slow = ReaderSettings(throttle_delay=2.0, idle_poll_interval=5.0)  # a throttle longer than IDLE_AFTER
+    assert [slow.delay(n) for n in range(4)] == [2.0, 4.0, 5.0, 5.0]
+
+
+def test_a_shard_whose_reads_come_back_empty_is_read_less_often_and_at_full_rate_once_records_come(
+    kinesis: Any, stream: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reader_module, "IDLE_AFTER", 0.02)  # two empty reads at the full rate, then slower
+    settings = ReaderSettings(throttle_delay=0.01, idle_poll_interval=0.08)
+    r = PollingReader(kinesis, stream, SHARD, StartPosition.trim_horizon(), settings=settings)
+    calls: list[float] = []
+    kinesis.meta.events.register("before-call.kinesis.GetRecords", lambda **_: calls.append(time.monotonic()))
+
+    def pause_after_last_read() -> float:
+        """How long after its last GetRecords the reader will make the next one."""
+        return r.ready_at() - r._last_attempt
+
+    pauses = []
+    for _ in range(6):
+        assert r.next_page().raw == []
+        pauses.append(round(pause_after_last_read(), 6))
+    assert pauses == [0.01, 0.02, 0.04, 0.08, 0.08, 0.08]
+    gaps = [b - a for a, b in itertools.pairwise(calls)]
+    assert all(gap >= want for gap, want in zip(gaps, pauses, strict=False))  # it did wait that long
+    put(kinesis, b"x")
+    assert [x.data for x in r.next_page().records()] == [b"x"]
+    assert round(pause_after_last_read(), 6) == 0.01  # a read with records: the full rate again

@@ -116,6 +116,7 @@ def main() -> int:
         faults.attach(dynamodb)
     consumer = Kinsumer(spec["stream"], spec["app"], spec["name"], config, kinesis=kinesis, dynamodb=dynamodb)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=consumer.stop, daemon=True).start())
+    stats.write("listening", spec["name"])  # from here on SIGTERM is a clean stop (see ClientProcess.stop)
     deliveries = os.open(out + ".deliveries", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     consumer.run()
     stats.write("running", spec["name"])

@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from tests.helpers import wait_until
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 #: Membership rounds every 0.5 s; a silent client is dead after 2 s.
@@ -73,12 +75,14 @@ class ClientProcess:
             **spec,
         }
         self.process: subprocess.Popen[bytes] | None = None
+        self._starts = 0  # processes started under this name: each says when it listens for SIGTERM
 
     @property
     def client_id(self) -> str:
         return str(self.spec["config"]["client_id"])
 
     def start(self) -> ClientProcess:
+        self._starts += 1
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         with self._path(".stderr").open("ab") as stderr:  # the child keeps its own copy
             self.process = subprocess.Popen(
@@ -108,9 +112,15 @@ class ClientProcess:
         self.process.wait(10)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM: a clean stop; the process must exit 0 and report no error."""
-        assert self.process is not None
-        if self.process.poll() is None:
+        """SIGTERM: a clean stop; the process must exit 0 and report no error.
+
+        A process just started is sent it once it handles it (before, SIGTERM would end it as a crash).
+        """
+        process = self.process
+        assert process is not None
+        listening = lambda: process.poll() is not None or len(self.events("listening")) >= self._starts  # noqa: E731
+        wait_until(listening, timeout, f"{self.name} to handle SIGTERM")
+        if process.poll() is None:
             self.signal(signal.SIGTERM)
         code = self.process.wait(timeout)
         assert code == 0, f"{self.name} exited with {code}: {self.error() or self.stderr()[-2000:]}"

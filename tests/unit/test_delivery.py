@@ -5,21 +5,14 @@ import time
 import pytest
 
 from kinsumer import KinsumerError, NoRecordWithin, StatReceiver
-from kinsumer.delivery.delivery import Delivery, HandoffResult
+from kinsumer.delivery.budget import ByteBudget
+from kinsumer.delivery.delivery import _MANUAL, Delivery, HandoffResult
 from kinsumer.delivery.progress import Checkpoint, ShardProgress
 from kinsumer.delivery.record_queue import CLOSED, RecordQueue
 from kinsumer.record import Record
 from kinsumer.stats import GuardedStats
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-def _no_wait() -> bool:  # put's should_stop: add what fits, never wait for room
-    return True
-
-
-def _wait_for_room() -> bool:  # put's should_stop: wait for room as long as it takes
-    return False
 
 
 def record(seq: int, shard: str = "s") -> Record:
@@ -86,10 +79,10 @@ def test_queue_is_bounded_and_fifo() -> None:
     q = RecordQueue(3, chunk=1)
     progress = ShardProgress("s", None)
     records = [record(i) for i in range(5)]
-    assert q.put(progress, records, 0, _no_wait) == 3
-    assert q.put(progress, records, 3, _no_wait) == 0
+    assert q.offer(progress, records, 0) == 3
+    assert q.offer(progress, records, 3) == 0
     assert sequence_numbers(q.get(0)) == ["0"]
-    assert q.put(progress, records, 3, _no_wait) == 1
+    assert q.offer(progress, records, 3) == 1
     assert [sequence_numbers(q.get(0)) for _ in range(3)] == [["1"], ["2"], ["3"]]
     assert q.get(0.01) is None
 
@@ -97,7 +90,7 @@ def test_queue_is_bounded_and_fifo() -> None:
 def test_queue_holds_chunks_and_counts_records() -> None:
     q = RecordQueue(7, chunk=3)
     progress = ShardProgress("s", None)
-    assert q.put(progress, [record(i) for i in range(10)], 0, _no_wait) == 7  # as many as there is room for
+    assert q.offer(progress, [record(i) for i in range(10)], 0) == 7  # as many as there is room for
     assert len(q) == 7
     assert [sequence_numbers(q.get(0)) for _ in range(3)] == [["0", "1", "2"], ["3", "4", "5"], ["6"]]
     assert len(q) == 0
@@ -106,40 +99,60 @@ def test_queue_holds_chunks_and_counts_records() -> None:
 def test_purge_drops_only_one_capture_and_frees_room() -> None:
     q = RecordQueue(4, chunk=2)
     old, other = ShardProgress("a", None), ShardProgress("b", None)
-    q.put(old, [record(1, "a"), record(2, "a")], 0, _no_wait)
-    q.put(other, [record(1, "b")], 0, _no_wait)
+    q.offer(old, [record(1, "a"), record(2, "a")], 0)
+    q.offer(other, [record(1, "b")], 0)
     assert q.purge(old) == 2
     assert len(q) == 1
     got = q.get(0)
     assert got is not None and got is not CLOSED and got[1] is other
 
 
-def test_close_wakes_a_blocked_reader_and_writer() -> None:
+def test_close_wakes_a_blocked_reader_and_the_writers_waiting_for_room() -> None:
     q = RecordQueue(1, chunk=1)
     progress = ShardProgress("s", None)
-    q.put(progress, [record(1)], 0, _no_wait)
-    results: list[object] = []
-    writer = threading.Thread(target=lambda: results.append(q.put(progress, [record(2)], 0, _wait_for_room)))
-    writer.start()
+    q.offer(progress, [record(1)], 0)
+    woken: list[str] = []
+    assert q.offer(progress, [record(2)], 0, lambda: woken.append("writer")) == 0
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.append(q.get(60)))
+    reader.start()  # takes record 1 at once, then nothing is left
+    reader.join(10)
+    assert woken == ["writer"]  # the queue emptied: the writer may try again
+    woken.clear()
+    assert q.offer(progress, [record(2), record(3)], 0, lambda: woken.append("again")) == 1
     q.close()
-    writer.join(10)
-    assert results == [0]
+    assert woken == ["again"]
     assert q.get(None) is CLOSED
+    assert q.offer(progress, [record(4)], 0, lambda: woken.append("late")) == 0 and woken == ["again"]
 
 
-def test_taking_records_wakes_a_writer_waiting_for_room() -> None:
-    q = RecordQueue(2, chunk=2)
+def test_a_writer_waiting_for_room_is_woken_once_the_queue_is_half_empty_not_for_every_chunk() -> None:
+    q = RecordQueue(8, chunk=1)
     progress = ShardProgress("s", None)
-    q.put(progress, [record(1), record(2)], 0, _no_wait)
-    added: list[int] = []
-    writer = threading.Thread(target=lambda: added.append(q.put(progress, [record(3)], 0, _wait_for_room)))
-    writer.start()
-    deadline = time.monotonic() + 10
-    while q._putters == 0 and time.monotonic() < deadline:  # the writer is waiting for room
-        time.sleep(0.01)
-    assert q.get(0) is not None
-    writer.join(10)  # it was woken: it has no timeout of its own
-    assert not writer.is_alive() and added == [1]
+    woken: list[int] = []
+    assert q.offer(progress, [record(i) for i in range(10)], 0, lambda: woken.append(len(q))) == 8
+    for taken in range(1, 5):
+        assert q.get(0) is not None
+        assert woken == ([] if taken < 4 else [4])  # at 4 of 8: half empty
+    for _ in range(4):
+        assert q.get(0) is not None
+    assert woken == [4]  # once: it registers again if it still has records that do not fit
+
+
+def test_the_bytes_of_records_that_leave_the_queue_go_back_to_the_budget() -> None:
+    budget = ByteBudget(100)
+    q = RecordQueue(10, chunk=2, budget=budget)
+    a, b = ShardProgress("a", None), ShardProgress("b", None)
+    ticket = budget.request(30)
+    budget.settle(ticket, 30)  # three records of 10 bytes read
+    sized = [Record(b"x" * 10, "k", str(i), "a", NOW, NOW) for i in range(3)]
+    q.offer(a, sized[:2], 0)
+    q.offer(b, [Record(b"y" * 10, "k", "9", "b", NOW, NOW)], 0)
+    assert budget.used == 30
+    assert q.get(0) is not None  # a's chunk of two
+    assert budget.used == 10
+    assert q.purge(b) == 1
+    assert budget.used == 0
 
 
 def test_wait_sees_an_ack_that_lands_while_its_predicate_runs() -> None:
@@ -171,28 +184,10 @@ def test_a_reader_waiting_through_a_purge_gets_what_is_put_after_it() -> None:
     while q._getters == 0 and time.monotonic() < deadline:  # the reader is waiting for records
         time.sleep(0.01)
     q.purge(old)
-    q.put(new, [record(1, "b")], 0, _no_wait)
+    q.offer(new, [record(1, "b")], 0)
     reader.join(10)  # far less than its 60 s timeout
     assert not reader.is_alive()
     assert sequence_numbers(got[0]) == ["1"]
-
-
-def test_a_writer_waiting_for_room_leaves_when_told_to_stop() -> None:
-    q = RecordQueue(1, chunk=1)
-    progress = ShardProgress("s", None)
-    q.put(progress, [record(1)], 0, _no_wait)
-    stop = threading.Event()
-    added: list[int] = []
-    writer = threading.Thread(target=lambda: added.append(q.put(progress, [record(2)], 0, stop.is_set)))
-    writer.start()
-    deadline = time.monotonic() + 10
-    while q._putters == 0 and time.monotonic() < deadline:  # the writer is waiting for room
-        time.sleep(0.01)
-    stop.set()
-    q.wake_putters()
-    writer.join(10)
-    assert not writer.is_alive() and added == [0]
-    assert len(q) == 1
 
 
 # ---------------------------------------------------------------- Delivery
@@ -202,10 +197,21 @@ def delivery(buffer_size: int = 100) -> Delivery:
     return Delivery(buffer_size, GuardedStats(StatReceiver()))
 
 
+def push(d: Delivery, progress: ShardProgress, records: list[Record]) -> int:
+    """Queue ``records`` in order, waiting for room as a shard worker does; how many went in."""
+    start = 0
+    while start < len(records) and not d.closed:
+        room = threading.Event()
+        start += d.offer(progress, records, start, room.set)
+        if start < len(records):
+            assert room.wait(60), "no room came"
+    return start
+
+
 def test_auto_mode_counts_a_holders_record_when_that_holder_asks_again() -> None:
     d = delivery(buffer_size=16)  # chunks of one record: each holder takes one at a time
     progress = d.open_shard("s", None)
-    assert d.push(progress, [record(1), record(2), record(3)], _wait_for_room)
+    assert push(d, progress, [record(1), record(2), record(3)])
     assert d.next_auto("holder-a", 1) == record(1)
     assert d.next_auto("holder-b", 1) == record(2)
     assert progress.checkpoint is None  # both records are still in hand
@@ -218,7 +224,7 @@ def test_auto_mode_counts_a_holders_record_when_that_holder_asks_again() -> None
 def test_manual_mode_hands_out_checkpoints_that_advance_the_prefix() -> None:
     d = delivery()
     progress = d.open_shard("s", ("0", None))
-    d.push(progress, [record(1), record(2)], _wait_for_room)
+    push(d, progress, [record(1), record(2)])
     (r1, cp1), (r2, cp2) = d.next_manual(1), d.next_manual(1)
     assert (r1, r2) == (record(1), record(2)) and cp1 is not None and cp2 is not None
     cp2()
@@ -237,7 +243,7 @@ def test_poll_never_waits() -> None:
     d = delivery()
     assert d.poll() is None
     progress = d.open_shard("s", None)
-    d.push(progress, [record(1)], _wait_for_room)
+    push(d, progress, [record(1)])
     taken = d.poll()
     assert taken is not None and taken[0] == record(1)
 
@@ -254,22 +260,23 @@ def test_close_with_an_error_raises_it_until_a_stop_closes_again() -> None:
     assert d.take(None) is None
 
 
-def test_a_push_gives_up_when_closed_or_told_to_stop() -> None:
+def test_an_offer_queues_what_fits_and_nothing_once_closed() -> None:
     d = delivery(buffer_size=1)
     progress = d.open_shard("s", None)
-    asked = iter([False])  # go on the first time it asks, stop from then on
-    assert d.push(progress, [record(1), record(2)], lambda: next(asked, True)) == 1  # room for one
-    assert d.push(progress, [record(2)], _no_wait) == 0
+    woken = threading.Event()
+    assert d.offer(progress, [record(1), record(2)], 0, woken.set) == 1  # room for one
+    assert not d.has_room() and not woken.is_set()
     d.close()
-    assert d.push(progress, [record(2)], _wait_for_room) == 0
+    assert woken.is_set() and d.has_room()  # told: nothing waits for room that will not come
+    assert d.offer(progress, [record(2)], 0, woken.set) == 0
 
 
 def test_a_handoff_drops_queued_records_and_waits_for_delivered_ones() -> None:
     d = delivery(buffer_size=16)  # next*() takes one record from the queue at a time
     progress = d.open_shard("s", ("0", None))
     other = d.open_shard("t", None)
-    d.push(progress, [record(1), record(2), record(3)], _wait_for_room)
-    d.push(other, [record(1, "t")], _wait_for_room)
+    push(d, progress, [record(1), record(2), record(3)])
+    push(d, other, [record(1, "t")])
     (_, cp1), (_, cp2) = d.next_manual(1), d.next_manual(1)
     assert cp1 is not None and cp2 is not None
     acker = threading.Timer(0.05, lambda: (cp1(), cp2()))
@@ -283,7 +290,7 @@ def test_a_handoff_drops_queued_records_and_waits_for_delivered_ones() -> None:
 def test_a_handoff_that_times_out_keeps_the_acknowledged_prefix() -> None:
     d = delivery()
     progress = d.open_shard("s", ("0", None))
-    d.push(progress, [record(1), record(2)], _wait_for_room)
+    push(d, progress, [record(1), record(2)])
     (_, cp1), (_, cp2) = d.next_manual(1), d.next_manual(1)
     assert cp1 is not None and cp2 is not None
     cp1()
@@ -296,7 +303,7 @@ def test_a_handoff_that_times_out_keeps_the_acknowledged_prefix() -> None:
 def test_waiting_for_a_finished_shard_ends_on_a_stop_request() -> None:
     d = delivery()
     progress = d.open_shard("s", None)
-    d.push(progress, [record(1)], _wait_for_room)
+    push(d, progress, [record(1)])
     stop = threading.Event()
     results: list[bool] = []
     waiter = threading.Thread(target=lambda: results.append(d.wait_processed(progress, stop.is_set)))
@@ -307,7 +314,7 @@ def test_waiting_for_a_finished_shard_ends_on_a_stop_request() -> None:
     assert results == [False]
     d2 = delivery()
     done = d2.open_shard("s", None)
-    d2.push(done, [record(1)], _wait_for_room)
+    push(d2, done, [record(1)])
     d2.next_auto("h", 1)
     d2.acknowledge_held()
     assert d2.wait_processed(done, lambda: False)
@@ -316,7 +323,7 @@ def test_waiting_for_a_finished_shard_ends_on_a_stop_request() -> None:
 def test_a_record_of_a_lease_not_confirmed_lately_waits_for_the_lease_to_be_confirmed() -> None:
     d = delivery()
     progress = d.open_shard("s", None)
-    d.push(progress, [record(1), record(2)], _wait_for_room)
+    push(d, progress, [record(1), record(2)])
     progress.confirm(time.monotonic() - 1)  # last confirmed long enough ago: maybe not ours any more
     with pytest.raises(NoRecordWithin):
         d.take(0.05)
@@ -329,8 +336,8 @@ def test_a_record_of_a_lease_not_confirmed_lately_waits_for_the_lease_to_be_conf
 def test_a_record_of_a_lease_found_lost_is_dropped_while_waiting() -> None:
     d = delivery()
     stale, other = d.open_shard("s", None), d.open_shard("t", None)
-    d.push(stale, [record(1)], _wait_for_room)
-    d.push(other, [record(1, "t")], _wait_for_room)
+    push(d, stale, [record(1)])
+    push(d, other, [record(1, "t")])
     stale.confirm(time.monotonic() - 1)
     threading.Timer(0.05, stale.revoke).start()  # a commit found another owner
     taken = d.take(10)
@@ -343,7 +350,7 @@ def test_a_record_of_a_lease_found_lost_is_dropped_while_waiting() -> None:
 def test_a_holders_run_counts_in_the_checkpoint_as_the_holder_goes() -> None:
     d = delivery(buffer_size=1024)  # chunks of 64: the ten records are one run
     progress = d.open_shard("s", None)
-    d.push(progress, [record(i) for i in range(1, 11)], _wait_for_room)
+    push(d, progress, [record(i) for i in range(1, 11)])
     assert [d.next_auto("h", 1) for _ in range(3)] == [record(1), record(2), record(3)]
     assert progress.checkpoint == ("2", None)  # read by the committer mid-run: 1 and 2 are processed
     assert progress.outstanding == 1  # 3 is in hand; 4 to 10 were not handed over yet
@@ -357,7 +364,7 @@ def test_a_holders_run_counts_in_the_checkpoint_as_the_holder_goes() -> None:
 def test_a_handoff_mid_run_waits_only_for_the_record_in_hand() -> None:
     d = delivery(buffer_size=1024)
     progress, other = d.open_shard("s", None), d.open_shard("t", None)
-    d.push(progress, [record(i) for i in range(1, 11)], _wait_for_room)
+    push(d, progress, [record(i) for i in range(1, 11)])
     assert [d.next_auto("h", 1) for _ in range(3)] == [record(1), record(2), record(3)]
     results: list[HandoffResult] = []
     handoff = threading.Thread(target=lambda: results.append(d.hand_off(progress, timeout=60)))
@@ -365,7 +372,7 @@ def test_a_handoff_mid_run_waits_only_for_the_record_in_hand() -> None:
     deadline = time.monotonic() + 10
     while not progress.revoked and time.monotonic() < deadline:  # the handoff has begun
         time.sleep(0.01)
-    d.push(other, [record(1, "t")], _wait_for_room)
+    push(d, other, [record(1, "t")])
     assert d.next_auto("h", 10) == record(1, "t")  # not record 4: its shard is being handed off
     handoff.join(10)  # far less than its 60 s: asking again processed record 3
     assert results == [HandoffResult(clean=True, checkpoint=("3", None), dropped=0, outstanding=0)]
@@ -374,7 +381,7 @@ def test_a_handoff_mid_run_waits_only_for_the_record_in_hand() -> None:
 def test_after_a_failure_the_record_in_hand_is_neither_counted_nor_waited_for() -> None:
     d = delivery(buffer_size=1024)
     progress = d.open_shard("s", ("0", None))
-    d.push(progress, [record(1), record(2), record(3)], _wait_for_room)
+    push(d, progress, [record(1), record(2), record(3)])
     assert d.next_auto("h", 1) == record(1)
     assert d.next_auto("h", 1) == record(2)  # the caller fails while processing it
     d.close()
@@ -386,7 +393,7 @@ def test_after_a_failure_the_record_in_hand_is_neither_counted_nor_waited_for() 
 def test_manual_mode_hands_a_run_out_across_callers_and_a_handoff_keeps_the_rest() -> None:
     d = delivery(buffer_size=1024)
     progress = d.open_shard("s", ("0", None))
-    d.push(progress, [record(i) for i in range(1, 6)], _wait_for_room)
+    push(d, progress, [record(i) for i in range(1, 6)])
     (r1, cp1), (r2, cp2) = d.next_manual(1), d.next_manual(1)
     assert (r1, r2) == (record(1), record(2)) and cp1 is not None and cp2 is not None
     acker = threading.Timer(0.05, lambda: (cp2(), cp1()))
@@ -410,7 +417,7 @@ def test_several_threads_in_auto_mode_get_every_record_once_and_the_checkpoints_
 
     def produce(name: str) -> None:
         for start in range(0, per_shard, 25):
-            d.push(shards[name], [record(i, name) for i in range(start, start + 25)], _wait_for_room)
+            push(d, shards[name], [record(i, name) for i in range(start, start + 25)])
 
     threads = [threading.Thread(target=consume, args=(mine,)) for mine in got]
     threads += [threading.Thread(target=produce, args=(name,)) for name in shards]
@@ -431,3 +438,21 @@ def test_several_threads_in_auto_mode_get_every_record_once_and_the_checkpoints_
             assert seen == sorted(seen)
     d.acknowledge_held()
     assert {name: p.checkpoint for name, p in shards.items()} == {n: (str(per_shard - 1), None) for n in "abc"}
+
+
+def test_runs_two_threads_take_for_manual_mode_at_once_are_both_handed_over_in_order() -> None:
+    """Manual mode's threads share one holder: a run one thread takes from the queue while another
+    thread's run of that holder is still being handed over waits its turn (it used to replace it:
+    its records counted as delivered, were never handed over, and held the checkpoint back)."""
+    d = delivery(buffer_size=16)  # chunks of one record: every record is a run
+    progress = d.open_shard("s", ("0", None))
+    push(d, progress, [record(1), record(2), record(3)])
+    first = d._start_run(None, _MANUAL)  # two threads each took a run before either handed a record over
+    second = d._start_run(None, _MANUAL)
+    assert first is not None and second is not None and first is not second
+    taken = [d.next_manual(1) for _ in range(3)]
+    assert [r.sequence_number for r, _ in taken if r is not None] == ["1", "2", "3"]
+    for _, checkpoint in taken:
+        assert checkpoint is not None
+        checkpoint()
+    assert progress.checkpoint == ("3", None)
