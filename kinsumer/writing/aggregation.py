@@ -124,12 +124,24 @@ class AggregateBuilder:
         return True
 
     def build(self) -> Entry:
-        """The aggregate as one PutRecords entry (a single user record goes as the plain record it is)."""
+        """The aggregate as one PutRecords entry.
+
+        A single user record goes as the plain record it is, unless its data starts with the KPL
+        magic: a reader would take it for an aggregate (and, finding none, count it malformed), so
+        it goes as an aggregate of one, if that fits in a Kinesis record.
+        """
         if self._first is None or self._first_data is None:
             raise ValueError("an empty aggregate")
         key, routing = self._first
         if len(self._records) == 1:
-            return Entry(self._first_data, key, self._first_hash_key)
+            plain = Entry(self._first_data, key, self._first_hash_key)
+            if not self._first_data.startswith(MAGIC):
+                return plain
+            wrapped = self._aggregate(key, routing)
+            return wrapped if wrapped.size <= MAX_RECORD_BYTES else plain
+        return self._aggregate(key, routing)
+
+    def _aggregate(self, key: str, routing: str) -> Entry:
         body = bytearray()
         for table_key in self._keys:
             encoded = table_key.encode()

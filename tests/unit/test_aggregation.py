@@ -102,3 +102,13 @@ def test_hash_keys_are_the_md5_of_the_partition_key_unless_explicit() -> None:
     assert hash_of("anything", "12") == 12
     with pytest.raises(ValueError, match="empty"):
         AggregateBuilder().build()
+
+
+@pytest.mark.parametrize("data", [MAGIC, MAGIC + b"not an aggregate"])
+def test_a_lone_user_record_that_starts_like_an_aggregate_goes_as_an_aggregate_of_one(data: bytes) -> None:
+    builder = AggregateBuilder()
+    assert builder.add("k", data)
+    entry = builder.build()
+    assert entry.data != data  # sent plain, every reader would try to unpack it and count it malformed
+    read, malformed = deaggregate([as_read(entry, "7")])
+    assert malformed == 0 and [(r["PartitionKey"], r["Data"]) for r in read] == [("k", data)]
