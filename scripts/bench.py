@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 sys.path[:0] = [str(pathlib.Path(__file__).resolve().parent), str(pathlib.Path(__file__).resolve().parents[1])]
 
-from benchlib import failover, fanout, go_contender, movement, overhead, rebalance, steady, throughput  # noqa: E402
+from benchlib import failover, fanout, go_contender, movement, overhead, rebalance, scale, steady, throughput  # noqa: E402
 from benchlib.common import REPO, Measure, Row, median, rate_text  # noqa: E402
 
 from demo import servers  # noqa: E402
@@ -33,7 +33,7 @@ from kinsumer.reading.polling import FIRST_PAGE  # noqa: E402
 from tests.support.kinesalite import start_kinesalite  # noqa: E402
 from tests.support.kinesis_mock import KINESIS_MOCK_DIR, start_kinesis_mock  # noqa: E402
 
-SECTIONS = ("throughput", "kpl", "overhead", "spark", "failover", "rebalance", "movement", "steady", "fanout")
+SECTIONS = ("throughput", "kpl", "overhead", "spark", "failover", "rebalance", "movement", "steady", "fanout", "scale")
 KPL_PER_RECORD = 100  # user records per Kinesis record in the KPL line
 SHARDS = 8
 RECORD_SIZE = 100
@@ -506,6 +506,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += steady_rows(server)
         if "fanout" in args.only:
             rows += fanout_rows(server, args)
+        if "scale" in args.only:
+            with tempfile.TemporaryDirectory() as logs, start_kinesalite(pathlib.Path(logs) / "k.log") as kinesalite:
+                say(f"scale: kinesalite at {kinesalite.endpoint}, DynamoDB on moto's server")
+                rows += scale.scale_rows(kinesalite, server, say)
     if "movement" in args.only:
         rows += movement_rows()
     if "rebalance" in args.only:
