@@ -1,4 +1,5 @@
-"""An HTTP relay on 127.0.0.1 between Kinesis clients and a Kinesis server, that refuses part of each PutRecords.
+"""An HTTP relay on 127.0.0.1 between Kinesis clients and a Kinesis server: it refuses part of each
+PutRecords, and answers chosen GetRecords calls with faults (throttling, 5xx, a cut connection).
 
 No local server throttles: the relay makes it real for any client in any process (a Spark
 executor, say). For each PutRecords it forwards the entries it lets through and answers the
@@ -14,6 +15,7 @@ import base64
 import hashlib
 import http.client
 import json
+import socket
 import threading
 import urllib.parse
 from collections.abc import Callable
@@ -23,21 +25,32 @@ from typing import Any
 __all__ = ["KinesisRelay"]
 
 _THROTTLED = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "Rate exceeded (injected)"}
+#: GetRecords faults by name: the answer the relay gives instead of forwarding ("cut": no answer at all).
+_GET_RECORDS_FAULTS = {
+    "throttled": (400, {"__type": "ProvisionedThroughputExceededException", "message": "Rate exceeded (injected)"}),
+    "5xx": (500, {"__type": "InternalFailure", "message": "injected"}),
+    "503": (503, {}),
+}
 
 
 class KinesisRelay:
     """``refuse(index)``: whether the entry at ``index`` of a call is refused (the first time its data is seen);
-    ``throttle_call(n)``: whether the n-th PutRecords call (from 1) is refused as a whole."""
+    ``throttle_call(n)``: whether the n-th PutRecords call (from 1) is refused as a whole;
+    ``get_records_fault(n)``: the fault of the n-th GetRecords call (from 1): "throttled", "5xx", "503",
+    "cut", or None to forward it."""
 
     def __init__(
         self,
         upstream: str,
         refuse: Callable[[int], bool] = lambda index: False,
         throttle_call: Callable[[int], bool] = lambda n: False,
+        get_records_fault: Callable[[int], str | None] = lambda n: None,
     ) -> None:
         parsed = urllib.parse.urlsplit(upstream)
         self._upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
-        self._refuse, self._throttle_call = refuse, throttle_call
+        self._refuse, self._throttle_call, self._get_records_fault = refuse, throttle_call, get_records_fault
+        self.get_records_calls = 0
+        self.faults: list[str] = []  # the faults injected into GetRecords calls, in order
         self._lock = threading.Lock()
         self._seen: set[bytes] = set()
         self.refused_data: list[bytes] = []  # the data of each entry refused, as sent
@@ -49,7 +62,12 @@ class KinesisRelay:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                status, headers, answer = relay._relay(self.headers, body)
+                fault = relay._fault(self.headers)
+                if fault == "cut":  # the connection breaks before any answer
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                status, headers, answer = relay._relay(self.headers, body, fault)
                 self.send_response(status)
                 for name, value in headers:
                     if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
@@ -78,8 +96,23 @@ class KinesisRelay:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _relay(self, headers: Any, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        if not str(headers.get("X-Amz-Target", "")).endswith(".PutRecords"):
+    def _fault(self, headers: Any) -> str | None:
+        """The fault injected into this call, if it is a GetRecords (counted either way)."""
+        if not str(headers.get("X-Amz-Target", "")).endswith(".GetRecords"):
+            return None
+        with self._lock:
+            self.get_records_calls += 1
+            fault = self._get_records_fault(self.get_records_calls)
+            if fault is not None:
+                self.faults.append(fault)
+        return fault
+
+    def _relay(self, headers: Any, body: bytes, fault: str | None = None) -> tuple[int, list[tuple[str, str]], bytes]:
+        target = str(headers.get("X-Amz-Target", ""))
+        if target.endswith(".GetRecords") and fault in _GET_RECORDS_FAULTS:
+            status, error = _GET_RECORDS_FAULTS[fault]
+            return status, [("Content-Type", "application/x-amz-json-1.1")], json.dumps(error).encode()
+        if not target.endswith(".PutRecords"):
             return self._forward(headers, body)
         with self._lock:
             self.calls += 1

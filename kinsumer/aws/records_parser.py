@@ -21,7 +21,7 @@ import json
 import threading
 from typing import Any
 
-__all__ = ["convert_records", "get_records", "install", "parse_get_records"]
+__all__ = ["convert_records", "get_records", "install", "parse_body", "parse_get_records"]
 
 _EVENT = "before-parse.kinesis.GetRecords"
 _UNIQUE_ID = "kinsumer.records_parser"
@@ -44,7 +44,7 @@ def install(kinesis: Any) -> bool:
 
 
 def get_records(kinesis: Any, **params: Any) -> dict[str, Any]:
-    """GetRecords with ``params`` on ``kinesis``, parsed by this parser if :func:`install` ran on the client."""
+    """GetRecords with ``params`` through botocore, parsed by this parser if :func:`install` ran on the client."""
     _calling.ours = True
     try:
         return kinesis.get_records(**params)  # type: ignore[no-any-return]
@@ -62,15 +62,27 @@ def parse_get_records(response_dict: dict[str, Any], customized_response_dict: d
     if response_dict.get("status_code") != 200:
         return
     body = response_dict.get("body")
-    if not isinstance(body, bytes | bytearray) or not body.startswith(b"{"):
+    if not isinstance(body, bytes | bytearray):
         return
+    parsed, ok = parse_body(body)
+    if not ok:
+        return  # not the shape we expect: botocore parses it (and reports what is wrong)
+    customized_response_dict.update(parsed)
+    response_dict["body"] = _EMPTY_BODY
+
+
+def parse_body(body: bytes | bytearray) -> tuple[dict[str, Any], bool]:
+    """A successful GetRecords body in botocore's shape, and True; False if it is not one this parser knows."""
+    if not body.startswith(b"{"):
+        return {}, False
     try:
         parsed = json.loads(body)
         convert_records(parsed.get("Records", ()))
     except (ValueError, KeyError, TypeError, AttributeError, binascii.Error, OverflowError, OSError):
-        return  # not the shape we expect: botocore parses it (and reports what is wrong)
-    customized_response_dict.update(parsed)
-    response_dict["body"] = _EMPTY_BODY
+        return {}, False
+    if not isinstance(parsed, dict):
+        return {}, False
+    return parsed, True
 
 
 def convert_records(records: list[dict[str, Any]]) -> None:

@@ -7,6 +7,7 @@ raised at once. No tenacity type leaves this module.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -45,6 +46,34 @@ def retry_call(
     retries with :class:`Stopped`. ``sleep`` does the waiting, so a caller can keep other
     work (heartbeats, commits) going between attempts.
     """
+    try:  # the usual case, without tenacity's machinery (a call of a busy reader costs less)
+        return fn()
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        if should_stop() or (deadline is not None and time.monotonic() >= deadline):
+            if should_stop():
+                stats.error_abandoned(operation, error_code(exc))
+                raise Stopped(operation) from exc
+            raise
+        code = error_code(exc)
+        stats.error_retried(operation, code)
+        log.debug("%s failed with %s (attempt 1); retrying", operation, code)
+        sleep(min_wait + random.uniform(0, 0.1))  # tenacity's first wait below
+    return _retrying(fn, operation, stats, sleep, should_stop, deadline, max_wait, min_wait)
+
+
+def _retrying(
+    fn: Callable[[], T],
+    operation: str,
+    stats: StatReceiver,
+    sleep: Callable[[float], None],
+    should_stop: Callable[[], bool],
+    deadline: float | None,
+    max_wait: float,
+    min_wait: float,
+) -> T:
+    """The attempts after a first one failed with a transient fault, through tenacity."""
 
     def give_up(state: tenacity.RetryCallState) -> bool:
         if should_stop():

@@ -127,10 +127,11 @@ class Committer:
                 for shard_id in due:
                     self._schedule.started(shard_id, now)
                     batch.append(self._shards[shard_id])
-            if len(batch) == 1:
-                self.commit(batch[0], deadline=now + period)
-            else:  # side by side; the next round starts after this one
-                concurrent.futures.wait([self.submit(shard, now + period) for shard in batch])
+            writes = [shard for shard in batch if shard.lease.needs_commit(shard.to_commit())]  # most are idle
+            if len(writes) == 1:
+                self.commit(writes[0], deadline=now + period)
+            elif writes:  # side by side; the next round starts after this one
+                concurrent.futures.wait([self.submit(shard, now + period) for shard in writes])
 
     def commit(self, shard: Committable, deadline: float) -> bool | None:
         """One commit of ``shard``, its transient faults retried until ``deadline`` (monotonic).

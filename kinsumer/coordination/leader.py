@@ -44,8 +44,7 @@ def refresh_shard_cache(
     incarnation is written again.
     """
     shards = list_shards(kinesis, stream_name)
-    rows = checkpoints_table.load_rows(db, tables.checkpoints)
-    finished = {shard for shard, row in rows.items() if row.finished and not row.foreign(stream_identity)}
+    finished = checkpoints_table.finished_shards(db, tables.checkpoints, stream_identity)
     frontier = consumable_frontier(shards, finished)
     if reap_trimmed:
         listed = {s.shard_id for s in shards}

@@ -133,6 +133,14 @@ class ShardLease:
         """Owned, but last confirmed before the heartbeat chain broke: a write must confirm it."""
         return self.state is LeaseState.OWNED and self._epoch != self._liveness.epoch
 
+    def needs_commit(self, commit: Any) -> bool:
+        """Whether :meth:`commit` of ``commit`` (a :class:`~.committer.Commit`) would write anything now."""
+        if self.state is not LeaseState.OWNED:
+            return False
+        confirm = self._liveness.epoch != self._epoch and self._liveness.fresh()
+        moved = commit.checkpoint is not None and commit.checkpoint != self.committed
+        return moved or confirm or commit.handed is not None
+
     def commit(
         self, checkpoint: Position | None, millis_behind_latest: int | None, call: Call, handed: str | None = None
     ) -> bool:

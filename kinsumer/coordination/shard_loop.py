@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 #: Threads that make a client's blocking calls at most (Kinesis reads, DynamoDB writes of the shards).
 DEFAULT_THREADS = 32
-_IDLE_THREAD = 60.0  # seconds a pool thread waits for a call before it ends
+_IDLE_THREAD = 10.0  # seconds a pool thread waits for a call before it ends
 
 
 class ShardLoop:
@@ -133,7 +133,9 @@ class Poke:
 class ThreadPool:
     """At most ``size`` threads running submitted calls, started as calls wait for one.
 
-    Unlike :class:`concurrent.futures.ThreadPoolExecutor`, it takes calls until its owner shuts it
+    The thread that went idle last takes the next call, so a few threads do the work of a light
+    load and the others end after :data:`_IDLE_THREAD` seconds without a call. Unlike
+    :class:`concurrent.futures.ThreadPoolExecutor`, it takes calls until its owner shuts it
     down, also while the interpreter exits: a program that ends without ``stop()`` still releases
     its shards from the exit hook (the executor refuses new calls once exit has begun).
     """
@@ -143,10 +145,15 @@ class ThreadPool:
         self._name = name
         self._lock = threading.Lock()
         self._calls: collections.deque[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = collections.deque()
-        self._ready = threading.Condition(self._lock)
+        self._idle: list[threading.Event] = []  # a wake-up per idle thread; the last one idle first
         self._threads = 0
-        self._idle = 0
+        self._started = 0
         self._shut = False
+
+    @property
+    def threads(self) -> int:
+        """Threads running now."""
+        return self._threads
 
     def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
@@ -154,32 +161,44 @@ class ThreadPool:
             if self._shut:
                 raise RuntimeError(f"{self._name}: shut down")
             self._calls.append((fn, future))
-            if self._idle < len(self._calls) and self._threads < self._size:
+            if self._idle:
+                self._idle.pop().set()
+            elif self._threads < self._size:
                 self._threads += 1
-                threading.Thread(target=self._work, name=f"{self._name}-{self._threads}", daemon=True).start()
-            else:
-                self._ready.notify()
+                self._started += 1
+                thread = threading.Thread(target=self._work, name=f"{self._name}-{self._started}", daemon=True)
+                thread.start()
         return future
 
     def shutdown(self) -> None:
         """Take no more calls; the threads end once the calls queued are done."""
         with self._lock:
             self._shut = True
-            self._ready.notify_all()
+            for wake in self._idle:
+                wake.set()
+            self._idle.clear()
 
     def _work(self) -> None:
+        wake = threading.Event()
         while True:
             with self._lock:
-                idle_until = time.monotonic() + _IDLE_THREAD
-                while not self._calls:
-                    remaining = idle_until - time.monotonic()
-                    if self._shut or remaining <= 0:  # idle too long: fewer threads while there is less to do
-                        self._threads -= 1
-                        return
-                    self._idle += 1
-                    self._ready.wait(remaining)
-                    self._idle -= 1
-                fn, future = self._calls.popleft()
+                if self._calls:
+                    fn, future = self._calls.popleft()
+                elif self._shut:
+                    self._threads -= 1
+                    return
+                else:
+                    wake.clear()
+                    self._idle.append(wake)
+                    fn = None
+            if fn is None:
+                if not wake.wait(_IDLE_THREAD):
+                    with self._lock:
+                        if wake in self._idle:  # not picked meanwhile: fewer threads while there is less to do
+                            self._idle.remove(wake)
+                            self._threads -= 1
+                            return
+                continue
             if future.set_running_or_notify_cancel():
                 try:
                     result = fn()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import botocore.exceptions
 
-from ..aws import records_parser
+from ..aws import lean_get_records
 from ..aws.error_codes import is_expired_iterator, is_not_found
 from ..aws.kinesis import stream_exists
 from ..aws.retry import Stopped, retry_call
@@ -160,7 +160,7 @@ class PollingReader:
 
     def _attempt(self, iterator: str, limit: int) -> dict[str, Any]:
         self._last_attempt = time.monotonic()  # every attempt counts for the throttle
-        return records_parser.get_records(self._kinesis, ShardIterator=iterator, Limit=limit)
+        return lean_get_records.get_records(self._kinesis, iterator, limit)
 
     # ----------------------------------------------------------------- pages
 

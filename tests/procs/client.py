@@ -101,8 +101,9 @@ class Faults:
 
 def main() -> int:
     spec: dict[str, Any] = json.loads(sys.argv[sys.argv.index("--spec") + 1])
-    if spec.get("log"):  # kinsumer's log on stderr (N.stderr), for a test that shows it when it fails
-        logging.basicConfig(level=spec["log"], format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    # kinsumer's log on stderr (N.stderr), shown with a failed test (tests/procs/conftest.py)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    logging.getLogger("kinsumer").setLevel(spec.get("log", logging.INFO))
     out = os.path.join(spec["out"], spec["name"])
     stats = FileStats(out + ".events")
     config = Config(stats=stats, manual_checkpointing=bool(spec.get("manual")), **spec.get("config", {}))

@@ -29,10 +29,22 @@ def deploy(moto_server: LocalServer, tmp_path: pathlib.Path) -> Iterator[Callabl
     yield make
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    setattr(item, f"report_{report.when}", report)
+
+
 @pytest.fixture
-def processes() -> Iterator[list[ClientProcess]]:
-    """Register every ClientProcess a test starts here: none outlives the test."""
+def processes(request: pytest.FixtureRequest) -> Iterator[list[ClientProcess]]:
+    """Register every ClientProcess a test starts here: none outlives the test. If the test failed,
+    each client's log (kinsumer's, INFO and up) is shown with the failure."""
     started: list[ClientProcess] = []
     yield started
     for proc in started:
         proc.ensure_dead()
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        for proc in {p.name: p for p in started}.values():
+            print(f"----- {proc.name}'s log (its end) -----\n{proc.stderr()[-4000:]}")
