@@ -2,6 +2,7 @@
 
 Items: ``Key="Leader"`` (``ID``, ``Name``, ``LastUpdate``), ``Key="ShardCache"``
 (``ShardIDs``: the sorted consumable frontier, ``Parents``: each frontier shard's parents,
+``Assignment``, or all three packed in ``Packed`` for a large stream, see :mod:`.cache_item`;
 ``Version``, ``LastUpdate``) and ``Key="Stream"`` (``Name``: the stream the application
 consumes, written by its first client; see :func:`claim_stream`).
 """
@@ -16,6 +17,7 @@ import botocore.exceptions
 
 from ..aws.error_codes import is_condition_failure
 from ..aws.tables import now_ms
+from . import cache_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -118,16 +120,13 @@ def read_shard_cache(db: DynamoDBClient, table: str) -> ShardCache | None:
     item = db.get_item(TableName=table, Key={"Key": {"S": SHARD_CACHE_KEY}}, ConsistentRead=True).get("Item")
     if not item:
         return None
-    parents = {
-        shard: tuple(p["S"] for p in value.get("L", []))
-        for shard, value in item.get("Parents", {}).get("M", {}).items()
-    }
+    shard_ids, parents, assignment = cache_item.decode(item)
     return ShardCache(
-        shard_ids=tuple(v["S"] for v in item.get("ShardIDs", {}).get("L", [])),
+        shard_ids=shard_ids,
         parents=parents,
         version=int(item.get("Version", {}).get("N", "0")),
         last_update=int(item.get("LastUpdate", {}).get("N", "0")),
-        assignment={shard: owner["S"] for shard, owner in item.get("Assignment", {}).get("M", {}).items()},
+        assignment=assignment,
         stream=item.get("Stream", {}).get("S", ""),
     )
 
@@ -150,13 +149,10 @@ def write_shard_cache(
     now = now_ms()
     item: dict[str, Any] = {
         "Key": {"S": SHARD_CACHE_KEY},
-        "ShardIDs": {"L": [{"S": s} for s in shard_ids]},
-        "Parents": {"M": {s: {"L": [{"S": p} for p in ps]} for s, ps in parents.items()}},
+        **cache_item.encode(shard_ids, parents, assignment),
         "Version": {"N": str(version)},
         "LastUpdate": {"N": str(now)},
     }
-    if assignment:
-        item["Assignment"] = {"M": {shard: {"S": owner} for shard, owner in assignment.items()}}
     if stream:
         item["Stream"] = {"S": stream}
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
+import botocore.exceptions
 import pytest
 
 from kinsumer.aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready, now_ms
@@ -269,3 +270,19 @@ def test_shard_cache_round_trip_and_version_conflict(db: Any, tables: Tables) ->
     assert metadata_table.write_shard_cache(db, tables.metadata, ["s3"], {}, expected_version=0) is None
     second = metadata_table.write_shard_cache(db, tables.metadata, [], {}, expected_version=1)
     assert second is not None and second.shard_ids == ()
+
+
+def test_a_shard_cache_of_10000_shards_and_its_assignment_is_stored_and_read_back(db: Any, tables: Tables) -> None:
+    shards = [f"shardId-{20_000 + i:012d}" for i in range(10_000)]
+    parents = {s: (f"shardId-{2 * i:012d}", f"shardId-{2 * i + 1:012d}") for i, s in enumerate(shards)}
+    assignment = {s: f"client-{i % 50:02d}-{'x' * 30}" for i, s in enumerate(shards)}
+    with pytest.raises(botocore.exceptions.ClientError, match="size"):  # spelled out, the item is too large
+        db.put_item(TableName=tables.metadata, Item={
+            "Key": {"S": "TooLarge"}, "ShardIDs": {"L": [{"S": s} for s in shards]},
+            "Assignment": {"M": {s: {"S": owner} for s, owner in assignment.items()}},
+        })  # fmt: skip
+    written = metadata_table.write_shard_cache(db, tables.metadata, shards, parents, 0, assignment, stream="s@1")
+    assert written is not None
+    read = metadata_table.read_shard_cache(db, tables.metadata)
+    assert read is not None and read.version == 1 and read.stream == "s@1"
+    assert (list(read.shard_ids), read.parents, read.assignment) == (shards, parents, assignment)
