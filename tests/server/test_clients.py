@@ -165,8 +165,9 @@ def test_readers_recover_from_injected_get_records_faults(
     worker.stop()  # re-raises anything next_record() raised
     assert_clean(audit, producer.produced)
     assert sum(plan.injected.values()) >= 10
-    for code, count in plan.injected.items():
-        assert worker.stats.retried[("GetRecords", code)] == count
+    for code, count in plan.injected.items():  # a fault on a call under way as the worker stops is abandoned
+        abandoned = worker.stats.abandoned.count(("GetRecords", code))
+        assert worker.stats.retried[("GetRecords", code)] + abandoned == count
 
 
 def test_a_kinesis_client_shared_with_kinsumer_answers_its_other_callers_as_before(

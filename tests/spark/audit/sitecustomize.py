@@ -1,4 +1,5 @@
-"""Loaded by every Python process Spark starts for the tests (PYTHONPATH): logs each AWS call.
+"""Loaded by every Python process Spark starts for the tests (PYTHONPATH): logs each AWS call
+(botocore's, and the GetRecords kinsumer sends itself).
 
 One line per call to $KINSUMER_TEST_CALL_LOG: ``pid operation parent-command limit`` (the
 ``Limit`` parameter of a GetRecords call, else ``-``), so a test
@@ -16,14 +17,27 @@ if _LOG:
     _original = botocore.client.BaseClient._make_api_call
 
     def _logged(self, operation_name, api_params):  # type: ignore[no-untyped-def]
+        _logged_only(operation_name, api_params if operation_name == "GetRecords" else {})
+        return _original(self, operation_name, api_params)
+
+    botocore.client.BaseClient._make_api_call = _logged
+
+    # kinsumer sends most GetRecords itself (kinsumer/aws/lean_get_records.py): logged the same way
+    import kinsumer.aws.lean_get_records as _lean
+
+    _lean_get_records = _lean.LeanGetRecords.get_records
+
+    def _lean_logged(self, shard_iterator, limit):  # type: ignore[no-untyped-def]
+        _logged_only("GetRecords", {"Limit": limit})
+        return _lean_get_records(self, shard_iterator, limit)
+
+    def _logged_only(operation_name, api_params):  # type: ignore[no-untyped-def]
         try:
             with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
                 parent = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             parent = "?"
         with open(_LOG, "a") as f:
-            limit = api_params.get("Limit", "-") if operation_name == "GetRecords" else "-"
-            f.write(f"{os.getpid()} {operation_name} {parent.replace(' ', '_')} {limit}\n")
-        return _original(self, operation_name, api_params)
+            f.write(f"{os.getpid()} {operation_name} {parent.replace(' ', '_')} {api_params.get('Limit', '-')}\n")
 
-    botocore.client.BaseClient._make_api_call = _logged
+    _lean.LeanGetRecords.get_records = _lean_logged
