@@ -5,8 +5,7 @@ validation, event hooks, endpoint rules, header objects, signing through generic
 objects); a client polling hundreds of idle shards spends most of its time there. This module
 sends the same request itself: a JSON body, Signature Version 4 (with the credentials the
 client's signer holds, refreshed as botocore refreshes them), a keep-alive connection per
-thread, and the answer parsed by :mod:`.records_parser` in one pass. Measured on kinesalite:
-0.2 ms of CPU per empty GetRecords against botocore's 0.75.
+thread (:mod:`.http1`), and the answer parsed by :mod:`.records_parser` in one pass.
 
 It is used only where it does exactly what botocore would: a Kinesis client signing with SigV4
 and its own credentials, over http or https without a proxy or a client certificate, and with
@@ -21,7 +20,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
-import http.client
 import json
 import logging
 import ssl
@@ -35,7 +33,7 @@ import botocore
 import botocore.exceptions
 import botocore.httpsession
 
-from . import records_parser
+from . import http1, records_parser
 
 __all__ = ["LeanGetRecords", "get_records", "lean_for"]
 
@@ -88,6 +86,7 @@ class LeanGetRecords:
         self._endpoint = endpoint
         self._url = endpoint.geturl()
         self._host = endpoint.netloc
+        self._default_port = 443 if endpoint.scheme == "https" else 80
         config = kinesis.meta.config
         self._timeout = (config.connect_timeout, config.read_timeout)
         self._context: ssl.SSLContext | None = None
@@ -175,34 +174,31 @@ class LeanGetRecords:
 
     # ----------------------------------------------------------------- HTTP
 
-    def _connection(self) -> http.client.HTTPConnection:
-        connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
+    def _connection(self) -> http1.Connection:
+        connection: http1.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            host, port = self._endpoint.hostname or "", self._endpoint.port
-            timeout = self._timeout[0]
-            if self._context is not None:
-                connection = http.client.HTTPSConnection(host, port, timeout=timeout, context=self._context)
-            else:
-                connection = http.client.HTTPConnection(host, port, timeout=timeout)
+            host, port = self._endpoint.hostname or "", self._endpoint.port or self._default_port
+            connection = http1.Connection(
+                host, port, context=self._context, connect_timeout=self._timeout[0], read_timeout=self._timeout[1]
+            )
             self._local.connection = connection
         return connection
 
     def _exchange(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         """POST ``body``; the status and the answer's body. A kept-alive connection the server closed
         meanwhile is opened again once at once; other connection faults raise botocore's errors."""
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        request = f"POST / HTTP/1.1\r\nHost: {self._host}\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode()
+        request += body
         for attempt in (1, 2):
-            connection = self._connection()
-            reused = connection.sock is not None
             try:
-                connection.request("POST", "/", body, headers)
-                if connection.sock is not None:
-                    connection.sock.settimeout(self._timeout[1])
-                response = connection.getresponse()
-                data = response.read()
-                if response.will_close:
+                connection = self._connection()
+                reused = connection.used
+                status, data, keep = connection.exchange(request)
+                if not keep:
                     self._drop()
-                return response.status, data
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                return status, data
+            except (http1.Closed, BrokenPipeError, ConnectionResetError) as exc:
                 self._drop()
                 if attempt == 1 and reused:
                     continue  # the server closed an idle connection: a new one, once
@@ -210,7 +206,7 @@ class LeanGetRecords:
             except TimeoutError as exc:
                 self._drop()
                 raise botocore.exceptions.ReadTimeoutError(endpoint_url=self._url) from exc
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, ValueError) as exc:  # refused, unreachable, TLS, an answer that is not HTTP/1
                 self._drop()
                 raise botocore.exceptions.EndpointConnectionError(endpoint_url=self._url) from exc
         raise AssertionError("unreachable")
