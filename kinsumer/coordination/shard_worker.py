@@ -338,15 +338,18 @@ class ShardWorker:
         """Hand ``records`` (``size`` bytes) to the delivery while the lease is fresh; False on a stop
         or a lost lease. Records that do not go in give their bytes back to the budget.
         """
-        lease, delivery = self.lease, self._rt.delivery
+        delivery = self._rt.delivery
         start = 0
         try:
             while start < len(records):
                 if not await self._confirm_lease() or delivery.closed:
                     return False
-                start += delivery.offer(progress, records, start, self._poke)
-                if start < len(records):
-                    await self._wait_for(lambda: delivery.has_room() or not lease.fresh(), None)
+                self._poke.clear()  # the queue's call for room comes after this: it is not missed
+                start += delivery.offer(progress, records, start, self._poke)  # asks for a call if not all fit
+                if start < len(records):  # until there is room (or a stop, or the lease changes); then offer again
+                    await self._poke.wait(_LOOK_AGAIN)
+                    if self._stop.is_set():
+                        return False
             return True
         except Stopped:
             return False

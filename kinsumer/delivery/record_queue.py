@@ -51,7 +51,7 @@ class RecordQueue:
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)
         self._getters = 0  # threads waiting in get()
-        self._room_waiters: list[Callable[[], None]] = []  # readers told when there is room again
+        self._room_waiters: dict[Callable[[], None], None] = {}  # readers told when there is room again, once each
         self._low_water = capacity // 2
         self._closed = False
 
@@ -71,14 +71,16 @@ class RecordQueue:
     ) -> int:
         """Append as many of ``records[start:]`` as there is room for; how many (0 once closed).
 
-        If not all fit, ``wake`` (if given) is called once there is room again.
+        If not all fit, ``wake`` (if given) is called once there is room again: once, for every
+        offer that did not fit since the last call. Another reader may take that room first, so a
+        reader offers again after each call (and is called again if it still does not fit).
         """
         with self._lock:
             if self._closed:
                 return 0
             end = min(len(records), start + self._capacity - self._count)
             if end < len(records) and wake is not None:
-                self._room_waiters.append(wake)
+                self._room_waiters[wake] = None
             if end <= start:
                 return 0
             size, append, sizes = self._chunk, self._items.append, self._sizes.append
@@ -144,7 +146,7 @@ class RecordQueue:
         _call_all(waiters)
 
     def _take_waiters(self) -> list[Callable[[], None]]:
-        waiters, self._room_waiters = self._room_waiters, []
+        waiters, self._room_waiters = list(self._room_waiters), {}
         return waiters
 
 

@@ -6,14 +6,16 @@ processes), each design in turn runs client processes of its own (``scale_client
 from git into a temporary folder and put first on the client's ``PYTHONPATH``.
 
 1. Client A starts: seconds until it has captured every shard; its threads and RSS then.
-2. Idle (nothing written) for :data:`IDLE_SECONDS`: A's CPU (share of one core) and GetRecords/s.
+2. Idle (nothing written), from :data:`SETTLE_SECONDS` after the capture for :data:`IDLE_SECONDS`:
+   A's CPU (share of one core) and GetRecords/s.
 3. A record written every 50 ms to a random shard: put -> ``next()`` latency, p50 and p99.
 4. Client B joins while records flow: seconds until each client has captured its half.
 5. B stops cleanly: seconds until A has captured every shard again, and how long B's stop took.
 6. Every record written is delivered: duplicates (none may come of a clean join and leave)
    and warnings of a shard taken from a live owner.
-7. With a slow consumer (1 ms per record) on a stream with a backlog of 1 KiB records, the
-   most RSS the client reached: what reading ahead holds in memory.
+7. With a slow consumer (1 ms per record) on a stream with a backlog of 4 KiB records (256 MB at
+   256 shards), the most RSS the client reached: what reading ahead holds in memory.
+8. At 8 and 256 shards, one client reads a backlog of 100,000 records of 100 bytes: records/s.
 """
 
 from __future__ import annotations
@@ -49,8 +51,10 @@ SHARD_COUNTS = (8, 32, 128, 256)
 IDLE_SECONDS = 10.0
 LATENCY_SECONDS = 10.0
 DEADLINE = 120.0
-BACKLOG_RECORDS = 200  # per shard, of 1 KiB, for the memory step
-BACKLOG_SIZE = 1024
+BACKLOG_RECORDS = 250  # per shard, of 4 KiB, for the memory step: 256 MB at 256 shards, four times the budget
+BACKLOG_SIZE = 4096
+THROUGHPUT_RECORDS = 100_000  # of 100 bytes, for the busy step (8 and 256 shards)
+SETTLE_SECONDS = 3.0  # after the capture: a shard is read at the full rate for its first second
 
 
 @attrs.frozen
@@ -69,6 +73,7 @@ class Figures:
     lost: int | None = None
     taken: int | None = None
     busy_rss_mb: float | None = None
+    backlog_rate: float | None = None
     failure: str | None = None
 
 
@@ -211,6 +216,7 @@ def measure(kinesalite: LocalServer, moto: LocalServer, source: pathlib.Path, sh
         capture = _wait(lambda: a.last().get("owned") == shards)
         if capture is None:
             return Figures(failure=f"client A did not capture {shards} shards within {DEADLINE:.0f} s")
+        time.sleep(SETTLE_SECONDS)
         settled = a.last()
         time.sleep(IDLE_SECONDS)  # the measure itself: the client's cost while nothing comes
         idle = a.last()
@@ -283,6 +289,31 @@ def busy_rss(kinesalite: LocalServer, moto: LocalServer, source: pathlib.Path, s
         kinesis.delete_stream(StreamName=stream)
 
 
+def backlog_rate(kinesalite: LocalServer, moto: LocalServer, source: pathlib.Path, shards: int) -> float | None:
+    """Step 8: records/s of one client reading a backlog of :data:`THROUGHPUT_RECORDS` records of 100 bytes,
+    from ``run()`` to the last record."""
+    kinesis = kinesalite.client("kinesis")
+    stream, keys = _new_stream(kinesis, shards)
+    for start in range(0, THROUGHPUT_RECORDS, 500):
+        entries = [
+            {"Data": json.dumps({"id": i, "t": 0.0, "p": "x" * 60}).encode(), "PartitionKey": str(i),
+             "ExplicitHashKey": keys[i % shards]}
+            for i in range(start, min(start + 500, THROUGHPUT_RECORDS))
+        ]  # fmt: skip
+        kinesis.put_records(StreamName=stream, Records=entries)
+    spec = {"kinesis": kinesalite.endpoint, "dynamodb": moto.endpoint, "stream": stream, "app": stream}
+    out = pathlib.Path(tempfile.mkdtemp(prefix="kinsumer-scale-"))
+    client = Client(source, out, "reader", spec)
+    try:
+        if _wait(lambda: len(client.deliveries()) >= THROUGHPUT_RECORDS, DEADLINE) is None:
+            return None
+        started = float(pathlib.Path(f"{client.prefix}.started").read_text())
+        return THROUGHPUT_RECORDS / (max(d[2] for d in client.deliveries()) - started)
+    finally:
+        client.kill()
+        kinesis.delete_stream(StreamName=stream)
+
+
 def _percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
@@ -301,6 +332,8 @@ def scale_rows(kinesalite: LocalServer, moto: LocalServer, say: Any) -> list[Row
                 figures = measure(kinesalite, moto, source, shards)
                 if shards == max(SHARD_COUNTS) and figures.failure is None:
                     figures = attrs.evolve(figures, busy_rss_mb=busy_rss(kinesalite, moto, source, shards))
+                if shards in (min(SHARD_COUNTS), max(SHARD_COUNTS)) and figures.failure is None:
+                    figures = attrs.evolve(figures, backlog_rate=backlog_rate(kinesalite, moto, source, shards))
                 say(f"    {figures}")
                 rows.append(_row(name, shards, figures))
     return rows
@@ -318,7 +351,10 @@ def _row(design: str, shards: int, f: Figures) -> Row:
     parts.append(f"join balanced in {_s(f.join)}, leave in {_s(f.leave)}; stops {_s(f.stop_b)}, {_s(f.stop_a)}")
     parts.append(f"{f.duplicates} duplicates, {f.lost} lost, {f.taken} shards taken from a live owner")
     if f.busy_rss_mb is not None:
-        parts.append(f"slow consumer on a backlog of {BACKLOG_RECORDS} x 1 KiB per shard: {f.busy_rss_mb:.0f} MB RSS")
+        backlog = f"{BACKLOG_RECORDS} x {BACKLOG_SIZE // 1024} KiB per shard"
+        parts.append(f"slow consumer on a backlog of {backlog}: {f.busy_rss_mb:.0f} MB RSS")
+    if f.backlog_rate is not None:
+        parts.append(f"a backlog of {THROUGHPUT_RECORDS:,} records read at {f.backlog_rate / 1000:.1f}k records/s")
     figure = f"{f.threads} threads, {100 * f.idle_cpu:.0f}% CPU idle"  # type: ignore[operator]
     return Row(f"scale, {shards} shards, {design}", "kinesalite + moto", figure, "; ".join(parts))
 

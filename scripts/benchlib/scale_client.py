@@ -106,7 +106,10 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, stop)
     consumer.create_required_tables()  # idempotent: the first client of the application makes them
+    started = time.time()
     consumer.run()
+    with open(out + ".started", "w") as f:
+        f.write(f"{started:.6f}\n")
     status = open(out + ".status", "a", buffering=1)  # noqa: SIM115 - written by the reporter thread until the end
 
     def report() -> None:

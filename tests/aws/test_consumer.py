@@ -635,3 +635,4 @@ def test_a_client_of_another_stream_refuses_to_join_the_application_naming_both_
     again.run()
     again.stop()
     first.stop()
+

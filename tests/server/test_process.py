@@ -71,10 +71,6 @@ def test_two_clients_retry_dead_letter_once_each_and_handle_everything_else_once
     stream = new_stream(4)
     kinesis = moto_server.client("kinesis")
     ids = list(range(240))
-    for start in range(0, len(ids), 80):
-        kinesis.put_records(StreamName=stream, Records=[
-            {"Data": json.dumps({"id": i}).encode(), "PartitionKey": f"key-{i % 24}"} for i in ids[start:start + 80]
-        ])  # fmt: skip
     application = Application()
     errors: list[BaseException] = []
     clients = []
@@ -93,6 +89,13 @@ def test_two_clients_retry_dead_letter_once_each_and_handle_everything_else_once
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         clients.append((k, thread))
+    # records come once the two clients share the shards: no shard changes hands while its records are handled
+    captured = lambda k: sum(1 for shard in k.status().shards if shard.captured)  # noqa: E731
+    wait_until(lambda: [captured(k) for k, _ in clients] == [2, 2], 60, "the clients to take two shards each")
+    for start in range(0, len(ids), 80):
+        kinesis.put_records(StreamName=stream, Records=[
+            {"Data": json.dumps({"id": i}).encode(), "PartitionKey": f"key-{i % 24}"} for i in ids[start:start + 80]
+        ])  # fmt: skip
     wait_until(lambda: application.finished(ids), 120, "every record handled or dead-lettered")
     for k, thread in clients:
         k.stop()

@@ -456,3 +456,19 @@ def test_runs_two_threads_take_for_manual_mode_at_once_are_both_handed_over_in_o
         assert checkpoint is not None
         checkpoint()
     assert progress.checkpoint == ("3", None)
+
+
+def test_readers_called_for_room_that_another_took_first_are_called_again_when_they_offer_again() -> None:
+    q = RecordQueue(4, chunk=1)
+    a, b = ShardProgress("a", None), ShardProgress("b", None)
+    calls: list[str] = []
+    call_a, call_b = (lambda: calls.append("a")), (lambda: calls.append("b"))  # each reader's one callback
+    assert q.offer(a, [record(i, "a") for i in range(10)], 0, call_a) == 4
+    assert q.offer(b, [record(i, "b") for i in range(10)], 0, call_b) == 0
+    assert q.offer(b, [record(i, "b") for i in range(10)], 0, call_b) == 0  # asked twice: called once
+    q.get(0), q.get(0)
+    assert calls == ["a", "b"]  # half empty: both called
+    assert q.offer(a, [record(i, "a") for i in range(4, 10)], 0, call_a) == 2  # a took the room
+    assert q.offer(b, [record(i, "b") for i in range(10)], 0, call_b) == 0  # b offers again
+    q.get(0), q.get(0)
+    assert calls == ["a", "b", "a", "b"]  # and is called again: no reader is left without a call
