@@ -20,9 +20,8 @@ from ..errors import ConfigError, StreamNotFound
 from ..reading.polling import PollingReader
 from ..reading.position import StartPosition
 from .clients import clients
-from .cut import before_cut
 from .options import SourceOptions
-from .rows import arrow_batch
+from .rows import page_rows
 
 __all__ = ["KinsumerBatchReader"]
 
@@ -63,8 +62,8 @@ class KinsumerBatchReader(DataSourceReader):
         reader = PollingReader(clients(opts)[0], opts.stream, partition.shard, start)
         while True:
             page = reader.next_page()
-            raw, cut = before_cut(page.raw, partition.until)
-            if raw:
-                yield arrow_batch(raw, opts.stream, partition.shard)
+            rows, cut = page_rows(page.raw, opts.stream, partition.shard, partition.until)
+            if rows.num_rows:
+                yield rows
             if cut or page.end_of_shard or (page.at_tip and not partition.closed):
                 return

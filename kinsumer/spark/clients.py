@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 import boto3
@@ -11,6 +12,9 @@ from ..aws import event_stream, records_parser
 from .options import SourceOptions
 
 __all__ = ["clients", "kinesis_client", "s3_client"]
+
+# boto3 sessions are not thread-safe: clients are made one at a time
+_making = threading.Lock()
 
 
 def clients(options: SourceOptions) -> tuple[Any, Any]:
@@ -24,9 +28,17 @@ def clients(options: SourceOptions) -> tuple[Any, Any]:
 
 
 @functools.lru_cache(maxsize=16)
+def _session(region: str | None) -> Any:
+    """One boto3 session per region for all the clients of a process: they share what it loaded once
+    (the endpoint data, the credentials), which a session per client loads again (tens of ms each)."""
+    return boto3.Session(region_name=region)
+
+
+@functools.lru_cache(maxsize=16)
 def kinesis_client(region: str | None, endpoint: str | None) -> Any:
     """A Kinesis client for ``region`` and ``endpoint`` (None: the standard settings), made once per process."""
-    kinesis = boto3.Session(region_name=region).client("kinesis", endpoint_url=endpoint)
+    with _making:
+        kinesis = _session(region).client("kinesis", endpoint_url=endpoint)
     records_parser.install(kinesis)
     event_stream.install(kinesis)  # enhanced fan-out (consumerName): kinsumer's own subscriptions only
     return kinesis
@@ -34,10 +46,12 @@ def kinesis_client(region: str | None, endpoint: str | None) -> Any:
 
 @functools.lru_cache(maxsize=16)
 def _dynamodb(region: str | None, endpoint: str | None) -> Any:
-    return boto3.Session(region_name=region).client("dynamodb", endpoint_url=endpoint)
+    with _making:
+        return _session(region).client("dynamodb", endpoint_url=endpoint)
 
 
 @functools.lru_cache(maxsize=16)
 def s3_client(options: SourceOptions) -> Any:
     """An S3 client for a ledger at ``s3://`` (endpoint from the standard settings, e.g. AWS_ENDPOINT_URL_S3)."""
-    return boto3.Session(region_name=options.region).client("s3")
+    with _making:
+        return _session(options.region).client("s3")

@@ -1,30 +1,34 @@
-"""The cut of a bounded read (Trigger.AvailableNow, a batch read): records that arrived before a time. Pure."""
+"""The cut of a bounded read (Trigger.AvailableNow, a batch read): records that arrived before a time. Pure.
+
+Kinesis stamps arrival times in shard order, so the first record at or after the cut ends the
+read (:func:`~.rows.page_rows` finds it on a page's arrival column).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from ..reading.reader import ApiRecord
+__all__ = ["arrival_micros", "arrival_ms"]
 
-__all__ = ["arrival_ms", "before_cut"]
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
+def arrival_micros(arrival: Any) -> int:
+    """An ``ApproximateArrivalTimestamp`` in epoch microseconds, exactly.
+
+    A datetime (botocore's type; a naive one counts as UTC, as Arrow takes it), or seconds as a
+    number, rounded to the microsecond as ``datetime.fromtimestamp`` rounds them.
+    """
+    if not isinstance(arrival, dt.datetime):
+        arrival = dt.datetime.fromtimestamp(float(arrival), dt.UTC)
+    elif arrival.tzinfo is None:
+        arrival = arrival.replace(tzinfo=dt.UTC)
+    return int((arrival - _EPOCH) // _MICROSECOND)
 
 
 def arrival_ms(record: Mapping[str, Any]) -> int:
-    """A record's ApproximateArrivalTimestamp in epoch milliseconds."""
-    arrival = record["ApproximateArrivalTimestamp"]
-    seconds = arrival.timestamp() if isinstance(arrival, dt.datetime) else float(arrival)
-    return int(seconds * 1000)
-
-
-def before_cut(records: Sequence[ApiRecord], until: int | None) -> tuple[Sequence[ApiRecord], bool]:
-    """The records that arrived before ``until`` (epoch ms; None: all), and whether the cut is among them.
-
-    Kinesis stamps arrival times in shard order, so the first record at or after the cut ends the read.
-    """
-    if until is not None:
-        for i, record in enumerate(records):
-            if arrival_ms(record) >= until:
-                return records[:i], True
-    return records, False
+    """A record's ApproximateArrivalTimestamp in epoch milliseconds (whole ones: exact, never a float's rounding)."""
+    return arrival_micros(record["ApproximateArrivalTimestamp"]) // 1000

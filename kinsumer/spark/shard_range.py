@@ -2,7 +2,8 @@
 
 Live (first attempt): read from the start position up to ``limit`` records, the end of
 the shard, the tip of the stream or the batch's ``until`` cut; record where it ended and
-why (a conditional write: the first attempt's end wins); then hand the records over. If
+why (a conditional write: the first attempt's end wins); then hand the rows over (Arrow
+batches, one per page, made as the pages come: :func:`~.rows.page_rows`). If
 another attempt recorded first, or the driver found the end recorded when it planned the
 batch again (``recorded``), read exactly that range instead.
 Recording *before* handing over means any later failure (the sink, the task, the driver)
@@ -18,7 +19,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -29,8 +30,8 @@ from ..reading.polling import PollingReader
 from ..reading.reader import MAX_RECORDS_PER_CALL, ApiRecord, ShardReader
 from ..stats import StatReceiver
 from .batch_ends import BatchLedger
-from .cut import before_cut
 from .offsets import SHARD_END, ShardEnd, Stop, after_record, end_index, to_start_position
+from .rows import page_rows
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -58,15 +59,16 @@ class ShardRange:
 
 def read_shard_range(
     kinesis: KinesisClient, ends: BatchLedger, part: ShardRange, stats: StatReceiver | None = None
-) -> list[ApiRecord]:
-    """The records of ``part``: the recorded range, or a fresh one recorded now."""
+) -> list[Any]:
+    """The rows of ``part`` as Arrow batches (none if it is empty): the recorded range, or a fresh one recorded now."""
     stats = stats or StatReceiver()
     end = part.recorded
     if end is None:
         with _RangeReader(kinesis, part, stats) as live:
-            records, live_end = live.live()
-        if ends.record(part.batch, part.shard, live_end, len(records)):
-            return records
+            batches, live_end = live.live()
+            count = live.count
+        if ends.record(part.batch, part.shard, live_end, count):
+            return batches
         recorded = ends.ends(part.batch).get(part.shard)  # another attempt recorded first: use its range
         if recorded is None:
             raise ReplayError(
@@ -82,8 +84,8 @@ def read_shard_range(
 
 def read_shard_ranges(
     kinesis: KinesisClient, ends: BatchLedger, parts: Sequence[ShardRange]
-) -> Iterator[tuple[ShardRange, list[ApiRecord]]]:
-    """Each of ``parts`` with its records, read concurrently, in the order the reads finish.
+) -> Iterator[tuple[ShardRange, list[Any]]]:
+    """Each of ``parts`` with its rows (Arrow batches), read concurrently, in the order the reads finish.
 
     A failed read is raised once the task's other reads have finished: each recorded its end
     first, so a retried task replays them.
@@ -115,7 +117,9 @@ class _RangeReader:
                 kinesis, part.stream, part.consumer, part.shard, start, stats=stats, stop=self._stop,
                 closed_check=check,
             )  # fmt: skip
-        self.records: list[ApiRecord] = []
+        self.batches: list[Any] = []  # the rows so far, an Arrow batch per page
+        self.count = 0  # user records in them
+        self._last: ApiRecord | None = None  # the last of them
         self._behind: int | None = None  # the last page's MillisBehindLatest
 
     def __enter__(self) -> _RangeReader:
@@ -124,7 +128,7 @@ class _RangeReader:
     def __exit__(self, *exc: object) -> None:
         self._reader.close()  # a subscription's connection and pump
 
-    def live(self) -> tuple[list[ApiRecord], ShardEnd]:
+    def live(self) -> tuple[list[Any], ShardEnd]:
         """Up to the limit, the end of the shard, the cut, the tip of an open shard or the time budget.
 
         The limit counts user records: a batch may end inside a KPL aggregate, and the next
@@ -136,55 +140,62 @@ class _RangeReader:
         try:
             return self._live()
         except Stopped:  # the time budget ran out while waiting for a page (a subscription with nothing to say)
-            return self.records, self._end(Stop.MORE)
+            return self.batches, self._end(Stop.MORE)
         finally:
             timer.cancel()
 
-    def _live(self) -> tuple[list[ApiRecord], ShardEnd]:
-        part, records = self._part, self.records
+    def _live(self) -> tuple[list[Any], ShardEnd]:
+        part = self._part
         deadline = time.monotonic() + part.time_budget
         while True:
-            want = min(MAX_RECORDS_PER_CALL, part.limit - len(records)) if part.limit else MAX_RECORDS_PER_CALL
+            want = min(MAX_RECORDS_PER_CALL, part.limit - self.count) if part.limit else MAX_RECORDS_PER_CALL
             page = self._reader.next_page(want)
             if page.millis_behind_latest is not None:
                 self._behind = page.millis_behind_latest
-            raw, cut = before_cut(page.raw, part.until)
-            room = part.limit - len(records) if part.limit else len(raw)
-            records.extend(raw[:room])
-            if room < len(raw):
-                return records, self._end(Stop.MORE)
+            before, cut = page_rows(page.raw, part.stream, part.shard, part.until)
+            room = part.limit - self.count if part.limit else before.num_rows
+            self._keep(page.raw, before.slice(0, room) if room < before.num_rows else before)
+            if room < before.num_rows:
+                return self.batches, self._end(Stop.MORE)
             if cut:
-                return records, self._end(Stop.TARGET)
+                return self.batches, self._end(Stop.TARGET)
             if page.end_of_shard:
-                return records, ShardEnd(SHARD_END, behind=self._behind)
-            if part.limit and len(records) >= part.limit:
-                return records, self._end(Stop.MORE)
+                return self.batches, ShardEnd(SHARD_END, behind=self._behind)
+            if part.limit and self.count >= part.limit:
+                return self.batches, self._end(Stop.MORE)
             # an open shard is done at the tip; a closed one only at its end
             if not part.closed and page.at_tip:
-                return records, self._end(Stop.TIP if part.until is None else Stop.TARGET)
+                return self.batches, self._end(Stop.TIP if part.until is None else Stop.TARGET)
             if time.monotonic() >= deadline:
-                return records, self._end(Stop.MORE)
+                return self.batches, self._end(Stop.MORE)
+
+    def _keep(self, raw: Sequence[ApiRecord], rows: Any) -> None:
+        """Keep ``rows``, the first records of the page ``raw``."""
+        if rows.num_rows:
+            self.batches.append(rows)
+            self.count += rows.num_rows
+            self._last = raw[rows.num_rows - 1]
 
     def _end(self, stop: Stop) -> ShardEnd:
-        records = self.records
-        return ShardEnd(after_record(records[-1]) if records else self._part.start, stop, self._behind)
+        last = self._last
+        return ShardEnd(after_record(last) if last is not None else self._part.start, stop, self._behind)
 
-    def replay(self, stop_at: str) -> list[ApiRecord]:
-        """Exactly the records up to the recorded end ``stop_at``."""
+    def replay(self, stop_at: str) -> list[Any]:
+        """Exactly the rows up to the recorded end ``stop_at``."""
+        part = self._part
         deadline = time.monotonic() + _REPLAY_BUDGET
-        records = self.records
         while time.monotonic() < deadline:
             page = self._reader.next_page()
             last = end_index(page.raw, stop_at)
+            raw = page.raw if last is None else page.raw[: last + 1]
+            self._keep(raw, page_rows(raw, part.stream, part.shard)[0])
             if last is not None:
-                records.extend(page.raw[: last + 1])
-                return records
-            records.extend(page.raw)
+                return self.batches
             if page.end_of_shard:
                 if stop_at == SHARD_END:
-                    return records
+                    return self.batches
                 break
         raise ReplayError(
-            f"cannot replay batch {self._part.batch} of {self._part.shard}: its recorded end {stop_at} "
+            f"cannot replay batch {part.batch} of {part.shard}: its recorded end {stop_at} "
             "was not found (trimmed past retention?)"
         )

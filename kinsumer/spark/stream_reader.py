@@ -31,7 +31,6 @@ from .options import SourceOptions
 from .path_ledger import PathLedger
 from .planning import Limits, plan_next, shards_to_probe, task_groups
 from .probe import Prober
-from .rows import arrow_batch
 from .shard_range import ShardRange, read_shard_ranges
 
 try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
@@ -246,9 +245,8 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, ShardPartition)
         kinesis = clients(self._options)[0]
-        for part, records in read_shard_ranges(kinesis, ledger(self._options, partition.run), partition.ranges):
-            if records:
-                yield arrow_batch(records, part.stream, part.shard)
+        for _, batches in read_shard_ranges(kinesis, ledger(self._options, partition.run), partition.ranges):
+            yield from batches
 
 
 def ledger(options: SourceOptions, run: str) -> BatchLedger:

@@ -32,7 +32,9 @@ DEADLINE = 600.0
 @attrs.frozen
 class SparkMeasure:
     total: float  # records/s from start() to the query's end
-    worker_cpu: float  # CPU-seconds of Spark's Python workers per 100,000 rows (the executors' reads, the planning)
+    # CPU-seconds of Spark's Python workers per 100,000 rows: the executors' reads (the reader's driver side
+    # runs in a process Spark starts for each query, not a worker: its cost shows in the time, not here)
+    worker_cpu: float
 
 
 def spark_session() -> Any:

@@ -38,6 +38,20 @@ def ends(db: Any) -> BatchEnds:
     return BatchEnds(db, "app_metadata", "run1")
 
 
+_API_NAMES = {
+    "data": "Data",
+    "partition_key": "PartitionKey",
+    "sequence_number": "SequenceNumber",
+    "sub_sequence_number": "SubSequenceNumber",
+    "explicit_hash_key": "ExplicitHashKey",
+}
+
+
+def rows(batches: list[Any]) -> list[dict[str, Any]]:
+    """The rows of a shard range's Arrow batches, under the API's names (as the assertions read them)."""
+    return [{_API_NAMES[k]: v for k, v in row.items() if k in _API_NAMES} for b in batches for row in b.to_pylist()]
+
+
 def put(kinesis: Any, n: int, start: int = 0) -> None:
     for i in range(start, start + n):
         kinesis.put_record(StreamName="s", Data=str(i).encode(), PartitionKey="k")
@@ -51,12 +65,12 @@ def test_a_live_read_records_its_end_and_a_replay_reads_the_same_records(kinesis
     kinesis.create_stream(StreamName="s", ShardCount=1)
     put(kinesis, 15)
     ends.plan(0)
-    first = read_shard_range(kinesis, ends, part(0))
+    first = rows(read_shard_range(kinesis, ends, part(0)))
     assert [r["Data"] for r in first] == [str(i).encode() for i in range(10)]
     assert ends.ends(0) == {SHARD: ShardEnd(after(first[-1]["SequenceNumber"]), Stop.MORE)}
     put(kinesis, 5, start=15)  # more data now: a live re-read would differ
     ends.plan(0)  # planning the batch again (a replay) keeps what was recorded
-    again = read_shard_range(kinesis, ends, part(0, limit=100))
+    again = rows(read_shard_range(kinesis, ends, part(0, limit=100)))
     assert [r["SequenceNumber"] for r in again] == [r["SequenceNumber"] for r in first]
     with pytest.raises(ReplayError, match=r"batch 1 .* was never planned"):
         read_shard_range(kinesis, ends, part(1, start=after(first[-1]["SequenceNumber"]), limit=100))
@@ -68,11 +82,11 @@ def test_the_tip_of_the_stream_ends_a_live_read_and_an_empty_read_records_its_st
     kinesis.create_stream(StreamName="s", ShardCount=1)
     put(kinesis, 3)
     ends.plan(0)
-    assert len(read_shard_range(kinesis, ends, part(0, limit=100))) == 3
+    assert len(rows(read_shard_range(kinesis, ends, part(0, limit=100)))) == 3
     start = ends.ends(0)[SHARD]
     assert start.stop is Stop.TIP
     ends.plan(1)
-    assert read_shard_range(kinesis, ends, part(1, start=start.position)) == []
+    assert rows(read_shard_range(kinesis, ends, part(1, start=start.position))) == []
     assert ends.ends(1) == {SHARD: start}
 
 
@@ -95,13 +109,13 @@ def test_a_batch_that_ends_inside_an_aggregate_replays_it_and_the_next_batch_goe
     aggregate_seq = kinesis.put_record(StreamName="s", **entry)["SequenceNumber"]
     put(kinesis, 1, start=99)
     ends.plan(0)
-    first = read_shard_range(kinesis, ends, part(0, limit=3))  # maxRecordsPerShard counts user records
+    first = rows(read_shard_range(kinesis, ends, part(0, limit=3)))  # maxRecordsPerShard counts user records
     assert [(r["Data"], r["SubSequenceNumber"]) for r in first] == [(b"a0", 0), (b"a1", 1), (b"a2", 2)]
     assert ends.ends(0) == {SHARD: ShardEnd(after(aggregate_seq, 2), Stop.MORE)}
-    again = read_shard_range(kinesis, ends, part(0, limit=3))  # a replay: the same user records
+    again = rows(read_shard_range(kinesis, ends, part(0, limit=3)))  # a replay: the same user records
     assert again == first
     ends.plan(1)
-    second = read_shard_range(kinesis, ends, part(1, start=after(aggregate_seq, 2), limit=10))
+    second = rows(read_shard_range(kinesis, ends, part(1, start=after(aggregate_seq, 2), limit=10)))
     assert [r["Data"] for r in second] == [b"a3", b"a4", b"99"]
     assert [r.get("SubSequenceNumber") for r in second] == [3, 4, None]
 
@@ -113,7 +127,7 @@ def test_an_end_recorded_before_deaggregation_replays_the_whole_aggregate(kinesi
     put(kinesis, 1, start=7)
     ends.plan(0)
     assert ends.record(0, SHARD, ShardEnd(after(aggregate_seq)), 1)  # as the source recorded it before
-    assert [r["Data"] for r in read_shard_range(kinesis, ends, part(0))] == [b"a0", b"a1", b"a2", b"a3"]
+    assert [r["Data"] for r in rows(read_shard_range(kinesis, ends, part(0)))] == [b"a0", b"a1", b"a2", b"a3"]
 
 
 def put_then_cut(kinesis: Any, n: int) -> int:
@@ -138,14 +152,14 @@ def test_a_read_with_a_cut_stops_before_the_first_record_that_arrived_at_or_afte
     cut = put_then_cut(kinesis, 4)
     put(kinesis, 3, start=4)
     ends.plan(0)
-    got = read_shard_range(kinesis, ends, part(0, limit=100, until=cut))
+    got = rows(read_shard_range(kinesis, ends, part(0, limit=100, until=cut)))
     assert [r["Data"] for r in got] == [b"0", b"1", b"2", b"3"]
     assert ends.ends(0)[SHARD] == ShardEnd(after(got[-1]["SequenceNumber"]), Stop.TARGET)
     ends.plan(1)  # with a limit below the cut: more to read, before the cut
-    assert len(read_shard_range(kinesis, ends, part(1, limit=2, until=cut))) == 2
+    assert len(rows(read_shard_range(kinesis, ends, part(1, limit=2, until=cut)))) == 2
     assert ends.ends(1)[SHARD].stop is Stop.MORE
     ends.plan(2)  # at the tip before any record at the cut: the target is reached too
-    assert read_shard_range(kinesis, ends, part(2, start=after("99999999999999999999999"), until=cut)) == []
+    assert rows(read_shard_range(kinesis, ends, part(2, start=after("99999999999999999999999"), until=cut))) == []
     assert ends.ends(2)[SHARD].stop is Stop.TARGET
 
 
@@ -262,9 +276,9 @@ def test_a_replay_through_a_ledger_at_a_path_reads_the_same_records(kinesis: Any
     kinesis.create_stream(StreamName="s", ShardCount=1)
     put(kinesis, 15)
     path_ledger.plan(0)
-    first = read_shard_range(kinesis, path_ledger, part(0))
+    first = rows(read_shard_range(kinesis, path_ledger, part(0)))
     put(kinesis, 5, start=15)
-    assert read_shard_range(kinesis, path_ledger, part(0, limit=100)) == first
+    assert rows(read_shard_range(kinesis, path_ledger, part(0, limit=100))) == first
     with pytest.raises(ReplayError, match="never planned"):
         read_shard_range(kinesis, path_ledger, part(1))
 
@@ -275,13 +289,13 @@ def test_a_batch_planned_again_passes_its_recorded_end_so_the_executor_replays_w
     kinesis.create_stream(StreamName="s", ShardCount=1)
     put(kinesis, 15)
     assert ends.plan(0)  # planned for the first time
-    first = read_shard_range(kinesis, ends, part(0))
+    first = rows(read_shard_range(kinesis, ends, part(0)))
     assert not ends.plan(0)  # planned again (a restart): the driver reads the recorded end
     recorded = ends.ends(0)[SHARD].position
     calls: list[str] = []
     db.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
     replay = ShardRange("s", SHARD, 0, TRIM_HORIZON, 100, 5.0, recorded=recorded)
-    assert read_shard_range(kinesis, ends, replay) == first
+    assert rows(read_shard_range(kinesis, ends, replay)) == first
     assert calls == []  # no ledger call on the executor
 
 
@@ -319,7 +333,8 @@ def test_a_task_reads_its_shards_concurrently_and_raises_a_failed_read_after_the
     ends.plan(0)
     parts = [ShardRange("s", shard, 0, TRIM_HORIZON, 100, 5.0) for shard in shards]
     meeting = MeetingLedger(ends, 3)
-    got = {part.shard: [r["Data"] for r in records] for part, records in read_shard_ranges(kinesis, meeting, parts)}
+    read = read_shard_ranges(kinesis, meeting, parts)
+    got = {part.shard: [r["Data"] for r in rows(batches)] for part, batches in read}
     assert got == written
     assert set(ends.ends(0)) == set(shards)
 
