@@ -51,10 +51,10 @@ def retry_call(
     except Exception as exc:
         if not is_transient(exc):
             raise
-        if should_stop() or (deadline is not None and time.monotonic() >= deadline):
-            if should_stop():
-                stats.error_abandoned(operation, error_code(exc))
-                raise Stopped(operation) from exc
+        if should_stop():
+            stats.error_abandoned(operation, error_code(exc))
+            raise Stopped(operation) from exc
+        if deadline is not None and time.monotonic() >= deadline:
             raise
         code = error_code(exc)
         stats.error_retried(operation, code)

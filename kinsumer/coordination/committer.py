@@ -127,11 +127,13 @@ class Committer:
                 for shard_id in due:
                     self._schedule.started(shard_id, now)
                     batch.append(self._shards[shard_id])
-            writes = [shard for shard in batch if shard.lease.needs_commit(shard.to_commit())]  # most are idle
+            plans = [(shard, shard.to_commit()) for shard in batch]
+            writes = [(s, c) for s, c in plans if s.lease.needs_commit(c.checkpoint, c.handed)]  # most are idle
             if len(writes) == 1:
-                self.commit(writes[0], deadline=now + period)
+                self._write(*writes[0], now + period)
             elif writes:  # side by side; the next round starts after this one
-                concurrent.futures.wait([self.submit(shard, now + period) for shard in writes])
+                futures = [self._pool.submit(functools.partial(self._write, s, c, now + period)) for s, c in writes]
+                concurrent.futures.wait(futures)
 
     def commit(self, shard: Committable, deadline: float) -> bool | None:
         """One commit of ``shard``, its transient faults retried until ``deadline`` (monotonic).
@@ -141,7 +143,10 @@ class Committer:
         else stops the consumer. The clock calls it when a commit is due; a worker calls it to
         confirm a lease that is not fresh.
         """
-        commit = shard.to_commit()
+        return self._write(shard, shard.to_commit(), deadline)
+
+    def _write(self, shard: Committable, commit: Commit, deadline: float) -> bool | None:
+        """:meth:`commit` of what ``shard`` has to commit, ``commit``."""
         try:
             owned = shard.lease.commit(commit.checkpoint, commit.lag, self._rt.call_until(deadline), commit.handed)
         except Exception as exc:  # noqa: BLE001 - transient: next time; anything else stops the consumer

@@ -133,13 +133,18 @@ class ShardLease:
         """Owned, but last confirmed before the heartbeat chain broke: a write must confirm it."""
         return self.state is LeaseState.OWNED and self._epoch != self._liveness.epoch
 
-    def needs_commit(self, commit: Any) -> bool:
-        """Whether :meth:`commit` of ``commit`` (a :class:`~.committer.Commit`) would write anything now."""
-        if self.state is not LeaseState.OWNED:
-            return False
-        confirm = self._liveness.epoch != self._epoch and self._liveness.fresh()
-        moved = commit.checkpoint is not None and commit.checkpoint != self.committed
-        return moved or confirm or commit.handed is not None
+    def needs_commit(self, checkpoint: Position | None, handed: str | None = None) -> bool:
+        """Whether :meth:`commit` would write anything now (the decision it takes, without the write)."""
+        with self._lock:
+            return self.state is LeaseState.OWNED and self._to_write(checkpoint, handed)[2]
+
+    def _to_write(self, checkpoint: Position | None, handed: str | None) -> tuple[Position | None, int, bool]:
+        """What a commit stores (lock held): the checkpoint if it moved forward, the heartbeat epoch it
+        writes in, and whether it writes at all (a new checkpoint, a reservation, or a lease to confirm)."""
+        new = self._forward(checkpoint)
+        epoch = self._liveness.epoch
+        confirm = epoch != self._epoch and self._liveness.fresh()  # a write in this chain confirms it
+        return new, epoch, new is not None or confirm or handed is not None
 
     def commit(
         self, checkpoint: Position | None, millis_behind_latest: int | None, call: Call, handed: str | None = None
@@ -151,10 +156,8 @@ class ShardLease:
         with self._lock:
             if self.state is not LeaseState.OWNED:
                 return self.state is not LeaseState.LOST
-            new = self._forward(checkpoint)
-            epoch = self._liveness.epoch
-            confirm = epoch != self._epoch and self._liveness.fresh()  # a write in this chain confirms it
-            if new is None and not confirm and handed is None:
+            new, epoch, writes = self._to_write(checkpoint, handed)
+            if not writes:
                 return True
             if not self._owned_write(
                 call,

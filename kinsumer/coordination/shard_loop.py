@@ -18,7 +18,6 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -125,10 +124,6 @@ class Poke:
             async with asyncio.timeout(timeout):
                 await self._event.wait()
 
-    async def wait_until(self, deadline: float) -> None:
-        """Until poked, or the monotonic time ``deadline``."""
-        await self.wait(deadline - time.monotonic())
-
 
 class ThreadPool:
     """At most ``size`` threads running submitted calls, started as calls wait for one.
@@ -149,11 +144,6 @@ class ThreadPool:
         self._threads = 0
         self._started = 0
         self._shut = False
-
-    @property
-    def threads(self) -> int:
-        """Threads running now."""
-        return self._threads
 
     def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()

@@ -203,34 +203,31 @@ class ShardWorker:
 
     async def _until_ready(self, reader: ShardReader) -> None:
         """Wait until the reader's next page is due (its pace) or waiting (a subscription's); Stopped on a stop."""
-        while True:
-            self._poke.clear()
-            if self._stop.is_set():
-                raise Stopped(self.shard_id)
-            now, due = time.monotonic(), reader.ready_at()
-            if due <= now:
-                return
-            await self._poke.wait(min(due - now, _LOOK_AGAIN))
+        await self._wait_until(reader.ready_at, None)
 
     async def _granted(self, ticket: Ticket) -> None:
         """Wait until the budget granted ``ticket``; Stopped on a stop."""
         await self._wait_for(lambda: ticket.granted, None)
 
     async def _wait_for(self, ready: Callable[[], bool], timeout: float | None, *, stoppable: bool = True) -> bool:
-        """Wait until ``ready()`` (looked at on every poke, and at least every second) or ``timeout``
-        seconds (None: no limit); False at the timeout. A stop request raises :class:`Stopped`
-        unless ``stoppable`` is false."""
+        """Wait until ``ready()``, or ``timeout`` seconds (None: no limit): False; as :meth:`_wait_until`."""
+        return await self._wait_until(lambda: -math.inf if ready() else math.inf, timeout, stoppable=stoppable)
+
+    async def _wait_until(self, due: Callable[[], float], timeout: float | None, *, stoppable: bool = True) -> bool:
+        """Wait until the monotonic time ``due()`` (looked at again on every poke, and at least every
+        second) or ``timeout`` seconds (None: no limit); False at the timeout. A stop request raises
+        :class:`Stopped` unless ``stoppable`` is false."""
         deadline = math.inf if timeout is None else time.monotonic() + timeout
         while True:
             self._poke.clear()
             if stoppable and self._stop.is_set():
                 raise Stopped(self.shard_id)
-            if ready():
+            now, when = time.monotonic(), due()
+            if when <= now:
                 return True
-            now = time.monotonic()
             if now >= deadline:
                 return False
-            await self._poke.wait(min(deadline - now, _LOOK_AGAIN))
+            await self._poke.wait(min(when, deadline, now + _LOOK_AGAIN) - now)
 
     # ----------------------------------------------------------------- capture
 
@@ -331,8 +328,7 @@ class ShardWorker:
             return False
         finally:
             if reader is not None:
-                closing = reader
-                await self._io(closing.close)
+                await self._io(reader.close)
 
     async def _push(self, progress: ShardProgress, records: list[Record], size: int) -> bool:
         """Hand ``records`` (``size`` bytes) to the delivery while the lease is fresh; False on a stop

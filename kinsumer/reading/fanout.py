@@ -120,10 +120,8 @@ class SubscriptionReader:
 
         Starts the pump (the subscription) if it is not running yet.
         """
-        if self._ended or not self._pages.empty():
-            return -math.inf
         self._start_pump()
-        return -math.inf if not self._pages.empty() else math.inf
+        return -math.inf if self._ended or not self._pages.empty() else math.inf
 
     def on_ready(self, wake: Callable[[], None]) -> None:
         """``wake`` is called after each page the pump hands on."""
