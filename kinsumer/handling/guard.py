@@ -171,8 +171,18 @@ class ShardGuard:
         self._io.note(None if attempts is None else f"attempt {attempts}: {error}"[:200])
 
     def release_state(self) -> str | None:
-        """The episode the next owner goes on with, if one is under way (its marker cleared)."""
-        walk = self._walk
+        """The episode the next owner goes on with, if one is under way (its marker cleared).
+
+        A clean release tells the next owner that nothing was in a handler, and removes the
+        reservation. So a capture from a dead owner that is given up before ``process()`` began
+        on it passes on what :meth:`begin` would have stored: the death counted (its marker
+        cleared), or the episode a death in normal mode begins. Else that death would be lost.
+        """
+        with self._lock:
+            if not self._began:
+                episode = Episode.on_capture(self._stored, self._reservation, self._unclean)
+                return None if episode is None or episode == self._stored else episode.to_json()
+            walk = self._walk
         if walk is None or walk.done:
             return None
         return attrs.evolve(walk.episode, marked=None).to_json()
