@@ -1,13 +1,15 @@
 """Reading a shard by polling: GetShardIterator, then GetRecords page after page.
 
-The only place kinsumer calls GetRecords. At most one call per ``throttle_delay`` per shard,
-retries included; transient faults are retried with backoff; an expired iterator is renewed
-after the last record handed on; a shard that left the stream (past retention) ends like a
-closed one. KPL aggregates become their user records here (:mod:`.kpl`).
+The only place kinsumer calls GetRecords. At most ``1 / throttle_delay`` calls per second per
+shard, retries included (a backlog reads them back to back, else they are spaced out);
+transient faults are retried with backoff; an expired iterator is renewed after the last
+record handed on; a shard that left the stream (past retention) ends like a closed one. KPL
+aggregates become their user records here (:mod:`.kpl`).
 """
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import functools
 import logging
@@ -64,6 +66,8 @@ class PollingReader:
         self._iterator: str | None = None
         self._ended = False
         self._last_attempt = -math.inf  # monotonic time of the last GetRecords attempt
+        self._attempts: collections.deque[float] = collections.deque(maxlen=self._settings.per_second)  # the last ones
+        self._backlog = False  # the last page came back full: the next read need not wait for the throttle
         self._empty_reads = 0  # reads in a row that came back empty (the next waits longer)
         self._latest_at: dt.datetime | None = None
 
@@ -82,7 +86,7 @@ class PollingReader:
         """When the next GetRecords may go (see :class:`~.reader.ReaderSettings`)."""
         if self._ended:
             return -math.inf
-        return self._last_attempt + self._settings.delay(self._empty_reads)
+        return self._settings.next_read(self._attempts, self._empty_reads, self._backlog)
 
     def on_ready(self, wake: Callable[[], None]) -> None:
         """Nothing but time makes a polling reader ready (:meth:`ready_at` says when)."""
@@ -149,8 +153,9 @@ class PollingReader:
         return str(response["ShardIterator"])
 
     def _get_records(self, iterator: str, limit: int) -> dict[str, Any]:
-        """One GetRecords, at most one attempt per throttle_delay (a retry waits as long too); after
-        empty reads, later (see :class:`~.reader.ReaderSettings`)."""
+        """One GetRecords when due (see :class:`~.reader.ReaderSettings`: after empty reads later, on a
+        backlog at once); at most ``per_second`` attempts in any second, and a retry waits at least
+        ``throttle_delay``."""
         throttle = self._settings.throttle_delay
         wait = self.ready_at() - time.monotonic()
         if wait > 0:
@@ -159,7 +164,11 @@ class PollingReader:
         return self._call(call, "GetRecords", min_wait=throttle)
 
     def _attempt(self, iterator: str, limit: int) -> dict[str, Any]:
+        wait = self._settings.next_read(self._attempts, 0, backlog=True) - time.monotonic()
+        if wait > 0:  # a retry, which waits at least throttle_delay, stays within per_second too
+            self._sleep(wait)
         self._last_attempt = time.monotonic()  # every attempt counts for the throttle
+        self._attempts.append(self._last_attempt)
         return lean_get_records.get_records(self._kinesis, iterator, limit)
 
     # ----------------------------------------------------------------- pages
@@ -178,7 +187,7 @@ class PollingReader:
         self._empty_reads = 0 if raw or behind else self._empty_reads + 1  # records, or more to come: full rate
         self._stats.records_fetched(self._shard_id, len(raw), behind)
         retrieved_at = dt.datetime.now(dt.UTC)
-        full = len(raw) >= limit
+        full = self._backlog = len(raw) >= limit
         covered_only = False
         if raw:
             self._position = StartPosition.after(raw[-1]["SequenceNumber"])

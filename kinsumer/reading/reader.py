@@ -100,11 +100,30 @@ class ReaderSettings:
     keeps its latency); then twice as late each time, up to ``idle_poll_interval``: an idle shard
     costs a read per ``idle_poll_interval``, and a record written to it waits at most that long.
     A read that brings records (or says more are waiting) brings back the full rate at once.
+
+    A backlog (the last page came back full) is read at once, as long as the last second holds
+    fewer than :attr:`per_second` reads: the same reads per second, without a pause after a page
+    that is quickly read (a reader's small first page, the pages of small records).
     """
 
     throttle_delay: float = DEFAULT_THROTTLE_DELAY
     max_records_per_call: int = MAX_RECORDS_PER_CALL
     idle_poll_interval: float = DEFAULT_IDLE_POLL_INTERVAL
+
+    @property
+    def per_second(self) -> int:
+        """Reads of a shard in any one second, at most: as many as ``throttle_delay`` spaces out (Kinesis allows 5)."""
+        return max(1, math.floor(1.0 / self.throttle_delay + 1e-9))
+
+    def next_read(self, reads: Sequence[float], empty_reads: int, backlog: bool) -> float:
+        """When the next read may go, given the times of the last reads (oldest first, at least the last
+        :attr:`per_second`), how many came back empty in a row, and whether the last page was full."""
+        if not reads:
+            return -math.inf
+        due = reads[-1] + (0.0 if backlog else self.delay(empty_reads))
+        if len(reads) >= self.per_second:
+            due = max(due, reads[-self.per_second] + 1.0)
+        return due
 
     def delay(self, empty_reads: int) -> float:
         """Seconds between a read and the next, after ``empty_reads`` empty reads in a row."""

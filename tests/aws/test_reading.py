@@ -13,6 +13,8 @@ from typing import Any
 
 import botocore.exceptions
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kinsumer
 from demo.aggregation import aggregated_entries
@@ -253,6 +255,50 @@ def test_the_first_page_of_a_backlog_is_small_so_its_records_come_sooner(kinesis
     assert limits == [FIRST_PAGE, FAST.max_records_per_call]
     explicit = reader(kinesis, StartPosition.trim_horizon())
     assert len(explicit.next_page(FIRST_PAGE + 100).raw) == FIRST_PAGE + 100  # a limit asked for is kept
+
+
+def test_a_backlog_is_read_without_pauses_yet_never_more_than_per_second_reads_in_a_second(
+    kinesis: Any, stream: str
+) -> None:
+    """The small first page of a backlog costs no throttle wait; a page that is not full does."""
+    kinesis.put_records(StreamName="s", Records=[{"Data": b"%d" % i, "PartitionKey": "k"} for i in range(60)])
+    r = reader(kinesis, StartPosition.trim_horizon())
+    calls: list[float] = []
+    for _ in range(12):
+        page = r.next_page(5)
+        calls.append(r._last_attempt)
+        assert page.full
+        assert r.ready_at() <= r._last_attempt or len(calls) >= FAST.per_second  # a full page: read on at once
+    assert FAST.per_second == 5
+    for i in range(len(calls)):  # any one second holds at most per_second reads
+        assert sum(1 for t in calls[i:] if t < calls[i] + 1.0) <= FAST.per_second
+    page = r.next_page(5)
+    assert page.raw == [] and not page.full
+    assert r.ready_at() - r._last_attempt >= FAST.throttle_delay  # at the tip: spaced out again
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    throttle=st.sampled_from([0.2, 0.25, 0.3, 0.5, 1.0]),
+    pages=st.lists(st.tuples(st.booleans(), st.integers(0, 12), st.floats(0, 0.4)), min_size=1, max_size=40),
+)
+def test_reads_come_at_most_per_second_in_any_second_and_spaced_unless_a_backlog_waits(
+    throttle: float, pages: list[tuple[bool, int, float]]
+) -> None:
+    """Reads made as soon as ``next_read`` allows (``late``: the caller came that much later)."""
+    pacing = ReaderSettings(throttle_delay=throttle, idle_poll_interval=1.0)
+    reads: list[float] = []
+    backlog, empty = False, 0
+    for full, empty_reads, late in pages:
+        due = pacing.next_read(reads, empty, backlog)
+        at = max(due, reads[-1] if reads else 0.0) + late
+        if reads and not backlog:
+            assert at - reads[-1] >= pacing.delay(empty) - 1e-9
+        reads.append(at)
+        backlog, empty = full, 0 if full else empty_reads
+    assert pacing.per_second <= 1 / throttle + 1e-9
+    for i, start in enumerate(reads):
+        assert sum(1 for t in reads[i:] if t < start + 1.0 - 1e-9) <= pacing.per_second
 
 
 def test_a_full_page_is_not_the_tip_even_where_the_server_says_it_is_0_ms_behind(kinesis: Any, stream: str) -> None:
