@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from threading import get_ident
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
@@ -17,6 +18,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
+from .asyncio_front import AsyncFront
 from .aws import records_parser
 from .aws.error_codes import to_kinsumer_error
 from .aws.kinesis import ensure_stream_active
@@ -137,6 +139,7 @@ class Kinsumer:
         self._lifecycle = threading.Lock()
         self._stopped = threading.Event()
         self._coordinator: Coordinator | None = None
+        self._async = AsyncFront(self._delivery)
 
     def __repr__(self) -> str:
         return (
@@ -293,6 +296,18 @@ class Kinsumer:
         # after an exception the record in hand was not processed: don't count it
         self._shutdown(clean=exc_type is None)
 
+    async def __aenter__(self) -> Kinsumer:
+        """``async with``: :meth:`run` in a thread, so the event loop goes on meanwhile."""
+        await asyncio.to_thread(self.run)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Stop in a thread (the handoff's wait does not block the loop). After an exception (a
+        cancellation too) the records in hand were not processed: the shards' next owners deliver them."""
+        await asyncio.shield(asyncio.to_thread(self._shutdown, clean=exc_type is None))
+
     def status(self) -> ClientStatus:
         """A snapshot of this client: leadership, place in the membership, shards and their lag."""
         coordinator = self._coordinator
@@ -352,6 +367,44 @@ class Kinsumer:
         next_auto = self._delivery.next_auto
         while (record := next_auto(get_ident(), None)) is not None:
             yield record
+
+    def __aiter__(self) -> AsyncIterator[Record]:
+        """``async for record in k``: records until stopped (auto mode). Each is acknowledged when the loop
+        asks for the next; leaving the loop (``break``, an exception, a cancellation) gives the record in
+        hand back: the shard's next owner delivers it."""
+        self._check_mode("async for", manual=False)
+        return self._async.records()
+
+    async def anext(self, timeout: float | None = None) -> bytes | None:
+        """:meth:`next` for asyncio: awaits without blocking the event loop. The calling task's previous
+        record counts as processed; so does its last one when the task ends (not when it fails or is
+        cancelled: then that record goes back to be delivered again)."""
+        record = await self.anext_record(timeout)
+        return None if record is None else record.data
+
+    async def anext_record(self, timeout: float | None = None) -> Record | None:
+        """Like :meth:`anext`, returning the whole :class:`Record`."""
+        if not self._auto_running:
+            self._check_mode("anext_record", manual=False)
+        return await self._async.next_record(timeout)
+
+    async def anext_with_checkpointer(
+        self, timeout: float | None = None
+    ) -> tuple[bytes, Checkpoint] | tuple[None, None]:
+        """:meth:`next_with_checkpointer` for asyncio (manual mode). The Checkpoint stays a plain call:
+        it never blocks."""
+        self._check_mode("anext_with_checkpointer", manual=True)
+        record, checkpoint = await self._async.next_manual(timeout)
+        if record is None or checkpoint is None:
+            return None, None
+        return record.data, checkpoint
+
+    async def anext_record_with_checkpointer(
+        self, timeout: float | None = None
+    ) -> tuple[Record, Checkpoint] | tuple[None, None]:
+        """Like :meth:`anext_with_checkpointer`, returning the whole :class:`Record`."""
+        self._check_mode("anext_record_with_checkpointer", manual=True)
+        return await self._async.next_manual(timeout)
 
     # ----------------------------------------------------------------- handlers
 

@@ -88,6 +88,9 @@ class Delivery:
         self._next_runs: dict[Hashable, deque[Run]] = {}
         self._closed = False
         self._error: KinsumerError | None = None
+        #: Holders whose record in hand goes back (an ``async for`` left): queued by finalizers, which may
+        #: run in any thread at any time, so they only append here; ended at the next hand-over or stop.
+        self._given_back: deque[Hashable] = deque()
 
     # ----------------------------------------------------------------- the shard workers' side
 
@@ -216,8 +219,41 @@ class Delivery:
         """
         self._end_runs(processed=False)
 
+    def end_holder(self, holder: Hashable, *, processed: bool) -> None:
+        """``holder`` takes no more records (a task that ended): its record in hand counts as processed,
+        or goes back with the rest of its run (the shard's next owner delivers them)."""
+        with self._hand_lock:
+            self._end_holder(holder, processed)
+
+    def give_back_later(self, holder: Hashable) -> None:
+        """Like ``end_holder(holder, processed=False)``, from a finalizer: done at the next hand-over or stop."""
+        self._given_back.append(holder)
+
+    def when_ready(self, wake: Callable[[], None]) -> bool:
+        """Have ``wake`` called (from another thread) once records are queued or the delivery closes;
+        False, and nothing registered, if that is so already. For front ends that wait their own way."""
+        return self._queue.when_ready(wake)
+
+    def forget_ready(self, wake: Callable[[], None]) -> None:
+        self._queue.forget_ready(wake)
+
+    def _end_holder(self, holder: Hashable, processed: bool) -> None:
+        """(hand lock held)"""
+        runs = [self._runs.pop(holder)] if holder in self._runs else []
+        runs += self._next_runs.pop(holder, ())
+        for run in runs:
+            if processed:
+                run.processed = run.handed
+            run.progress.end_run(run, abandon_in_hand=not processed)
+
+    def _end_given_back(self) -> None:
+        """(hand lock held)"""
+        while self._given_back:
+            self._end_holder(self._given_back.popleft(), False)
+
     def _end_runs(self, *, processed: bool) -> None:
         with self._hand_lock:
+            self._end_given_back()
             runs, self._runs = self._runs, {}
             queued, self._next_runs = self._next_runs, {}
             for holder, run in [*runs.items(), *((h, r) for h, rs in queued.items() for r in rs)]:
@@ -295,6 +331,8 @@ class Delivery:
             with self._hand_lock:
                 if self._closed:
                     return CLOSED
+                if self._given_back:
+                    self._end_given_back()
                 run = self._runs.get(holder)
                 if run is not None:
                     progress, i = run.progress, run.handed

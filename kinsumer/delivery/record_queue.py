@@ -52,6 +52,7 @@ class RecordQueue:
         self._not_empty = threading.Condition(self._lock)
         self._getters = 0  # threads waiting in get()
         self._room_waiters: dict[Callable[[], None], None] = {}  # readers told when there is room again, once each
+        self._ready_waiters: dict[Callable[[], None], None] = {}  # takers told when records come, once each
         self._low_water = capacity // 2
         self._closed = False
 
@@ -91,7 +92,24 @@ class RecordQueue:
             self._count += end - start
             if self._getters:
                 self._not_empty.notify(self._getters)
-            return end - start
+            ready = self._take_ready() if self._ready_waiters else None
+        if ready:
+            _call_all(ready)
+        return end - start
+
+    def when_ready(self, wake: Callable[[], None]) -> bool:
+        """Have ``wake`` called once records are queued or the queue closes (from the thread that
+        queues them); False, and nothing registered, if that is so already."""
+        with self._lock:
+            if self._items or self._closed:
+                return False
+            self._ready_waiters[wake] = None
+            return True
+
+    def forget_ready(self, wake: Callable[[], None]) -> None:
+        """``wake`` is not wanted any more (its waiter gave up)."""
+        with self._lock:
+            self._ready_waiters.pop(wake, None)
 
     def get(self, timeout: float | None) -> Item | Closed | None:
         """The oldest chunk; None after ``timeout`` s with nothing; CLOSED once closed."""
@@ -142,11 +160,15 @@ class RecordQueue:
         with self._lock:
             self._closed = True
             self._not_empty.notify_all()
-            waiters = self._take_waiters()
+            waiters = self._take_waiters() + self._take_ready()
         _call_all(waiters)
 
     def _take_waiters(self) -> list[Callable[[], None]]:
         waiters, self._room_waiters = list(self._room_waiters), {}
+        return waiters
+
+    def _take_ready(self) -> list[Callable[[], None]]:
+        waiters, self._ready_waiters = list(self._ready_waiters), {}
         return waiters
 
 

@@ -1,12 +1,16 @@
-"""The README's first program runs as written, and Ctrl-C makes it leave the application cleanly."""
+"""The README's first program and its asyncio service run as written, and Ctrl-C makes them leave the
+application cleanly."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 
@@ -17,12 +21,24 @@ from tests.procs.harness import REPO
 pytestmark = pytest.mark.server
 
 
-def first_program() -> str:
+def first_program(section: str = "## Use") -> str:
     readme = (REPO / "README.md").read_text()
-    use = readme[readme.index("## Use") :]
+    use = readme[readme.index(section) :]
     match = re.search(r"```python\n(.*?)```", use, re.DOTALL)
-    assert match is not None, "the README's Use section has no Python block"
+    assert match is not None, f"the README's {section} section has no Python block"
     return match.group(1)
+
+
+def environment(server: LocalServer) -> dict[str, str]:
+    """The program's AWS settings: the test's server, made-up credentials."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "AWS_ENDPOINT_URL": server.endpoint,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "readme",
+        "AWS_SECRET_ACCESS_KEY": "readme",
+    }
 
 
 def test_the_readmes_first_program_runs_as_written_and_leaves_on_ctrl_c(moto_server: LocalServer) -> None:
@@ -31,14 +47,7 @@ def test_the_readmes_first_program_runs_as_written_and_leaves_on_ctrl_c(moto_ser
     kinesis, db = moto_server.client("kinesis"), moto_server.client("dynamodb")
     kinesis.create_stream(StreamName=stream, ShardCount=2)
     kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "AWS_ENDPOINT_URL": moto_server.endpoint,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "readme",
-        "AWS_SECRET_ACCESS_KEY": "readme",
-    }
+    env = environment(moto_server)
     proc = subprocess.Popen(
         [sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
     )
@@ -60,6 +69,47 @@ def test_the_readmes_first_program_runs_as_written_and_leaves_on_ctrl_c(moto_ser
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
         assert "KeyboardInterrupt" in stderr  # the block ended by Ctrl-C, which then ends the program
+        assert db.scan(TableName=f"{app}_clients")["Items"] == []  # it left the application
+        rows = db.scan(TableName=f"{app}_checkpoints")["Items"]
+        assert rows and not any("OwnerID" in row for row in rows)  # and released its shards
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+        kinesis.delete_stream(StreamName=stream)
+
+
+def test_the_readmes_asyncio_service_runs_as_written_and_leaves_on_ctrl_c(moto_server: LocalServer) -> None:
+    program = first_program("## asyncio")
+    stream, app = re.search(r'Kinsumer\("([^"]+)", "([^"]+)"', program).groups()  # type: ignore[union-attr]
+    with socket.socket() as probe:  # the README's port 8080 may be taken here: a free one
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    program = program.replace('"127.0.0.1", 8080', f'"127.0.0.1", {port}')
+    kinesis, db = moto_server.client("kinesis"), moto_server.client("dynamodb")
+    kinesis.create_stream(StreamName=stream, ShardCount=2)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    proc = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=environment(moto_server), cwd=REPO)  # fmt: skip
+
+    def stats() -> dict[str, int] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=5) as answer:
+                return dict(json.loads(answer.read()))
+        except OSError:
+            return None  # not serving yet
+
+    try:
+        wait_until(lambda: stats() is not None or proc.poll() is not None, 60, "it serves")
+        assert proc.poll() is None, proc.communicate(timeout=10)
+        pages = ["/", "/cart", "/"]
+        kinesis.put_records(StreamName=stream, Records=[
+            {"Data": json.dumps({"page": page}).encode(), "PartitionKey": f"k{i}"} for i, page in enumerate(pages)
+        ])  # fmt: skip
+        wait_until(lambda: stats() == {"/": 2, "/cart": 1}, 60, "the page views counted")
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+        assert "KeyboardInterrupt" in stderr  # Ctrl-C ended asyncio.run()
         assert db.scan(TableName=f"{app}_clients")["Items"] == []  # it left the application
         rows = db.scan(TableName=f"{app}_checkpoints")["Items"]
         assert rows and not any("OwnerID" in row for row in rows)  # and released its shards

@@ -1,0 +1,154 @@
+"""The asyncio front end of :class:`~kinsumer.Kinsumer`: the same delivery, awaited without blocking the loop.
+
+The shard readers, the coordination and boto3 keep their threads. Taking a record is a
+non-blocking call into :class:`~kinsumer.delivery.delivery.Delivery`; when nothing is ready the
+caller awaits a future that the thread queueing the next records resolves (through
+``call_soon_threadsafe``). Records that are ready come one after another without a wait, so the
+loop is given a turn at least every :data:`YIELD_EVERY` seconds.
+
+Holders (whose record in hand counts as processed when they ask again):
+
+- :meth:`AsyncFront.next_record` (``anext_record()``): the calling task. When the task ends, its
+  record in hand counts as processed; when it is cancelled or fails, the record goes back (the
+  shard's next owner delivers it).
+- :class:`AsyncRecords` (``async for``): the loop itself. Leaving the loop by ``break``, an
+  exception or a cancellation gives its record in hand back: ``async for`` acknowledges a record
+  only when the loop comes back for the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
+
+from .delivery.delivery import Delivery
+from .delivery.progress import Checkpoint
+from .errors import NoRecordWithin
+from .record import Record
+
+__all__ = ["YIELD_EVERY", "AsyncFront", "AsyncRecords"]
+
+T = TypeVar("T")
+
+#: Seconds of records handed over back to back, at most, before the loop gets a turn.
+YIELD_EVERY = 0.001
+_RETRY_MAX = 0.05  # seconds between two looks when records are queued yet this caller may not take them
+
+
+class _LoopHolder:
+    """The holder of one ``async for`` loop's records."""
+
+    __slots__ = ("__weakref__",)
+
+
+class AsyncFront:
+    """Takes records from one consumer's delivery on behalf of asyncio tasks."""
+
+    def __init__(self, delivery: Delivery) -> None:
+        self._delivery = delivery
+        self._watched: weakref.WeakSet[asyncio.Task[object]] = weakref.WeakSet()  # tasks whose end is noted
+        self._turn = 0.0  # loop.time() when the loop last had a turn
+
+    async def next_record(self, timeout: float | None) -> Record | None:
+        """The next record for the calling task (auto mode); None once stopped."""
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("anext_record() must be awaited in an asyncio task")
+        if task not in self._watched:
+            self._watched.add(task)
+            task.add_done_callback(self._task_ended)
+        return await self.next_for(task, timeout)
+
+    async def next_for(self, holder: object, timeout: float | None) -> Record | None:
+        """The next record for ``holder`` (auto mode); None once stopped."""
+        next_auto = self._delivery.next_auto
+        return await self._take(lambda: next_auto(holder, 0.0), timeout)
+
+    async def next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
+        """The next record and its :class:`Checkpoint` (manual mode); (None, None) once stopped."""
+        next_manual = self._delivery.next_manual
+        return await self._take(lambda: next_manual(0.0), timeout)
+
+    def records(self) -> AsyncRecords:
+        return AsyncRecords(self)
+
+    def forget(self, holder: object) -> None:
+        """``holder`` (an ``async for`` left) takes no more records: its record in hand goes back."""
+        self._delivery.give_back_later(holder)
+
+    def _task_ended(self, task: asyncio.Task[object]) -> None:
+        failed = task.cancelled() or task.exception() is not None
+        self._delivery.end_holder(task, processed=not failed)
+
+    async def _take(self, attempt: Callable[[], T], timeout: float | None) -> T:
+        """``attempt()`` (which raises NoRecordWithin when nothing is ready) until it gives something,
+        awaiting records in between; NoRecordWithin after ``timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        deadline = None if timeout is None else now + timeout
+        retry = 0.0
+        if now - self._turn >= YIELD_EVERY:  # records handed over back to back: the loop's turn first
+            self._turn = now
+            await asyncio.sleep(0)
+        while True:
+            try:
+                return attempt()
+            except NoRecordWithin:
+                pass
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                raise NoRecordWithin(timeout if timeout is not None else 0.0)
+            waiter: asyncio.Future[None] = loop.create_future()
+            wake = _waker(loop, waiter)
+            if self._delivery.when_ready(wake):
+                retry = 0.0
+                try:
+                    await asyncio.wait_for(waiter, remaining)
+                except TimeoutError:
+                    pass
+                finally:
+                    self._delivery.forget_ready(wake)
+            else:  # records are queued, yet this caller could not take one (their lease is unconfirmed)
+                retry = min(_RETRY_MAX, max(0.001, retry * 2))
+                await asyncio.sleep(retry if remaining is None else min(retry, remaining))
+            self._turn = loop.time()
+
+
+class AsyncRecords:
+    """``async for record in consumer``: records until the consumer stops (see the module's description)."""
+
+    def __init__(self, front: AsyncFront) -> None:
+        self._front = front
+        self._holder = _LoopHolder()
+        weakref.finalize(self, front.forget, self._holder)  # the loop was left: its record in hand goes back
+        self._done = False
+
+    def __aiter__(self) -> AsyncIterator[Record]:
+        return self
+
+    async def __anext__(self) -> Record:
+        if self._done:
+            raise StopAsyncIteration
+        record = await self._front.next_for(self._holder, None)
+        if record is None:
+            self._done = True
+            raise StopAsyncIteration
+        return record
+
+
+def _waker(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]) -> Callable[[], None]:
+    """A callback for another thread that resolves ``waiter`` on its loop."""
+
+    def wake() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile: nobody waits any more
+            loop.call_soon_threadsafe(_resolve, waiter)
+
+    return wake
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
