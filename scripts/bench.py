@@ -24,7 +24,18 @@ from collections.abc import Callable, Sequence
 
 sys.path[:0] = [str(pathlib.Path(__file__).resolve().parent), str(pathlib.Path(__file__).resolve().parents[1])]
 
-from benchlib import failover, fanout, go_contender, movement, overhead, rebalance, scale, steady, throughput  # noqa: E402
+from benchlib import (  # noqa: E402
+    failover,
+    fanout,
+    go_contender,
+    membership,
+    movement,
+    overhead,
+    rebalance,
+    scale,
+    steady,
+    throughput,
+)
 from benchlib.common import REPO, Measure, Row, median, rate_text  # noqa: E402
 
 from demo import servers  # noqa: E402
@@ -33,7 +44,10 @@ from kinsumer.reading.polling import FIRST_PAGE  # noqa: E402
 from tests.support.kinesalite import start_kinesalite  # noqa: E402
 from tests.support.kinesis_mock import KINESIS_MOCK_DIR, start_kinesis_mock  # noqa: E402
 
-SECTIONS = ("throughput", "kpl", "overhead", "spark", "failover", "rebalance", "movement", "steady", "fanout", "scale")
+SECTIONS = (
+    "throughput", "kpl", "overhead", "spark", "failover", "rebalance", "movement", "steady", "fanout", "scale",
+    "members",
+)  # fmt: skip
 KPL_PER_RECORD = 100  # user records per Kinesis record in the KPL line
 SHARDS = 8
 RECORD_SIZE = 100
@@ -86,8 +100,9 @@ def throughput_rows(
         filled = throughput.fill(server, SHARDS, args.records, RECORD_SIZE, dynamodb)
     if "throughput" in args.only:
         rates: dict[str, list[float]] = {
-            "single": [], "threads": [], "kinsumer": [], "peer": [], "go": [], "process": [],
+            "single": [], "threads": [], "kinsumer": [], "peer": [], "go": [], "process": [], "async": [],
         }  # fmt: skip
+        lags: list[float] = []
         startups: dict[str, list[float]] = {"kinsumer": [], "go": []}
         cpus: dict[str, list[float]] = {"single": [], "threads": [], "kinsumer": [], "go": []}
         peer_problem, go_problem = "", args.go_binary if isinstance(args.go_binary, str) else ""
@@ -95,6 +110,9 @@ def throughput_rows(
             single, threads = throughput.bare_loop(filled), throughput.bare_threads(filled)
             mine = throughput.kinsumer_next(filled)
             handled = throughput.kinsumer_process(filled)
+            awaited = throughput.kinsumer_async_for(filled)
+            rates["async"].append(awaited.rate)
+            lags += awaited.loop_lags
             peer = throughput.async_kinesis(filled, args.peer_python)
             go: Measure | str = go_problem
             if not go_problem:
@@ -119,7 +137,7 @@ def throughput_rows(
             say(
                 f"  run {n + 1}: bare 1 thread {single.rate:,.0f}, bare thread/shard {threads.rate:,.0f}, "
                 f"kinsumer {mine.rate:,.0f} (first record after {mine.startup or 0:.2f} s), "
-                f"process() {handled.rate:,.0f}, "
+                f"process() {handled.rate:,.0f}, async for {awaited.rate:,.0f}, "
                 f"CPU-s per 100k: bare thread/shard {threads.cpu_per_100k:.2f}, kinsumer {mine.cpu_per_100k:.2f}; "
                 f"async-kinesis {peer if isinstance(peer, str) else f'{peer.rate:,.0f}'} records/s; "
                 f"Go kinsumer {go if isinstance(go, str) else f'{go.rate:,.0f} records/s, {go.cpu_per_100k:.2f} CPU-s'}"
@@ -156,6 +174,25 @@ def throughput_rows(
                 name,
                 rate_text(median(rates["process"])),
                 f"{ratio_process:.2f}x the `next()` loop in the same run (goal ≥ 0.9x)",
+            )
+        )
+        ratio_async = median([a / k for a, k in zip(rates["async"], rates["kinsumer"], strict=True)])
+        versus_peer = ""
+        if rates["peer"]:
+            peer_ratio = median([a / p for a, p in zip(rates["async"], rates["peer"], strict=True)])
+            versus_peer = f", {peer_ratio:.2f}x async-kinesis"
+        lags.sort()
+
+        def lag_at(q: float) -> float:
+            return lags[min(len(lags) - 1, int(q * len(lags)))] * 1000 if lags else float("nan")
+
+        rows.append(
+            Row(
+                "kinsumer, 1 client, `async for` (asyncio)",
+                name,
+                rate_text(median(rates["async"])),
+                f"{ratio_async:.2f}x the `next()` loop in the same run (goal ≥ 0.9x){versus_peer}; "
+                f"a ticker task's lag p50 {lag_at(0.5):.2f} ms, p99 {lag_at(0.99):.2f} ms (goal ≤ 5 ms)",
             )
         )
         if rates["go"] and len(rates["go"]) == len(rates["kinsumer"]):
@@ -362,6 +399,28 @@ def handler_rows(server: servers.LocalServer) -> list[Row]:
     ]
 
 
+#: (live clients, rows of clients gone within the hour) of the members section
+MEMBERS = ((2, 0), (10, 0), (20, 0), (20, 40), (50, 0))
+
+
+def members_rows(server: servers.LocalServer) -> list[Row]:
+    rows = []
+    for clients, dead in MEMBERS:
+        say(f"membership: {clients} clients, {dead} rows of clients gone, {membership.WINDOW:.0f} s")
+        m = membership.membership(server, clients, dead)
+        rows.append(
+            Row(
+                f"clients table: each client's scans per minute / read units per minute, {clients} clients"
+                + (f" and {dead} rows of clients gone" if dead else ""),
+                "moto",
+                f"{m.scans_per_minute:.0f} / {m.read_units_per_minute:.0f}",
+                f"the table: {m.table_read_units_per_second:.1f} read units/s in all; ListShards "
+                f"{m.list_shards_per_second:.2f}/s in all (the stream allows 100/s); default config, idle stream",
+            )
+        )
+    return rows
+
+
 def steady_rows(server: servers.LocalServer) -> list[Row]:
     say(f"steady state: 2 clients, 1 record / {steady.INTERVAL * 1000:.0f} ms, {steady.WINDOW:.0f} s window")
     state = steady.steady_state(server)
@@ -504,6 +563,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += failover_rows(server, args)
         if "steady" in args.only:
             rows += steady_rows(server)
+        if "members" in args.only:
+            rows += members_rows(server)
         if "fanout" in args.only:
             rows += fanout_rows(server, args)
         if "scale" in args.only:

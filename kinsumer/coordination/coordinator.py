@@ -39,7 +39,7 @@ __all__ = ["Coordinator"]
 log = logging.getLogger("kinsumer.coordinator")
 T = TypeVar("T")
 
-_REAP_AFTER = 3600.0  # seconds of silence after which the leader deletes a client row
+_REAP_AFTER = 600.0  # seconds of silence after which the leader deletes a client row (a crashed client's)
 _REAP_EVERY = 60.0  # seconds between two looks for such rows
 _FINAL_CALL_DEADLINE = 3.0  # seconds spent retrying deregistration at stop
 

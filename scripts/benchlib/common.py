@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 import statistics
 import threading
@@ -37,6 +38,8 @@ class Measure:
     cpu: float | None = None
     #: CPU-seconds from the first record to the last (``records - 1`` records), if measured.
     steady_cpu: float | None = None
+    #: An asyncio reader's: how late a ticker task's 1 ms sleeps woke (seconds), while it read.
+    loop_lags: tuple[float, ...] = ()
 
     @property
     def rate(self) -> float:
@@ -98,6 +101,50 @@ def read_through_next(k: Kinsumer, total: int) -> Measure:
         k.stop()
         k.delete_tables()
     return Measure(total, ended - started, startup=(first or ended) - started, cpu=cpu, steady_cpu=steady)
+
+
+TICK = 0.001  # seconds a ticker task sleeps between its turns
+
+
+def read_through_async_for(k: Kinsumer, total: int) -> Measure:
+    """Like :func:`read_through_next`, with ``async for`` in ``async with`` (an asyncio program), and a
+    ticker task beside it noting how late each of its 1 ms sleeps wakes: the loop's lag."""
+    k.create_required_tables()
+    lags: list[float] = []
+
+    async def main() -> Measure:
+        loop = asyncio.get_running_loop()
+        reading = True
+
+        async def ticker() -> None:
+            while reading:
+                before = loop.time()
+                await asyncio.sleep(TICK)
+                lags.append(max(0.0, loop.time() - before - TICK))
+
+        ticks = asyncio.create_task(ticker())
+        started, cpu = time.perf_counter(), time.process_time()
+        first: float | None = None
+        count = sink = 0
+        async with k:
+            async for record in k:
+                sink += len(record.data)
+                count += 1
+                if first is None:
+                    first = time.perf_counter()
+                if count == total:
+                    break
+            ended, cpu = time.perf_counter(), time.process_time() - cpu
+            reading = False
+            await ticks
+        if count < total:
+            raise RuntimeError(f"the consumer stopped after {count} of {total} records")
+        return Measure(total, ended - started, startup=(first or ended) - started, cpu=cpu, loop_lags=tuple(lags))
+
+    try:
+        return asyncio.run(main())
+    finally:
+        k.delete_tables()
 
 
 def read_through_process(k: Kinsumer, total: int, concurrency: int = 1) -> Measure:

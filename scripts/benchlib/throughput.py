@@ -21,11 +21,11 @@ from demo.aggregation import aggregated_entries
 from demo.servers import LocalServer
 from kinsumer import Config, Kinsumer
 
-from .common import HERE, Measure, new_stream, read_through_next, read_through_process
+from .common import HERE, Measure, new_stream, read_through_async_for, read_through_next, read_through_process
 
 __all__ = [
-    "Filled", "async_kinesis", "bare_loop", "bare_threads", "fill", "fill_aggregated", "kinsumer_next",
-    "kinsumer_process",
+    "Filled", "async_kinesis", "bare_loop", "bare_threads", "fill", "fill_aggregated", "kinsumer_async_for",
+    "kinsumer_next", "kinsumer_process",
 ]  # fmt: skip
 
 PUT_BATCH = 500
@@ -146,6 +146,14 @@ def kinsumer_next(filled: Filled, config: Config | None = None) -> Measure:
     kinesis, dynamodb = filled.server.client("kinesis"), filled.dynamodb.client("dynamodb")
     k = Kinsumer(filled.stream, app, "bench", config, kinesis=kinesis, dynamodb=dynamodb)
     return read_through_next(k, filled.total)
+
+
+def kinsumer_async_for(filled: Filled, config: Config | None = None) -> Measure:
+    """One kinsumer client (a fresh application) through ``async for`` in an asyncio program."""
+    app = f"bench-{uuid.uuid4().hex[:8]}"
+    kinesis, dynamodb = filled.server.client("kinesis"), filled.dynamodb.client("dynamodb")
+    k = Kinsumer(filled.stream, app, "bench", config, kinesis=kinesis, dynamodb=dynamodb)
+    return read_through_async_for(k, filled.total)
 
 
 def kinsumer_process(filled: Filled, config: Config | None = None) -> Measure:
