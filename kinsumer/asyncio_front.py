@@ -19,17 +19,19 @@ Holders (whose record in hand counts as processed when they ask again):
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import threading
 import weakref
-from collections.abc import AsyncIterator, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
 from .errors import NoRecordWithin
 from .record import Record
 
-__all__ = ["YIELD_EVERY", "AsyncFront", "AsyncRecords"]
+__all__ = ["YIELD_EVERY", "AsyncFront", "AsyncRecords", "HandlerCancelled", "LoopCalls"]
 
 T = TypeVar("T")
 
@@ -137,6 +139,56 @@ class AsyncRecords:
             self._done = True
             raise StopAsyncIteration
         return record
+
+
+class HandlerCancelled(BaseException):
+    """An async handler was cancelled (``aprocess()`` was): a BaseException, so ``process()``'s worker gives
+    the record back (the shard's next owner delivers it) and stops, rather than counting a failed attempt."""
+
+
+class LoopCalls:
+    """Async callables (``aprocess()``'s handler and sink) made plain ones for ``process()``'s worker threads:
+    each call runs the coroutine on ``loop`` and waits for it in the worker. :meth:`cancel` cancels those
+    under way, and every later call is refused (HandlerCancelled), so nothing new starts."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._running: set[concurrent.futures.Future[Any]] = set()
+        self._cancelled = False
+
+    def plain(self, function: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+        """``function`` (async) as a blocking callable for a worker thread."""
+
+        def call(*args: Any) -> Any:
+            with self._lock:
+                if self._cancelled:
+                    raise HandlerCancelled()
+                try:
+                    future = asyncio.run_coroutine_threadsafe(_awaited(function, *args), self._loop)
+                except RuntimeError:  # the loop is closed
+                    raise HandlerCancelled() from None
+                self._running.add(future)
+            try:
+                return future.result()
+            except concurrent.futures.CancelledError:
+                raise HandlerCancelled() from None
+            finally:
+                with self._lock:
+                    self._running.discard(future)
+
+        return call
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            running = list(self._running)
+        for future in running:
+            future.cancel()
+
+
+async def _awaited(function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    return await function(*args)
 
 
 def _waker(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]) -> Callable[[], None]:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
+import inspect
 import logging
 import threading
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from threading import get_ident
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
@@ -18,7 +20,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from .asyncio_front import AsyncFront
+from .asyncio_front import AsyncFront, HandlerCancelled, LoopCalls
 from .aws import records_parser
 from .aws.error_codes import to_kinsumer_error
 from .aws.kinesis import ensure_stream_active
@@ -461,6 +463,66 @@ class Kinsumer:
         options = attrs.evolve(options, max_records=max_records, max_wait=max_wait)
         self._process(handler, options, batches=True)
 
+    async def aprocess(
+        self,
+        handler: Callable[[Record], Awaitable[object]],
+        *,
+        max_attempts: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        dead_letter: Callable[[Failure], object] | None = None,
+        concurrency: int = 1,
+    ) -> None:
+        """:meth:`process` with an async handler, awaited on the calling event loop: the same retries, dead
+        letters, crash-loop guard, shard order and ``concurrency`` (handlers under way at once). The
+        waits between attempts and the sinks that are not async (the built-in ones) run off the loop;
+        an async ``dead_letter`` is awaited on it. Cancelling it cancels the handlers under way: their
+        records go back (the shards' next owners deliver them), nothing more is handled, and the
+        cancellation goes on to the caller (``async with`` stops the consumer)."""
+        options = self._options(max_attempts, backoff, max_backoff, dead_letter, concurrency)
+        await self._aprocess(handler, options, batches=False)
+
+    async def aprocess_batches(
+        self,
+        handler: Callable[[list[Record]], Awaitable[Sequence[Record] | None]],
+        *,
+        max_records: int = 100,
+        max_wait: float = 1.0,
+        max_attempts: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        dead_letter: Callable[[Failure], object] | None = None,
+        concurrency: int = 1,
+    ) -> None:
+        """:meth:`process_batches` with an async handler (see :meth:`aprocess`)."""
+        options = self._options(max_attempts, backoff, max_backoff, dead_letter, concurrency)
+        options = attrs.evolve(options, max_records=max_records, max_wait=max_wait)
+        await self._aprocess(handler, options, batches=True)
+
+    async def _aprocess(
+        self, handler: Callable[..., Awaitable[object]], options: ProcessOptions, *, batches: bool
+    ) -> None:
+        if not _is_async(handler):
+            taking = "a record list" if batches else "a record"
+            rule = (
+                f"must be an async function taking {taking} (a plain function goes to process{'_batches' * batches}())"
+            )
+            raise ConfigError("handler", rule, handler)
+        calls = LoopCalls(asyncio.get_running_loop())
+        sink = options.dead_letter
+        if sink is not None and _is_async(sink):
+            options = attrs.evolve(options, dead_letter=calls.plain(sink))
+        work = asyncio.ensure_future(asyncio.to_thread(self._process, calls.plain(handler), options, batches=batches))
+        try:
+            await asyncio.shield(work)
+        except asyncio.CancelledError:
+            calls.cancel()  # the workers give their records back and stop
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(work)
+            raise
+        except HandlerCancelled:  # a handler was cancelled by something else: its record went back
+            raise asyncio.CancelledError() from None
+
     @staticmethod
     def _options(
         max_attempts: int, backoff: float, max_backoff: float, dead_letter: object, concurrency: int
@@ -490,6 +552,11 @@ class Kinsumer:
 
     def _next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
         return self._delivery.next_manual(timeout)
+
+
+def _is_async(function: object) -> bool:
+    """An async function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__)
 
 
 def _owned(

@@ -16,7 +16,7 @@ import attrs
 import pytest
 
 from demo.servers import LocalServer
-from kinsumer import Kinsumer, Record
+from kinsumer import ConfigError, Kinsumer, Record
 from kinsumer.aws.tables import Tables
 from kinsumer.coordination import checkpoints_table
 from tests.helpers import wait_until
@@ -194,3 +194,104 @@ def test_ctrl_c_in_asyncio_run_leaves_cleanly_releasing_every_shard(
     assert sorted(int(line) for line in lines) == list(range(10))
     rows = checkpoints_table.load_rows(moto_server.client("dynamodb"), Tables.for_application(app).checkpoints)
     assert len(rows) == 2 and all(row.owner_id is None for row in rows.values())  # released, not left to expire
+
+
+ALWAYS_FAILS, FAILS_TWICE = {13, 77, 140}, {5, 60, 199}
+
+
+def test_aprocess_retries_dead_letters_to_an_async_sink_and_handles_the_rest_once_in_shard_order(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    stream = new_stream(4)
+    ids = range(240)
+    put(moto_server, stream, ids, keys=24)
+    calls: dict[int, int] = defaultdict(int)
+    handled: list[tuple[int, str, int]] = []  # (id, shard, sequence number), as handled
+    dead = []
+    busy: dict[str, int] = defaultdict(int)
+    overlap = False
+
+    async def handler(record: Record) -> None:
+        nonlocal overlap
+        i = rid(record)
+        calls[i] += 1
+        busy[record.shard_id] += 1
+        overlap |= busy[record.shard_id] > 1
+        try:
+            await asyncio.sleep(0.001)  # the handlers of the four shards overlap
+            if i in ALWAYS_FAILS or (i in FAILS_TWICE and calls[i] <= 2):
+                raise ValueError(f"record {i} cannot be handled")
+            handled.append((i, record.shard_id, int(record.sequence_number)))
+        finally:
+            busy[record.shard_id] -= 1
+
+    async def sink(failure: object) -> None:
+        dead.append(failure)
+        await asyncio.sleep(0)
+
+    async def main() -> None:
+        async with consumer(moto_server, stream, app, "async-process") as k:
+            work = asyncio.create_task(
+                k.aprocess(handler, max_attempts=3, dead_letter=sink, backoff=0.01, max_backoff=0.05, concurrency=4)
+            )
+            while len(handled) + len(dead) < len(ids):
+                assert not work.done(), work.exception()
+                await asyncio.sleep(0.05)
+            await asyncio.to_thread(k.stop)
+            await asyncio.wait_for(work, 30)  # it returns once the consumer stopped
+
+    asyncio.run(asyncio.wait_for(main(), 120))
+    assert sorted(rid(f.record) for f in dead) == sorted(ALWAYS_FAILS)  # each once, nothing else
+    assert {(f.attempts, f.reason) for f in dead} == {(3, "raised")}
+    assert sorted(i for i, _, _ in handled) == sorted(set(ids) - ALWAYS_FAILS)  # the flaky ones too, once each
+    assert all(calls[i] == 3 for i in FAILS_TWICE | ALWAYS_FAILS)
+    assert not overlap  # never two records of one shard at once
+    by_shard: dict[str, list[int]] = defaultdict(list)
+    for _, shard, seq in handled:
+        by_shard[shard].append(seq)
+    assert len(by_shard) == 4 and all(seqs == sorted(seqs) for seqs in by_shard.values())
+
+
+def test_a_cancelled_aprocess_gives_the_records_in_its_handlers_back_and_counts_no_attempt(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    stream = new_stream(1)
+    put(moto_server, stream, range(30))
+    handled: list[int] = []
+    dead: list[object] = []
+
+    async def main() -> None:
+        hold = asyncio.Event()
+
+        async def handler(record: Record) -> None:
+            if rid(record) == 10:
+                await hold.wait()  # handling record 10 when cancelled
+            handled.append(rid(record))
+
+        async def consume() -> None:
+            async with consumer(moto_server, stream, app, "async-cancelled") as k:
+                await k.aprocess(handler, max_attempts=1, dead_letter=dead.append)
+
+        task = asyncio.create_task(consume())
+        while 9 not in handled:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    assert handled == list(range(10)) and dead == []  # a cancelled handler is no failed attempt
+    second = consumer(moto_server, stream, app, "sync-after")
+    with second:
+        again = [rid(r) for r in (second.next_record(timeout=30) for _ in range(20)) if r is not None]
+    assert again == list(range(10, 30))
+
+
+def test_aprocess_wants_an_async_handler(moto_server: LocalServer, new_stream: Callable[[int], str], app: str) -> None:
+    async def main() -> None:
+        async with consumer(moto_server, new_stream(1), app, "async-plain") as k:
+            with pytest.raises(ConfigError, match=r"async function taking a record .*process\(\)"):
+                await k.aprocess(lambda record: None)  # type: ignore[arg-type,return-value]
+
+    asyncio.run(main())
