@@ -82,8 +82,7 @@ class AsyncFront:
         self._delivery.give_back_later(holder)
 
     def _task_ended(self, task: asyncio.Task[object]) -> None:
-        failed = task.cancelled() or task.exception() is not None
-        self._delivery.end_holder(task, processed=not failed)
+        self._delivery.end_holder(task, processed=not _failed(task))
 
     async def _take(self, attempt: Callable[[], T], timeout: float | None) -> T:
         """``attempt()`` (which raises NoRecordWithin when nothing is ready) until it gives something,
@@ -189,6 +188,20 @@ class LoopCalls:
 
 async def _awaited(function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
     return await function(*args)
+
+
+_UNKNOWN = object()
+
+
+def _failed(task: asyncio.Task[object]) -> bool:
+    """The task was cancelled or raised. Read without ``task.exception()``, which would mark the exception
+    retrieved and silence asyncio's report of a task whose exception nobody retrieved (where it can)."""
+    if task.cancelled():
+        return True
+    exception = getattr(task, "_exception", _UNKNOWN)
+    if exception is _UNKNOWN:
+        exception = task.exception()
+    return exception is not None
 
 
 def _waker(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]) -> Callable[[], None]:

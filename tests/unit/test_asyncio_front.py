@@ -181,3 +181,26 @@ def test_manual_mode_hands_out_checkpoints() -> None:
 
     asyncio.run(main())
     assert progress.checkpoint == ("2", None)
+
+
+def test_a_task_that_raises_gives_its_record_back_and_asyncio_still_reports_the_exception(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    d = delivery(buffer_size=16)
+    progress = d.open_shard("s", None)
+    push(d, progress, [record(1)])
+    front = AsyncFront(d)
+
+    async def main() -> None:
+        async def fails() -> None:
+            assert await front.next_record(1) == record(1)
+            raise ValueError("the handler failed")
+
+        task = asyncio.create_task(fails())
+        await asyncio.sleep(0.01)
+        assert task.done()
+        del task  # nobody retrieves its exception: asyncio reports it when the task goes
+
+    asyncio.run(main())
+    assert progress.checkpoint is None and progress.outstanding == 0  # given back
+    assert "Task exception was never retrieved" in caplog.text
