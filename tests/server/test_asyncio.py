@@ -40,6 +40,16 @@ def rid(record: Record) -> int:
     return int(json.loads(record.data)["id"])
 
 
+async def cancel_once_handled(task: asyncio.Task[None], handled: list[int], last: int) -> None:
+    """Cancel ``task`` once record ``last`` was handled and the next one is in its handler (which waits)."""
+    while last not in handled:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 def consumer(server: LocalServer, stream: str, app: str, name: str) -> Kinsumer:
     return Kinsumer(stream, app, name, SERVER_CONFIG, kinesis=server.client("kinesis"),
                     dynamodb=server.client("dynamodb"))  # fmt: skip
@@ -95,13 +105,7 @@ def test_a_task_cancelled_mid_record_leaves_it_to_the_next_client_and_nothing_ha
                         await hold.wait()  # handling record 20 when cancelled
                     handled.append(rid(record))
 
-        task = asyncio.create_task(consume())
-        while 19 not in handled:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.1)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await cancel_once_handled(asyncio.create_task(consume()), handled, 19)
 
     asyncio.run(asyncio.wait_for(first(), 60))
     assert handled == list(range(20))
@@ -272,13 +276,7 @@ def test_a_cancelled_aprocess_gives_the_records_in_its_handlers_back_and_counts_
             async with consumer(moto_server, stream, app, "async-cancelled") as k:
                 await k.aprocess(handler, max_attempts=1, dead_letter=dead.append)
 
-        task = asyncio.create_task(consume())
-        while 9 not in handled:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.1)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await cancel_once_handled(asyncio.create_task(consume()), handled, 9)
 
     asyncio.run(asyncio.wait_for(main(), 60))
     assert handled == list(range(10)) and dead == []  # a cancelled handler is no failed attempt

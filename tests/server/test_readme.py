@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,16 @@ def environment(server: LocalServer) -> dict[str, str]:
     }
 
 
+def ctrl_c_leaves_cleanly(proc: subprocess.Popen[str], db: Any, app: str) -> None:
+    """Ctrl-C ends the program, which leaves the application and releases its shards."""
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert "KeyboardInterrupt" in stderr  # Ctrl-C ended the block (or asyncio.run()), then the program
+    assert db.scan(TableName=f"{app}_clients")["Items"] == []  # it left the application
+    rows = db.scan(TableName=f"{app}_checkpoints")["Items"]
+    assert rows and not any("OwnerID" in row for row in rows)  # and released its shards
+
+
 def test_the_readmes_first_program_runs_as_written_and_leaves_on_ctrl_c(moto_server: LocalServer) -> None:
     program = first_program()
     stream, app = re.search(r'Kinsumer\(\s*"([^"]+)", "([^"]+)"', program).groups()  # type: ignore[union-attr]
@@ -66,12 +77,7 @@ def test_the_readmes_first_program_runs_as_written_and_leaves_on_ctrl_c(moto_ser
         assert proc.stdout is not None
         printed = sorted(proc.stdout.readline().strip() for _ in range(3))
         assert printed == ["b'hello 0'", "b'hello 1'", "b'hello 2'"]
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
-        assert "KeyboardInterrupt" in stderr  # the block ended by Ctrl-C, which then ends the program
-        assert db.scan(TableName=f"{app}_clients")["Items"] == []  # it left the application
-        rows = db.scan(TableName=f"{app}_checkpoints")["Items"]
-        assert rows and not any("OwnerID" in row for row in rows)  # and released its shards
+        ctrl_c_leaves_cleanly(proc, db, app)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -107,12 +113,7 @@ def test_the_readmes_asyncio_service_runs_as_written_and_leaves_on_ctrl_c(moto_s
             {"Data": json.dumps({"page": page}).encode(), "PartitionKey": f"k{i}"} for i, page in enumerate(pages)
         ])  # fmt: skip
         wait_until(lambda: stats() == {"/": 2, "/cart": 1}, 60, "the page views counted")
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
-        assert "KeyboardInterrupt" in stderr  # Ctrl-C ended asyncio.run()
-        assert db.scan(TableName=f"{app}_clients")["Items"] == []  # it left the application
-        rows = db.scan(TableName=f"{app}_checkpoints")["Items"]
-        assert rows and not any("OwnerID" in row for row in rows)  # and released its shards
+        ctrl_c_leaves_cleanly(proc, db, app)
     finally:
         if proc.poll() is None:
             proc.kill()
