@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import datetime as dt
 import inspect
 import logging
 import threading
@@ -29,6 +30,7 @@ from .aws.tables import Tables, create_tables, delete_tables, ensure_tables_read
 from .config import Config, validate_names
 from .coordination.coordinator import Coordinator
 from .coordination.metadata_table import claim_stream
+from .coordination.rewind import ResetPlan, apply_reset, plan_reset
 from .coordination.runtime import Runtime
 from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
@@ -168,6 +170,23 @@ class Kinsumer:
     def delete_tables(self) -> None:
         """Delete the application's tables (and with them every checkpoint); wait until gone."""
         _admin("delete_tables", lambda: delete_tables(self._dynamodb, self.tables))
+
+    def reset(self, to: str | dt.datetime, *, shards: Sequence[str] | None = None) -> ResetPlan:
+        """Rewind (or fast-forward) the application: each shard of the stream (or of ``shards``) starts
+        over at ``to``: ``"TRIM_HORIZON"``, ``"LATEST"`` (now) or an aware datetime (AT_TIMESTAMP).
+        An admin call, on a Kinsumer that is not running: refused (KinsumerError, naming them) while any
+        client of the application is live. Returns what was written (``ResetPlan.describe()``)."""
+        if self._state == _RUNNING:
+            raise KinsumerError("reset() on a running Kinsumer: a live client would overwrite it; stop() first")
+        max_age = self.config.effective_client_record_max_age
+        plan = _admin(
+            "reset",
+            lambda: plan_reset(self._kinesis, self._dynamodb, self.stream_name, self.application_name, to,
+                               shards=shards, max_age=max_age),
+        )  # fmt: skip
+        _admin("reset", lambda: apply_reset(self._dynamodb, self.application_name, plan, max_age=max_age))
+        log.info("reset %s on %s to %s (%d shards)", self.application_name, self.stream_name, to, len(plan.shards))
+        return plan
 
     # ----------------------------------------------------------------- lifecycle
 

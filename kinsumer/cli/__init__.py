@@ -3,6 +3,7 @@
     kinsumer create-tables APP            kinsumer status STREAM APP [--json]
     kinsumer delete-tables APP --yes      kinsumer tail STREAM [--from latest] [--app APP]
     kinsumer produce STREAM --count N     kinsumer demo
+    kinsumer reset --app APP --stream S --to TRIM_HORIZON | LATEST | AT_TIMESTAMP TIME [--shard ID ...]
 
 AWS options (``--region``, ``--profile``, ``--endpoint-url``...) default to the standard
 environment. Errors print one line and exit 1; Ctrl-C stops cleanly with exit 130.
@@ -26,6 +27,7 @@ from ..aws.tables import Tables, create_tables, delete_tables, ensure_tables_rea
 from ..config import Config, InitialPosition, validate_names
 from ..consumer import Kinsumer
 from ..coordination import checkpoints_table
+from ..coordination.rewind import apply_reset, plan_reset
 from ..reading.position import StartPosition
 from ..status import read_status
 from .aws import add_aws_options, clients, describe_error
@@ -151,6 +153,24 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     sub.set_defaults(run=_produce)
 
+    sub = command(
+        "reset",
+        "rewind or fast-forward an application: each shard starts over at a position (no client may be running)",
+    )
+    sub.add_argument("--app", required=True, help="application name")
+    sub.add_argument("--stream", required=True, help="stream name")
+    sub.add_argument(
+        "--to", required=True, nargs="+", metavar="POSITION",
+        help="TRIM_HORIZON, LATEST (now) or AT_TIMESTAMP followed by an ISO 8601 time",
+    )  # fmt: skip
+    sub.add_argument("--shard", action="append", help="only this shard (repeatable; default: every shard)")
+    sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    sub.add_argument(
+        "--max-age", type=float, default=Config().effective_client_record_max_age,
+        help="seconds of silence after which a client counts as stopped (default: the Config default)",
+    )  # fmt: skip
+    sub.set_defaults(run=_reset)
+
     sub = command("efo", "a stream's enhanced fan-out consumers: list, register, deregister")
     add_efo_commands(sub)
 
@@ -214,6 +234,35 @@ def _status(args: argparse.Namespace) -> int:
     status = read_status(kinesis, dynamodb, args.stream, args.app, max_age=args.max_age)
     print(json.dumps(status.to_json(), indent=2) if args.json else render(status))
     return 0
+
+
+def _reset(args: argparse.Namespace) -> int:
+    validate_names(args.stream, args.app, "cli")
+    to = _reset_target(args.to)
+    kinesis, dynamodb = clients(args)
+    plan = plan_reset(kinesis, dynamodb, args.stream, args.app, to, shards=args.shard, max_age=args.max_age)
+    print(plan.describe())
+    question = f"reset {len(plan.shards)} shards of {args.app}?"
+    if not confirmed(question, f"resetting {args.app} moves its checkpoints", args.yes):
+        print("nothing changed")
+        return 0
+    apply_reset(dynamodb, args.app, plan, max_age=args.max_age)
+    print(f"{args.app} is reset: its next clients start each shard as shown")
+    return 0
+
+
+def _reset_target(words: list[str]) -> str | dt.datetime:
+    kind = words[0].upper()
+    if kind in ("TRIM_HORIZON", "LATEST") and len(words) == 1:
+        return kind
+    if kind == "AT_TIMESTAMP" and len(words) == 2:
+        try:
+            when = dt.datetime.fromisoformat(words[1])
+        except ValueError:
+            example = "2026-11-22T10:00:00Z"
+            raise usage(f"--to AT_TIMESTAMP needs an ISO 8601 time, e.g. {example}; got {words[1]!r}") from None
+        return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+    raise usage(f"--to must be TRIM_HORIZON, LATEST or AT_TIMESTAMP <ISO 8601 time>; got {' '.join(words)!r}")
 
 
 def _start_position(args: argparse.Namespace) -> StartPosition:

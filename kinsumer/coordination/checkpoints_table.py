@@ -53,6 +53,7 @@ __all__ = [
     "record_start",
     "release",
     "reset",
+    "rewind",
 ]
 
 _NAMES = {
@@ -317,6 +318,33 @@ def reset(
         removes.append("#parents")
     update = f"SET {', '.join(sets)} REMOVE {', '.join(removes)}"
     return _owned_update(db, table, shard_id, owner_id, update, values)
+
+
+def rewind(
+    db: DynamoDBClient,
+    table: str,
+    shard_id: str,
+    *,
+    start_at: int,
+    stream: str,
+    parents: tuple[str, ...],
+    seen_owner: str | None,
+) -> bool:
+    """An operator's reset: the shard starts over at ``start_at`` (epoch ms; 0: its trim horizon), its
+    checkpoint, Finished and ownership removed. Made if the row is absent, free, or still held by
+    ``seen_owner`` (a client found dead); False otherwise (a client took it meanwhile)."""
+    sets = ["#start = :start", "#stream = :stream", "#lu = :now"]
+    values: dict[str, Any] = {":start": {"N": str(start_at)}, ":stream": {"S": stream}, ":now": {"N": str(now_ms())}}
+    removes = ["#seq", "#sub", "#fin", "#lag", "#handed", "#careful", "#retry", "#owner", "#oname", "#prev", "#inst"]
+    if parents:
+        sets.append("#parents = :parents")
+        values[":parents"] = {"L": [{"S": p} for p in parents]}
+    condition = "attribute_not_exists(#owner)"
+    if seen_owner is not None:
+        condition += " OR #owner = :seen"
+        values[":seen"] = {"S": seen_owner}
+    update = f"SET {', '.join(sets)} REMOVE {', '.join(removes)}"
+    return _conditional_update(db, table, shard_id, update, condition, values) is not None
 
 
 def record_start(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str, start_at: int) -> bool:

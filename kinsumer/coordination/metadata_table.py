@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
-    "ShardCache", "claim_stream", "read_shard_cache", "release_leadership", "take_leadership", "write_shard_cache",
+    "ShardCache", "claim_stream", "delete_shard_cache", "read_shard_cache", "release_leadership", "take_leadership",
+    "write_shard_cache",
 ]  # fmt: skip
 
 LEADER_KEY = "Leader"
@@ -129,6 +130,11 @@ def read_shard_cache(db: DynamoDBClient, table: str) -> ShardCache | None:
         assignment=assignment,
         stream=item.get("Stream", {}).get("S", ""),
     )
+
+
+def delete_shard_cache(db: DynamoDBClient, table: str) -> None:
+    """Delete the shard cache (a reset): the next clients list the shards and make it again."""
+    db.delete_item(TableName=table, Key={"Key": {"S": SHARD_CACHE_KEY}})
 
 
 def write_shard_cache(

@@ -169,7 +169,8 @@ class ShardWorker:
             progress.revoke()
         self._committer.add(self)
         rt.stats.shard_gained(self.shard_id)
-        start = row.checkpoint or (f"StartAt {row.start_at} ms" if row.start_at else rt.config.initial_position)
+        recorded = f"StartAt {row.start_at} ms" if row.start_at is not None else None
+        start = row.checkpoint or recorded or rt.config.initial_position
         log.info("captured %s at %s", self.shard_id, start)
         try:
             if await self._read(progress, row) and await self._finish(progress):
