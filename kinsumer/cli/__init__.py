@@ -110,10 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("stream", help="stream name")
     sub.add_argument("app", help="application name")
     sub.add_argument("--json", action="store_true", help="print JSON for machines")
-    sub.add_argument(
-        "--max-age", type=float, default=Config().effective_client_record_max_age,
-        help="seconds of silence after which a client counts as dead (default: the Config default)",
-    )  # fmt: skip
+    _max_age_option(sub)
     sub.set_defaults(run=_status)
 
     sub = command(
@@ -165,10 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     sub.add_argument("--shard", action="append", help="only this shard (repeatable; default: every shard)")
     sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    sub.add_argument(
-        "--max-age", type=float, default=Config().effective_client_record_max_age,
-        help="seconds of silence after which a client counts as stopped (default: the Config default)",
-    )  # fmt: skip
+    _max_age_option(sub)
     sub.set_defaults(run=_reset)
 
     sub = command("efo", "a stream's enhanced fan-out consumers: list, register, deregister")
@@ -179,6 +173,13 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="what `make demo` runs: a local server, a stream, clients, a tally (from a checkout)"
     )
     return parser
+
+
+def _max_age_option(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--max-age", type=float, default=Config().effective_client_record_max_age,
+        help="seconds of silence after which a client counts as dead (default: the Config default)",
+    )  # fmt: skip
 
 
 def _positive(name: str, value: float | None, minimum: float = 1) -> None:

@@ -42,6 +42,13 @@ def environment(server: LocalServer) -> dict[str, str]:
     }
 
 
+def ended(proc: subprocess.Popen[str]) -> None:
+    """The program is stopped, whatever happened to the test."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate(timeout=10)
+
+
 def ctrl_c_leaves_cleanly(proc: subprocess.Popen[str], db: Any, app: str) -> None:
     """Ctrl-C ends the program, which leaves the application and releases its shards."""
     proc.send_signal(signal.SIGINT)
@@ -79,9 +86,7 @@ def test_the_readmes_first_program_runs_as_written_and_leaves_on_ctrl_c(moto_ser
         assert printed == ["b'hello 0'", "b'hello 1'", "b'hello 2'"]
         ctrl_c_leaves_cleanly(proc, db, app)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=10)
+        ended(proc)
         kinesis.delete_stream(StreamName=stream)
 
 
@@ -115,7 +120,5 @@ def test_the_readmes_asyncio_service_runs_as_written_and_leaves_on_ctrl_c(moto_s
         wait_until(lambda: stats() == {"/": 2, "/cart": 1}, 60, "the page views counted")
         ctrl_c_leaves_cleanly(proc, db, app)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=10)
+        ended(proc)
         kinesis.delete_stream(StreamName=stream)
