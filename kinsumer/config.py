@@ -85,6 +85,19 @@ def _consumer_name(instance: Any, attribute: attrs.Attribute[str | None], value:
         raise ConfigError("Config.efo_consumer_name", "must be None or 1-128 characters of A-Z a-z 0-9 _ . -", value)
 
 
+_ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}")
+_EXTERNAL_ID = re.compile(r"[\w+=,.@:/-]{2,1224}")
+_SESSION_NAME = re.compile(r"[\w+=,.@-]{2,64}")
+
+
+def _matching(name: str, pattern: re.Pattern[str], rule: str) -> Any:
+    def check(instance: Any, attribute: Any, value: object) -> None:
+        if value is not None and (not isinstance(value, str) or not pattern.fullmatch(value)):
+            raise ConfigError(name, f"must be None or {rule}", value)
+
+    return check
+
+
 def _timestamp(instance: Any, attribute: attrs.Attribute[dt.datetime | None], value: object) -> None:
     if value is None:
         return
@@ -182,6 +195,23 @@ class Config:
     read_capacity: int = attrs.field(default=10, validator=_integer(1))
     #: Write capacity units of each table when billing_mode="PROVISIONED".
     write_capacity: int = attrs.field(default=10, validator=_integer(1))
+    #: Read the stream as this IAM role (a stream in another account): Kinesis calls use the role's
+    #: credentials, assumed with STS from the caller's and refreshed before they expire; DynamoDB
+    #: stays on the caller's own. None: the caller's credentials for both.
+    role_arn: str | None = attrs.field(
+        default=None,
+        validator=_matching("Config.role_arn", _ROLE_ARN, "an IAM role ARN (arn:aws:iam::123456789012:role/name)"),
+    )
+    #: The external ID the role's trust policy asks for, if it does (with role_arn).
+    external_id: str | None = attrs.field(
+        default=None,
+        validator=_matching("Config.external_id", _EXTERNAL_ID, "2-1224 characters of A-Z a-z 0-9 _ + = , . @ : / -"),
+    )
+    #: The assumed role's session name, as CloudTrail shows it (with role_arn). None: kinsumer-<client name>.
+    role_session_name: str | None = attrs.field(
+        default=None,
+        validator=_matching("Config.role_session_name", _SESSION_NAME, "2-64 characters of A-Z a-z 0-9 _ + = , . @ -"),
+    )
 
     @property
     def reading(self) -> str:
@@ -196,6 +226,10 @@ class Config:
         return self.client_record_max_age
 
     def __attrs_post_init__(self) -> None:
+        for name in ("external_id", "role_session_name"):
+            if getattr(self, name) is not None and self.role_arn is None:
+                rule = "goes with role_arn (the role to assume): set role_arn too"
+                raise ConfigError(f"Config.{name}", rule, getattr(self, name))
         max_age = self.effective_client_record_max_age
         if self.leader_action_frequency < self.shard_check_frequency:
             raise ConfigError(

@@ -8,6 +8,7 @@ import contextlib
 import datetime as dt
 import inspect
 import logging
+import re
 import threading
 import uuid
 import weakref
@@ -23,6 +24,7 @@ import botocore.exceptions
 
 from .asyncio_front import AsyncFront, HandlerCancelled, LoopCalls
 from .aws import records_parser
+from .aws.assumed_role import assumed_role_session
 from .aws.error_codes import to_kinsumer_error
 from .aws.kinesis import ensure_stream_active
 from .aws.stream_consumers import deregister_stream_consumer, ensure_stream_consumer, stream_arn
@@ -123,9 +125,16 @@ class Kinsumer:
         self.config = config
         self.client_id = config.client_id or str(uuid.uuid4())
         self.tables = Tables.for_application(application_name)
+        if config.role_arn is not None and kinesis is not None:
+            rule = "assumes the role for a Kinesis client kinsumer makes: pass either it or kinesis="
+            raise ConfigError("Config.role_arn", rule, config.role_arn)
         if kinesis is None or dynamodb is None:
             session = session or boto3.Session()
             try:
+                if kinesis is None and config.role_arn is not None:  # the stream's account: its role
+                    name = config.role_session_name or _session_name(client_name)
+                    role = assumed_role_session(session, config.role_arn, name, config.external_id)
+                    kinesis = role.client("kinesis", config=_BOTO_CONFIG)
                 kinesis = kinesis or session.client("kinesis", config=_BOTO_CONFIG)
                 dynamodb = dynamodb or session.client("dynamodb", config=_BOTO_CONFIG)
             except botocore.exceptions.NoRegionError as exc:
@@ -571,6 +580,11 @@ class Kinsumer:
 
     def _next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
         return self._delivery.next_manual(timeout)
+
+
+def _session_name(client_name: str) -> str:
+    """The role session's default name: kinsumer-<client name>, in the characters and length STS takes."""
+    return re.sub(r"[^\w+=,.@-]", "-", f"kinsumer-{client_name}")[:64]
 
 
 def _is_async(function: object) -> bool:
