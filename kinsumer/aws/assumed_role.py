@@ -21,10 +21,14 @@ _DURATION = 3600  # seconds each set of the role's credentials lasts
 
 
 def assumed_role_session(
-    source: boto3.Session, role_arn: str, session_name: str, external_id: str | None = None
+    source: boto3.Session,
+    role_arn: str,
+    session_name: str,
+    external_id: str | None = None,
+    sts_endpoint_url: str | None = None,
 ) -> boto3.Session:
-    """A session that acts as ``role_arn``, assumed from ``source``'s credentials (its region and
-    endpoint settings too: ``AWS_ENDPOINT_URL`` reaches STS as well)."""
+    """A session that acts as ``role_arn``, assumed from ``source``'s credentials through STS at
+    ``sts_endpoint_url`` (None: the standard settings; ``AWS_ENDPOINT_URL`` reaches STS as well)."""
     source_core: botocore.session.Session = source._session
     source_credentials = source_core.get_credentials()
     if source_credentials is None:
@@ -33,8 +37,14 @@ def assumed_role_session(
     extra: dict[str, Any] = {"RoleSessionName": session_name, "DurationSeconds": _DURATION}
     if external_id is not None:
         extra["ExternalId"] = external_id
+
+    def sts_client(service: str, **kwargs: Any) -> Any:
+        if sts_endpoint_url is not None:
+            kwargs["endpoint_url"] = sts_endpoint_url
+        return source_core.create_client(service, **kwargs)
+
     fetcher = botocore.credentials.AssumeRoleCredentialFetcher(
-        client_creator=source_core.create_client,
+        client_creator=sts_client,
         source_credentials=source_credentials,
         role_arn=role_arn,
         extra_args=extra,

@@ -6,10 +6,12 @@ import functools
 import threading
 from typing import Any
 
+import attrs
 import boto3
 
 from ..aws import event_stream, records_parser
-from .options import SourceOptions
+from ..aws.assumed_role import assumed_role_session
+from .options import Role, SourceOptions
 
 __all__ = ["clients", "kinesis_client", "s3_client"]
 
@@ -21,9 +23,10 @@ def clients(options: SourceOptions) -> tuple[Any, Any]:
     """Kinesis and DynamoDB clients, made once per process and endpoints (boto3 clients do not pickle).
 
     Credentials come from the standard AWS chain of the process: on executors, set them with
-    ``spark.executorEnv.*`` or give the hosts an instance role.
+    ``spark.executorEnv.*`` or give the hosts an instance role. With ``roleArn`` the Kinesis client
+    acts as that role, assumed from them (and refreshed) by each process.
     """
-    kinesis = kinesis_client(options.region, options.endpoint_url)
+    kinesis = kinesis_client(options.region, options.endpoint_url, options.role)
     return kinesis, _dynamodb(options.region, options.dynamodb_endpoint_url)
 
 
@@ -35,10 +38,15 @@ def _session(region: str | None) -> Any:
 
 
 @functools.lru_cache(maxsize=16)
-def kinesis_client(region: str | None, endpoint: str | None) -> Any:
-    """A Kinesis client for ``region`` and ``endpoint`` (None: the standard settings), made once per process."""
+def kinesis_client(region: str | None, endpoint: str | None, role: Role | None = None) -> Any:
+    """A Kinesis client for ``region`` and ``endpoint`` (None: the standard settings), acting as ``role`` if
+    given, made once per process."""
     with _making:
-        kinesis = _session(region).client("kinesis", endpoint_url=endpoint)
+        session = _session(region)
+        if role is not None:
+            arn, name, external_id, sts = attrs.astuple(role)
+            session = assumed_role_session(session, arn, name, external_id, sts)
+        kinesis = session.client("kinesis", endpoint_url=endpoint)
     records_parser.install(kinesis)
     event_stream.install(kinesis)  # enhanced fan-out (consumerName): kinsumer's own subscriptions only
     return kinesis

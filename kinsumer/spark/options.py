@@ -15,10 +15,11 @@ from collections.abc import Mapping
 import attrs
 
 from ..aws.tables import Tables
+from ..config import Config
 from ..errors import ConfigError
 from .path_ledger import check_metadata_path
 
-__all__ = ["BATCH_ONLY_IGNORED", "CREDENTIALS", "OPTIONS", "OptionNames", "SourceOptions", "number"]
+__all__ = ["BATCH_ONLY_IGNORED", "CREDENTIALS", "OPTIONS", "OptionNames", "Role", "SourceOptions", "number"]
 
 #: Our option names (as documented) and what each is for.
 OPTIONS: dict[str, str] = {
@@ -38,6 +39,11 @@ OPTIONS: dict[str, str] = {
     "idleBatchInterval": "seconds between checks of a shard that was at the tip of the stream (default 1)",
     "consumerName": "reads with enhanced fan-out (SubscribeToShard) through this stream consumer, registered if absent",
     "consumerType": "GetRecords (default: polling) or SubscribeToShard (enhanced fan-out: needs consumerName)",
+    "roleArn": "reads the stream as this IAM role (a stream in another account): each Spark process assumes it "
+    "with STS from its own credentials; the ledger stays on them",
+    "roleSessionName": "the session name of roleArn (default kinsumer-spark)",
+    "externalId": "the external ID roleArn's trust policy asks for",
+    "stsEndpointUrl": "the STS endpoint roleArn is assumed through",
 }
 
 #: spark-sql-kinesis-connector's names for the same options.
@@ -51,6 +57,9 @@ _ALIASES = {
     "kinesis.metadataPath": "metadataPath",
     "kinesis.consumerName": "consumerName",
     "kinesis.consumerType": "consumerType",
+    "kinesis.stsRoleArn": "roleArn",
+    "kinesis.stsSessionName": "roleSessionName",
+    "kinesis.stsEndpointUrl": "stsEndpointUrl",
 }
 
 _CHAIN = "credentials come from the standard AWS chain (environment, profile, instance role)"
@@ -59,7 +68,6 @@ CREDENTIALS = {
     "kinesis.awsAccessKeyId": _CHAIN,
     "kinesis.awsSecretKey": _CHAIN,
     "kinesis.sessionToken": _CHAIN,
-    "kinesis.stsRoleArn": "assume the role through the standard AWS chain (AWS_ROLE_ARN, a profile's role_arn)",
 }
 
 #: spark-sql-kinesis-connector options we know of and do not take, with what to do instead.
@@ -174,6 +182,36 @@ def _consumer_name(name: str | None, kind: str | None) -> str | None:
 
 
 @attrs.frozen
+class Role:
+    """An IAM role to read the stream as (``roleArn`` and its companions), checked."""
+
+    arn: str
+    session_name: str = "kinsumer-spark"
+    external_id: str | None = None
+    sts_endpoint_url: str | None = None
+
+
+def _role(arn: str | None, session_name: str | None, external_id: str | None, sts: str | None) -> Role | None:
+    if arn is None:
+        for name, value in (("roleSessionName", session_name), ("externalId", external_id), ("stsEndpointUrl", sts)):
+            if value is not None:
+                raise ConfigError(f"option {name}", "goes with roleArn (the role to assume): set roleArn too", value)
+        return None
+    try:  # the same rules as the consumer's Config
+        Config(role_arn=arn, role_session_name=session_name, external_id=external_id)
+    except ConfigError as exc:
+        raise ConfigError(_ROLE_OPTIONS.get(exc.field, exc.field), exc.rule, exc.value) from None
+    return Role(arn, session_name or "kinsumer-spark", external_id, sts)
+
+
+_ROLE_OPTIONS = {
+    "Config.role_arn": "option roleArn",
+    "Config.role_session_name": "option roleSessionName",
+    "Config.external_id": "option externalId",
+}
+
+
+@attrs.frozen
 class SourceOptions:
     """The source's options, checked."""
 
@@ -191,6 +229,7 @@ class SourceOptions:
     read_time_budget: float = 10.0
     shards_per_task: int = 4
     consumer_name: str | None = None  # enhanced fan-out through this consumer; None: GetRecords
+    role: Role | None = None  # read the stream as this role (roleArn)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
@@ -232,6 +271,7 @@ class SourceOptions:
             read_time_budget=number("readTimeBudget", get("readTimeBudget"), 10.0),
             shards_per_task=int(number("shardsPerTask", get("shardsPerTask"), 4, whole=True, minimum=1)),
             consumer_name=_consumer_name(get("consumerName"), get("consumerType")),
+            role=_role(get("roleArn"), get("roleSessionName"), get("externalId"), get("stsEndpointUrl")),
         )
 
     @property

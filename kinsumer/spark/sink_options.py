@@ -34,6 +34,7 @@ _NAMES = OptionNames(
     },
     not_taken={
         **CREDENTIALS,
+        "kinesis.stsRoleArn": "the sink writes with each process's own credentials (the standard AWS chain)",
         "kinesis.sink.recordTtl": "no record is ever dropped: retryTimeout bounds the retries, then the task fails",
         "kinesis.sink.flushWaitTimeMs": _BUFFERING,
         "kinesis.sink.recordMaxBufferedTimeMs": _BUFFERING,

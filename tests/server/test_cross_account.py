@@ -102,3 +102,32 @@ def test_role_settings_are_checked() -> None:
     with pytest.raises(ConfigError, match=r"Config\.external_id goes with role_arn"):
         Config(external_id="abc")
 
+
+
+def test_the_spark_sources_processes_read_as_the_role_and_keep_the_ledger_on_their_own_credentials(
+    enforcing: tuple[LocalServer, str, dict[str, str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What each Spark process (driver, executors) makes of ``roleArn``: its clients, from its own credentials."""
+    pytest.importorskip("pyspark")
+    from kinsumer.spark import clients as spark_clients
+    from kinsumer.spark.options import SourceOptions
+
+    server, stream, keys, role_arn = enforcing
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", keys["aws_access_key_id"])  # the process's own credentials
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", keys["aws_secret_access_key"])
+    monkeypatch.delenv("AWS_ENDPOINT_URL")  # the options name every endpoint
+    for cached in (spark_clients._session, spark_clients.kinesis_client, spark_clients._dynamodb):
+        cached.cache_clear()  # made with other credentials by earlier tests of this process (and again after)
+    endpoints = {"endpointUrl": server.endpoint, "dynamodbEndpointUrl": server.endpoint, "region": REGION}
+    try:
+        plain = SourceOptions.from_options({"streamName": stream, **endpoints})
+        with pytest.raises(botocore.exceptions.ClientError, match=r"AccessDenied|403"):
+            spark_clients.clients(plain)[0].list_shards(StreamName=stream)
+        role = {"kinesis.stsRoleArn": role_arn, "kinesis.stsEndpointUrl": server.endpoint}
+        options = SourceOptions.from_options({"streamName": stream, **endpoints, **role})
+        kinesis, dynamodb = spark_clients.clients(options)
+        assert len(kinesis.list_shards(StreamName=stream)["Shards"]) == 2  # as the role
+        assert "TableNames" in dynamodb.list_tables()  # the ledger's calls: the process's own credentials
+    finally:
+        for cached in (spark_clients._session, spark_clients.kinesis_client, spark_clients._dynamodb):
+            cached.cache_clear()

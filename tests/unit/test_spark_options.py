@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("pyspark")  # the package kinsumer.spark imports it
 
 from kinsumer import ConfigError
-from kinsumer.spark.options import OPTIONS, SourceOptions
+from kinsumer.spark.options import OPTIONS, Role, SourceOptions
 
 
 @pytest.mark.parametrize(
@@ -116,3 +116,19 @@ def test_a_batch_read_reads_with_get_records_and_says_so_when_asked_for_fan_out(
     for extra in ({"consumerName": "c"}, {"consumerType": "SubscribeToShard", "consumerName": "c"}):
         with pytest.raises(ConfigError, match="streaming reads"):
             SourceOptions.from_options({"streamName": "s", **extra}, batch=True)
+
+
+def test_a_role_is_taken_under_our_names_and_the_aws_connectors() -> None:
+    arn = "arn:aws:iam::123456789012:role/reader"
+    ours = SourceOptions.from_options({"streamName": "s", "roleArn": arn, "externalId": "ext-1"})
+    theirs = SourceOptions.from_options({
+        "kinesis.streamName": "s", "kinesis.stsRoleArn": arn, "kinesis.stsSessionName": "etl",
+        "kinesis.stsEndpointUrl": "https://sts.eu-west-1.amazonaws.com",
+    })  # fmt: skip
+    assert ours.role == Role(arn, "kinsumer-spark", "ext-1", None)
+    assert theirs.role == Role(arn, "etl", None, "https://sts.eu-west-1.amazonaws.com")
+    assert SourceOptions.from_options({"streamName": "s"}).role is None
+    with pytest.raises(ConfigError, match=r"option roleArn must be None or an IAM role ARN"):
+        SourceOptions.from_options({"streamName": "s", "roleArn": "reader"})
+    with pytest.raises(ConfigError, match=r"option externalId goes with roleArn"):
+        SourceOptions.from_options({"streamName": "s", "externalId": "ext-1"})
