@@ -65,6 +65,10 @@ _BOTO_CONFIG = botocore.config.Config(
     user_agent_extra="kinsumer",
 )
 
+#: With enhanced fan-out each owned shard holds a connection: more than 64 shards per client overflow
+#: the default pool (urllib3 then discards the extra connections as they come back, with a warning each).
+_FAN_OUT_CONFIG = _BOTO_CONFIG.merge(botocore.config.Config(max_pool_connections=2048))
+
 _NEW, _RUNNING, _STOPPED = "new", "running", "stopped"
 
 _running: weakref.WeakSet[Kinsumer] = weakref.WeakSet()  # the Kinsumers of this process that run() started
@@ -131,11 +135,13 @@ class Kinsumer:
         if kinesis is None or dynamodb is None:
             session = session or boto3.Session()
             try:
+                # enhanced fan-out: a connection per shard for minutes, so the pool keeps as many as come back
+                reading = _BOTO_CONFIG if config.efo_consumer_name is None else _FAN_OUT_CONFIG
                 if kinesis is None and config.role_arn is not None:  # the stream's account: its role
                     name = config.role_session_name or _session_name(client_name)
                     role = assumed_role_session(session, config.role_arn, name, config.external_id)
-                    kinesis = role.client("kinesis", config=_BOTO_CONFIG)
-                kinesis = kinesis or session.client("kinesis", config=_BOTO_CONFIG)
+                    kinesis = role.client("kinesis", config=reading)
+                kinesis = kinesis or session.client("kinesis", config=reading)
                 dynamodb = dynamodb or session.client("dynamodb", config=_BOTO_CONFIG)
             except botocore.exceptions.NoRegionError as exc:
                 raise ConfigError(

@@ -10,11 +10,13 @@ first closed (ResourceInUseException, inside the event stream).
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import attrs
+import boto3
 import pytest
 import urllib3.exceptions
 from botocore.parsers import ResponseParserError
@@ -223,3 +225,34 @@ def test_a_join_and_a_clean_leave_hand_shards_over_with_fan_out_without_a_duplic
     second.stop()
     check(audit, produced)  # no duplicate: both handovers were clean
     assert {d.shard_id for d in audit.deliveries if d.client == "b"} == {f"shardId-00000000000{i}" for i in range(4)}
+
+
+def test_a_client_of_its_own_making_reads_more_shards_than_the_default_pool_holds_without_dropping_connections(
+    kinesis_mock: LocalServer, moto_server: LocalServer, app: str, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """80 shards, a subscription each, one client: its own Kinesis client keeps every connection it opens."""
+    kinesis = kinesis_mock.client("kinesis")
+    stream = new_stream(kinesis, 80)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_KINESIS", kinesis_mock.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "fan-out")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fan-out")
+    k = Kinsumer(stream, app, "wide", EFO_CONFIG, session=boto3.Session(region_name="us-east-1"),
+                 dynamodb=moto_server.client("dynamodb"))  # fmt: skip
+    hash_keys = [
+        str((int(s["HashKeyRange"]["StartingHashKey"]) + int(s["HashKeyRange"]["EndingHashKey"])) // 2)
+        for s in kinesis.list_shards(StreamName=stream)["Shards"]
+    ]
+    got: set[int] = set()
+    with k:
+        wait_until(lambda: sum(1 for s in k.status().shards if s.captured) == 80, 60, "every shard subscribed")
+        kinesis.put_records(StreamName=stream, Records=[
+            {"Data": json.dumps({"id": i}).encode(), "PartitionKey": "p", "ExplicitHashKey": hash_keys[i % 80]}
+            for i in range(240)
+        ])  # fmt: skip
+        while len(got) < 240:
+            record = k.next_record(timeout=60)
+            assert record is not None
+            got.add(json.loads(record.data)["id"])
+    assert got == set(range(240))
+    assert not [r for r in caplog.records if "Connection pool is full" in r.getMessage()]
