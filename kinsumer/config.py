@@ -124,7 +124,8 @@ class Config:
     second per client.
     """
 
-    #: Minimum time between two GetRecords calls on one shard (Kinesis allows 5 reads/s/shard).
+    #: Time between two GetRecords calls on one shard; a shard with a backlog (a full page) makes them
+    #: back to back, at most 1 / throttle_delay in any second (Kinesis allows 5 reads/s/shard).
     throttle_delay: float = attrs.field(
         default=DEFAULT_THROTTLE_DELAY,
         converter=_as_float,
