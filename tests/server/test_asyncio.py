@@ -40,11 +40,9 @@ def rid(record: Record) -> int:
     return int(json.loads(record.data)["id"])
 
 
-async def cancel_once_handled(task: asyncio.Task[None], handled: list[int], last: int) -> None:
-    """Cancel ``task`` once record ``last`` was handled and the next one is in its handler (which waits)."""
-    while last not in handled:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.1)
+async def cancel_while_handling(task: asyncio.Task[None], handling: asyncio.Event) -> None:
+    """Cancel ``task`` once its handler says it is handling the record it waits on."""
+    await asyncio.wait_for(handling.wait(), 60)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -96,16 +94,17 @@ def test_a_task_cancelled_mid_record_leaves_it_to_the_next_client_and_nothing_ha
     handled: list[int] = []
 
     async def first() -> None:
-        hold = asyncio.Event()
+        hold, handling = asyncio.Event(), asyncio.Event()
 
         async def consume() -> None:
             async with consumer(moto_server, stream, app, "async-first") as k:
                 async for record in k:
                     if rid(record) == 20:
+                        handling.set()
                         await hold.wait()  # handling record 20 when cancelled
                     handled.append(rid(record))
 
-        await cancel_once_handled(asyncio.create_task(consume()), handled, 19)
+        await cancel_while_handling(asyncio.create_task(consume()), handling)
 
     asyncio.run(asyncio.wait_for(first(), 60))
     assert handled == list(range(20))
@@ -265,10 +264,11 @@ def test_a_cancelled_aprocess_gives_the_records_in_its_handlers_back_and_counts_
     dead: list[object] = []
 
     async def main() -> None:
-        hold = asyncio.Event()
+        hold, handling = asyncio.Event(), asyncio.Event()
 
         async def handler(record: Record) -> None:
             if rid(record) == 10:
+                handling.set()
                 await hold.wait()  # handling record 10 when cancelled
             handled.append(rid(record))
 
@@ -276,7 +276,7 @@ def test_a_cancelled_aprocess_gives_the_records_in_its_handlers_back_and_counts_
             async with consumer(moto_server, stream, app, "async-cancelled") as k:
                 await k.aprocess(handler, max_attempts=1, dead_letter=dead.append)
 
-        await cancel_once_handled(asyncio.create_task(consume()), handled, 9)
+        await cancel_while_handling(asyncio.create_task(consume()), handling)
 
     asyncio.run(asyncio.wait_for(main(), 60))
     assert handled == list(range(10)) and dead == []  # a cancelled handler is no failed attempt

@@ -108,15 +108,16 @@ def test_a_task_that_ends_counts_its_last_record_and_a_cancelled_one_gives_it_ba
             assert ids([r for r in [await front.next_record(1), await front.next_record(1)] if r]) == [1, 2]
 
         await asyncio.create_task(takes_two())
-        hold = asyncio.Event()
+        hold, handling = asyncio.Event(), asyncio.Event()
 
         async def cancelled_while_handling() -> None:
             r = await front.next_record(1)
             assert r is not None and r.shard_id == "t"
+            handling.set()
             await hold.wait()  # handling it when cancelled
 
         task = asyncio.create_task(cancelled_while_handling())
-        await asyncio.sleep(0.01)
+        await asyncio.wait_for(handling.wait(), 10)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -154,7 +155,10 @@ def test_a_cancelled_wait_leaves_no_waiter_behind() -> None:
 
     async def main() -> None:
         task = asyncio.create_task(front.next_record(None))
-        await asyncio.sleep(0.01)
+        for _ in range(100):  # the task runs to its wait (a few turns of the loop)
+            if d._queue._ready_waiters or task.done():
+                break
+            await asyncio.sleep(0)
         assert len(d._queue._ready_waiters) == 1
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -197,8 +201,7 @@ def test_a_task_that_raises_gives_its_record_back_and_asyncio_still_reports_the_
             raise ValueError("the handler failed")
 
         task = asyncio.create_task(fails())
-        await asyncio.sleep(0.01)
-        assert task.done()
+        await asyncio.wait([task])
         del task  # nobody retrieves its exception: asyncio reports it when the task goes
 
     asyncio.run(main())
