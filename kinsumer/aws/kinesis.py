@@ -8,6 +8,7 @@ ListShards, never DescribeStream (whose limit is 10 calls/s per account). Readin
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions
@@ -19,7 +20,9 @@ from .error_codes import is_not_found
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
-__all__ = ["created_at", "ensure_stream_active", "list_shards", "stream_exists"]
+__all__ = [
+    "active_stream_summary", "created_at", "ensure_stream_active", "list_shards", "stream_exists", "stream_identity",
+]  # fmt: skip
 
 
 def list_shards(kinesis: KinesisClient, stream_name: str) -> list[ShardInfo]:
@@ -56,6 +59,11 @@ def ensure_stream_active(kinesis: KinesisClient, stream_name: str) -> str:
     The identity (``ARN@creation time in epoch ms``) tells incarnations of a stream apart: a
     stream deleted and created again under its old name has the same ARN, not the same identity.
     """
+    return stream_identity(active_stream_summary(kinesis, stream_name), stream_name)
+
+
+def active_stream_summary(kinesis: KinesisClient, stream_name: str) -> Mapping[str, Any]:
+    """The stream's DescribeStreamSummary; :class:`StreamNotFound` unless it exists and is readable."""
     try:
         summary = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
     except botocore.exceptions.ClientError as exc:
@@ -64,6 +72,11 @@ def ensure_stream_active(kinesis: KinesisClient, stream_name: str) -> str:
         raise
     if summary.get("StreamStatus") not in ("ACTIVE", "UPDATING"):
         raise StreamNotFound(stream_name)
+    return summary
+
+
+def stream_identity(summary: Mapping[str, Any], stream_name: str) -> str:
+    """The identity in a stream's summary (see :func:`ensure_stream_active`)."""
     created = summary.get("StreamCreationTimestamp")
     created_ms = int(created.timestamp() * 1000) if created is not None else 0
     return f"{summary.get('StreamARN', stream_name)}@{created_ms}"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ..aws.kinesis import ensure_stream_active, list_shards
+from ..aws.kinesis import active_stream_summary, list_shards, stream_identity
 from ..aws.tables import Tables, now_ms
 from ..errors import ConfigError, KinsumerError
 from ..reading.position import Position
@@ -94,7 +94,8 @@ def plan_reset(
     tables = Tables.for_application(app)
     start_at = reset_time(to)
     _refuse_while_live(dynamodb, tables, max_age)
-    identity = ensure_stream_active(kinesis, stream)
+    summary = active_stream_summary(kinesis, stream)
+    identity = stream_identity(summary, stream)
     listing = {info.shard_id: info for info in list_shards(kinesis, stream)}
     chosen = sorted(listing) if shards is None else list(shards)
     unknown = [s for s in chosen if s not in listing]
@@ -115,8 +116,7 @@ def plan_reset(
                 owner=row.owner_id if row is not None else None,
             )
         )
-    retention = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
-    kept_from = now_ms() - int(retention.get("RetentionPeriodHours", 24)) * 3_600_000
+    kept_from = now_ms() - int(summary.get("RetentionPeriodHours", 24)) * 3_600_000
     return ResetPlan(stream, identity, tuple(planned), past_retention=start_at < kept_from)
 
 

@@ -65,8 +65,8 @@ class PollingReader:
         self._skip_from = start if start.sub_sequence is not None else None  # drop what it already covers
         self._iterator: str | None = None
         self._ended = False
-        self._last_attempt = -math.inf  # monotonic time of the last GetRecords attempt
-        self._attempts: collections.deque[float] = collections.deque(maxlen=self._settings.per_second)  # the last ones
+        #: Monotonic times of the last GetRecords attempts (as many as a second may hold).
+        self._attempts: collections.deque[float] = collections.deque(maxlen=self._settings.per_second)
         self._backlog = False  # the last page came back full: the next read need not wait for the throttle
         self._empty_reads = 0  # reads in a row that came back empty (the next waits longer)
         self._latest_at: dt.datetime | None = None
@@ -74,7 +74,6 @@ class PollingReader:
     @property
     def shard_id(self) -> str:
         return self._shard_id
-
     @property
     def latest_at(self) -> dt.datetime | None:
         return self._latest_at
@@ -100,7 +99,7 @@ class PollingReader:
         """
         if limit is None:
             limit = self._settings.max_records_per_call
-            if self._last_attempt == -math.inf:
+            if not self._attempts:
                 limit = min(limit, FIRST_PAGE)
         while not self._ended:
             if self._iterator is None:
@@ -167,8 +166,7 @@ class PollingReader:
         wait = self._settings.next_read(self._attempts, 0, backlog=True) - time.monotonic()
         if wait > 0:  # a retry, which waits at least throttle_delay, stays within per_second too
             self._sleep(wait)
-        self._last_attempt = time.monotonic()  # every attempt counts for the throttle
-        self._attempts.append(self._last_attempt)
+        self._attempts.append(time.monotonic())  # every attempt counts for the throttle
         return lean_get_records.get_records(self._kinesis, iterator, limit)
 
     # ----------------------------------------------------------------- pages

@@ -54,14 +54,13 @@ def item_size(item: dict[str, Any]) -> int:
 
 
 class _Counter:
-    def __init__(self, table: str) -> None:
-        self.table = table
+    def __init__(self) -> None:
         self.counting = False
         self.scans = 0
         self.units = 0.0
         self.list_shards = 0
 
-    def after_scan(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+    def after_scan(self, parsed: dict[str, Any], **_: Any) -> None:
         if self.counting:
             self.scans += 1
             self.units += math.ceil(sum(item_size(item) for item in parsed.get("Items", [])) / 4096) or 1
@@ -77,7 +76,7 @@ def membership(server: LocalServer, clients: int, dead: int = 0) -> Membership:
     counters, consumers = [], []
     for n in range(clients):
         dynamodb, own_kinesis = server.client("dynamodb"), server.client("kinesis")
-        counter = _Counter(f"{app}_clients")
+        counter = _Counter()
         dynamodb.meta.events.register("after-call.dynamodb.Scan", counter.after_scan)
         own_kinesis.meta.events.register("before-call.kinesis.ListShards", counter.before_list_shards)
         counters.append(counter)
@@ -85,10 +84,10 @@ def membership(server: LocalServer, clients: int, dead: int = 0) -> Membership:
     consumers[0].create_required_tables()
     table = consumers[0].tables.clients
     db = server.client("dynamodb")
-    an_hour_ago = int((time.time() - 1800) * 1000)
-    for n in range(dead):  # rows as a client that stopped half an hour ago leaves them
+    stopped = int((time.time() - 1800) * 1000)  # half an hour ago
+    for n in range(dead):  # rows as a client that crashed then leaves them
         db.put_item(TableName=table, Item={
-            "ID": {"S": f"gone-{uuid.uuid4().hex}"}, "Name": {"S": f"gone-{n}"}, "LastUpdate": {"N": str(an_hour_ago)},
+            "ID": {"S": f"gone-{uuid.uuid4().hex}"}, "Name": {"S": f"gone-{n}"}, "LastUpdate": {"N": str(stopped)},
             "Host": {"S": "ip-10-0-0-1.ec2.internal"}, "Pid": {"N": "4242"}, "Instance": {"S": uuid.uuid4().hex},
             "Reading": {"S": "polling"}, "CacheVersion": {"N": "3"},
         })  # fmt: skip

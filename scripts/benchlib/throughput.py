@@ -24,8 +24,8 @@ from kinsumer import Config, Kinsumer
 from .common import HERE, Measure, new_stream, read_through_async_for, read_through_next, read_through_process
 
 __all__ = [
-    "Filled", "async_kinesis", "bare_loop", "bare_threads", "fill", "fill_aggregated", "kinsumer_async_for",
-    "kinsumer_next", "kinsumer_process",
+    "Filled", "async_kinesis", "bare_loop", "bare_threads", "fill", "fill_aggregated", "fresh_client",
+    "kinsumer_async_for", "kinsumer_next", "kinsumer_process",
 ]  # fmt: skip
 
 PUT_BATCH = 500
@@ -140,28 +140,26 @@ def bare_threads(filled: Filled) -> Measure:
     return Measure(filled.total, time.perf_counter() - started, cpu=time.process_time() - cpu)
 
 
-def kinsumer_next(filled: Filled, config: Config | None = None) -> Measure:
-    """One kinsumer client (a fresh application, so it starts at TRIM_HORIZON) through ``next()``."""
+def fresh_client(filled: Filled, config: Config | None = None) -> Kinsumer:
+    """A kinsumer client of a fresh application (its tables empty, so it starts at TRIM_HORIZON)."""
     app = f"bench-{uuid.uuid4().hex[:8]}"
     kinesis, dynamodb = filled.server.client("kinesis"), filled.dynamodb.client("dynamodb")
-    k = Kinsumer(filled.stream, app, "bench", config, kinesis=kinesis, dynamodb=dynamodb)
-    return read_through_next(k, filled.total)
+    return Kinsumer(filled.stream, app, "bench", config, kinesis=kinesis, dynamodb=dynamodb)
+
+
+def kinsumer_next(filled: Filled, config: Config | None = None) -> Measure:
+    """One kinsumer client through ``next()``."""
+    return read_through_next(fresh_client(filled, config), filled.total)
 
 
 def kinsumer_async_for(filled: Filled, config: Config | None = None) -> Measure:
-    """One kinsumer client (a fresh application) through ``async for`` in an asyncio program."""
-    app = f"bench-{uuid.uuid4().hex[:8]}"
-    kinesis, dynamodb = filled.server.client("kinesis"), filled.dynamodb.client("dynamodb")
-    k = Kinsumer(filled.stream, app, "bench", config, kinesis=kinesis, dynamodb=dynamodb)
-    return read_through_async_for(k, filled.total)
+    """One kinsumer client through ``async for`` in an asyncio program."""
+    return read_through_async_for(fresh_client(filled, config), filled.total)
 
 
 def kinsumer_process(filled: Filled, config: Config | None = None) -> Measure:
-    """One kinsumer client (a fresh application) through ``process()`` at concurrency 1."""
-    app = f"bench-{uuid.uuid4().hex[:8]}"
-    kinesis, dynamodb = filled.server.client("kinesis"), filled.dynamodb.client("dynamodb")
-    k = Kinsumer(filled.stream, app, "bench", config, kinesis=kinesis, dynamodb=dynamodb)
-    return read_through_process(k, filled.total)
+    """One kinsumer client through ``process()`` at concurrency 1."""
+    return read_through_process(fresh_client(filled, config), filled.total)
 
 
 def async_kinesis(filled: Filled, python: str | None) -> Measure | str:

@@ -266,15 +266,15 @@ def test_a_backlog_is_read_without_pauses_yet_never_more_than_per_second_reads_i
     calls: list[float] = []
     for _ in range(12):
         page = r.next_page(5)
-        calls.append(r._last_attempt)
+        calls.append(r._attempts[-1])
         assert page.full
-        assert r.ready_at() <= r._last_attempt or len(calls) >= FAST.per_second  # a full page: read on at once
+        assert r.ready_at() <= r._attempts[-1] or len(calls) >= FAST.per_second  # a full page: read on at once
     assert FAST.per_second == 5
     for i in range(len(calls)):  # any one second holds at most per_second reads
         assert sum(1 for t in calls[i:] if t < calls[i] + 1.0) <= FAST.per_second
     page = r.next_page(5)
     assert page.raw == [] and not page.full
-    assert r.ready_at() - r._last_attempt >= FAST.throttle_delay  # at the tip: spaced out again
+    assert r.ready_at() - r._attempts[-1] >= FAST.throttle_delay  # at the tip: spaced out again
 
 
 @settings(max_examples=300, deadline=None)
@@ -330,12 +330,12 @@ def test_a_shard_whose_reads_come_back_empty_is_read_less_often_and_at_full_rate
 
     def pause_after_last_read() -> float:
         """How long after its last GetRecords the reader will make the next one."""
-        return r.ready_at() - r._last_attempt
+        return r.ready_at() - r._attempts[-1]
 
     pauses = []
     for _ in range(6):
         assert r.next_page().raw == []
-        calls.append(r._last_attempt)
+        calls.append(r._attempts[-1])
         pauses.append(round(pause_after_last_read(), 6))
     assert pauses == [0.01, 0.02, 0.04, 0.08, 0.08, 0.08]
     gaps = [b - a for a, b in itertools.pairwise(calls)]
