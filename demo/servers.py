@@ -9,6 +9,7 @@ The tests start kinesalite with ``tests/support/kinesalite.py``.
 from __future__ import annotations
 
 import contextlib
+import pathlib
 import socket
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import IO, Any
 
 import boto3
@@ -96,14 +97,20 @@ def _output_tail(log: IO[bytes]) -> str:
 
 
 @contextlib.contextmanager
-def moto_server(timeout: float = 30.0, extra_args: Sequence[str] = ()) -> Iterator[LocalServer]:
-    """Run ``moto.server`` on a free port of 127.0.0.1 for the duration of the block."""
+def moto_server(timeout: float = 30.0) -> Iterator[LocalServer]:
+    """Run moto's server on a free port of 127.0.0.1 for the duration of the block, each DynamoDB and
+    each Kinesis request atomic as on AWS (:mod:`demo.atomic_moto`)."""
     port = free_port()
-    command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port), *extra_args]
+    command = [sys.executable, "-m", "demo.atomic_moto", "-H", "127.0.0.1", "-p", str(port)]
     with tempfile.TemporaryFile() as log:
         # its own session: a Ctrl-C in the terminal reaches only us, and we stop it last
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=pathlib.Path(__file__).resolve().parent.parent,  # where ``demo`` is a package
         )
         server = LocalServer(process, f"http://127.0.0.1:{port}")
         with server:
