@@ -29,7 +29,11 @@ def call(client: Client, operation: str, body: dict[str, object]) -> tuple[int, 
     response = client.post(
         "/",
         data=json.dumps(body),
-        headers={**HEADERS, "X-Amz-Target": f"DynamoDB_20120810.{operation}", "Content-Type": "application/x-amz-json-1.0"},
+        headers={
+            **HEADERS,
+            "X-Amz-Target": f"DynamoDB_20120810.{operation}",
+            "Content-Type": "application/x-amz-json-1.0",
+        },
     )
     return response.status_code, json.loads(response.get_data() or b"{}")
 
