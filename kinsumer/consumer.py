@@ -31,9 +31,11 @@ from .aws.stream_consumers import deregister_stream_consumer, ensure_stream_cons
 from .aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
 from .config import Config, validate_names
 from .coordination.coordinator import Coordinator
-from .coordination.metadata_table import claim_stream
+from .coordination.metadata_table import claim_home_stream
 from .coordination.rewind import ResetPlan, apply_reset, plan_reset
 from .coordination.runtime import Runtime
+from .coordination.shard_worker import ShardWorker
+from .coordination.streams import StreamScope
 from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
 from .errors import AlreadyStarted, CheckpointModeError, ConfigError, KinsumerError, NotStarted
@@ -41,7 +43,6 @@ from .handling.failure import Failure
 from .handling.processor import Options as ProcessOptions
 from .handling.processor import Origin, Processor
 from .reading.fanout import fanout_readers
-from .reading.position import Position
 from .reading.reader import ReaderFactory
 from .record import Record
 from .stats import GuardedStats
@@ -92,7 +93,7 @@ _CALLS_FOR = {  # manual_checkpointing -> the calls that work
 
 
 class Kinsumer:
-    """Consumes a Kinesis stream together with the other clients of the same application.
+    """Consumes a Kinesis stream (or several) together with the other clients of the same application.
 
     ::
 
@@ -105,11 +106,16 @@ class Kinsumer:
 
     Without ``kinesis`` / ``dynamodb`` clients it builds them from ``session`` (or a default
     ``boto3.Session()``), so the standard AWS environment variables apply.
+
+    ``stream_name`` may be a list of stream names: the application reads them all, their shards
+    assigned together; each :class:`Record` names its ``stream``. Every client lists the
+    application's first stream, and a stream is read once every live client lists it (README:
+    "Several streams").
     """
 
     def __init__(
         self,
-        stream_name: str,
+        stream_name: str | Sequence[str],
         application_name: str,
         client_name: str,
         config: Config | None = None,
@@ -118,12 +124,17 @@ class Kinsumer:
         dynamodb: DynamoDBClient | None = None,
         session: boto3.Session | None = None,
     ) -> None:
-        validate_names(stream_name, application_name, client_name)
+        streams = _stream_names(stream_name)
+        for name in streams:
+            validate_names(name, application_name, client_name)
         if config is None:
             config = Config()
         elif not isinstance(config, Config):
             raise ConfigError("config", "must be a kinsumer.Config", config)
-        self.stream_name = stream_name
+        #: The streams, in the order given.
+        self.streams: tuple[str, ...] = streams
+        #: The stream, or the streams separated by commas.
+        self.stream_name = ", ".join(streams)
         self.application_name = application_name
         self.client_name = client_name
         self.config = config
@@ -186,21 +197,29 @@ class Kinsumer:
         """Delete the application's tables (and with them every checkpoint); wait until gone."""
         _admin("delete_tables", lambda: delete_tables(self._dynamodb, self.tables))
 
-    def reset(self, to: str | dt.datetime, *, shards: Sequence[str] | None = None) -> ResetPlan:
+    def reset(
+        self, to: str | dt.datetime, *, shards: Sequence[str] | None = None, stream: str | None = None
+    ) -> ResetPlan:
         """Rewind (or fast-forward) the application: each shard of the stream (or of ``shards``) starts
         over at ``to``: ``"TRIM_HORIZON"``, ``"LATEST"`` (now) or an aware datetime (AT_TIMESTAMP).
-        An admin call, on a Kinsumer that is not running: refused (KinsumerError, naming them) while any
-        client of the application is live. Returns what was written (``ResetPlan.describe()``)."""
+        With several streams, ``stream`` names the one to reset. An admin call, on a Kinsumer that is
+        not running: refused (KinsumerError, naming them) while any client of the application is live.
+        Returns what was written (``ResetPlan.describe()``)."""
         if self._state == _RUNNING:
             raise KinsumerError("reset() on a running Kinsumer: a live client would overwrite it; stop() first")
+        if stream is None and len(self.streams) > 1:
+            raise ConfigError("stream", f"must name the stream to reset, one of {list(self.streams)}", None)
+        stream = stream or self.streams[0]
+        if stream not in self.streams:
+            raise ConfigError("stream", f"must be one of this Kinsumer's streams {list(self.streams)}", stream)
         max_age = self.config.effective_client_record_max_age
         plan = _admin(
             "reset",
-            lambda: plan_reset(self._kinesis, self._dynamodb, self.stream_name, self.application_name, to,
+            lambda: plan_reset(self._kinesis, self._dynamodb, stream, self.application_name, to,
                                shards=shards, max_age=max_age),
         )  # fmt: skip
         _admin("reset", lambda: apply_reset(self._dynamodb, self.application_name, plan, max_age=max_age))
-        log.info("reset %s on %s to %s (%d shards)", self.application_name, self.stream_name, to, len(plan.shards))
+        log.info("reset %s on %s to %s (%d shards)", self.application_name, stream, to, len(plan.shards))
         return plan
 
     # ----------------------------------------------------------------- lifecycle
@@ -220,23 +239,23 @@ class Kinsumer:
             self._auto_running = not self.config.manual_checkpointing
         try:
             ensure_tables_ready(self._dynamodb, self.tables)
-            stream_identity = ensure_stream_active(self._kinesis, self.stream_name)
-            self._check_application_stream()
+            identities = [ensure_stream_active(self._kinesis, name) for name in self.streams]
+            home = self._check_home_stream()
+            scopes = tuple(StreamScope(n, i, n == home) for n, i in zip(self.streams, identities, strict=True))
             runtime = Runtime(
                 kinesis=self._kinesis,
                 dynamodb=self._dynamodb,
-                stream_name=self.stream_name,
+                streams=scopes,
                 tables=self.tables,
                 config=self.config,
                 client_id=self.client_id,
                 client_name=self.client_name,
-                stream_identity=stream_identity,
                 delivery=self._delivery,
                 stats=self._stats,
                 on_fatal=self._on_fatal,
                 request_refresh=self._request_refresh,
             )
-            self._coordinator = Coordinator(runtime, self._readers(stream_identity))
+            self._coordinator = Coordinator(runtime, self._readers(scopes))
             self._coordinator.start()
         except BaseException as exc:
             self._shutdown(clean=False)
@@ -245,42 +264,50 @@ class Kinsumer:
             raise
         log.info("kinsumer %s reading %s as client %s", self.application_name, self.stream_name, self.client_id)
 
-    def _check_application_stream(self) -> None:
-        """Refuse to join an application that consumes another stream (its first client recorded it)."""
-        other = claim_stream(self._dynamodb, self.tables.metadata, self.stream_name)
-        if other is not None:
+    def _check_home_stream(self) -> str:
+        """The application's home stream (the first stream of its first client, recorded in the metadata
+        table); refuse to join if this client does not list it."""
+        home = claim_home_stream(self._dynamodb, self.tables.metadata, self.streams[0])
+        if home not in self.streams:
             rule = (
-                f"must be the stream application {self.application_name!r} consumes, {other!r} (recorded in "
-                f"{self.tables.metadata} by its first client): its checkpoints are keyed by shard ID, which both "
-                f"streams have, so each would be read only in part. Give the client for {self.stream_name!r} "
-                "an application name of its own, or delete this application's tables (kinsumer delete-tables) "
-                f"to move it to {self.stream_name!r}"
+                f"must include the stream application {self.application_name!r} consumes, {home!r} (recorded in "
+                f"{self.tables.metadata} by its first client): every client of an application reads that "
+                f"stream. To read {self.stream_name!r} as well, list both in every client: "
+                f"Kinsumer({[home, *self.streams]!r}, ...); to read only {self.stream_name!r}, give these clients "
+                "an application name of their own"
             )
             raise ConfigError("stream_name", rule, self.stream_name)
+        return home
 
-    def _readers(self, stream_identity: str) -> ReaderFactory | None:
-        """Enhanced fan-out readers through the configured consumer (registered if absent); None: polling."""
+    def _readers(self, scopes: Sequence[StreamScope]) -> dict[str, ReaderFactory] | None:
+        """Each stream's enhanced fan-out readers through the configured consumer (registered if absent);
+        None: polling."""
         name = self.config.efo_consumer_name
         if name is None:
             return None
-        stream = stream_arn(stream_identity)
-        consumer = ensure_stream_consumer(self._kinesis, stream, name, stats=self._stats)
-        log.info("reading %s with enhanced fan-out through %s", self.stream_name, consumer)
-        return fanout_readers(self._kinesis, self.stream_name, consumer, self._stats)
+        readers: dict[str, ReaderFactory] = {}
+        for scope in scopes:
+            consumer = ensure_stream_consumer(self._kinesis, stream_arn(scope.identity), name, stats=self._stats)
+            log.info("reading %s with enhanced fan-out through %s", scope.name, consumer)
+            readers[scope.name] = fanout_readers(self._kinesis, scope.name, consumer, self._stats)
+        return readers
 
     def deregister_stream_consumer(self) -> bool:
         """Deregister the enhanced fan-out consumer ``Config.efo_consumer_name`` of the stream.
 
         An administrator's call: ``stop()`` never does it, since other clients (and the next
-        run) read through it. Returns False if it was not registered. Does not wait.
+        run) read through it; of every stream listed. Returns False if it was registered on none. Does not wait.
         """
         name = self.config.efo_consumer_name
         if name is None:
             raise ConfigError("Config.efo_consumer_name", "names no consumer to deregister", None)
 
         def deregister() -> bool:
-            stream = stream_arn(ensure_stream_active(self._kinesis, self.stream_name))
-            return deregister_stream_consumer(self._kinesis, stream, name)
+            found = False
+            for stream in self.streams:
+                arn = stream_arn(ensure_stream_active(self._kinesis, stream))
+                found = deregister_stream_consumer(self._kinesis, arn, name) or found
+            return found
 
         return _admin("deregister_stream_consumer", deregister)
 
@@ -358,7 +385,7 @@ class Kinsumer:
             client_index=coordinator.client_index,
             client_count=coordinator.client_count,
             shards=tuple(
-                _owned(w.shard_id, w.captured, w.checkpoint, w.millis_behind_latest, reading, w.retrying)
+                _owned(w, reading)
                 for w in coordinator.workers()
             ),
         )
@@ -598,11 +625,26 @@ def _is_async(function: object) -> bool:
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__)
 
 
-def _owned(
-    shard_id: str, captured: bool, checkpoint: Position | None, lag: int | None, reading: str, retrying: int | None
-) -> OwnedShard:
+def _owned(worker: ShardWorker, reading: str) -> OwnedShard:
+    checkpoint = worker.checkpoint
     sequence_number, sub_sequence = checkpoint if checkpoint is not None else (None, None)
-    return OwnedShard(shard_id, captured, sequence_number, lag, sub_sequence, reading, retrying)
+    return OwnedShard(
+        worker.stream_shard_id, worker.captured, sequence_number, worker.millis_behind_latest, sub_sequence,
+        reading, worker.retrying, worker.scope.name,
+    )  # fmt: skip
+
+
+def _stream_names(given: object) -> tuple[str, ...]:
+    """The constructor's stream (a name) or streams (a non-empty list of distinct names)."""
+    if isinstance(given, str):
+        return (given,)
+    if isinstance(given, Sequence) and given and all(isinstance(name, str) for name in given):
+        names = tuple(given)
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ConfigError("stream_name", f"lists {', '.join(repeated)} more than once", list(names))
+        return names
+    raise ConfigError("stream_name", "must be a stream name or a non-empty list of stream names", given)
 
 
 def _admin(operation: str, action: Callable[[], T]) -> T:

@@ -32,9 +32,13 @@ class Record:
     sub_sequence_number: int | None = None
     #: The explicit hash key the producer gave the user record, if the aggregate carries one.
     explicit_hash_key: str | None = None
+    #: The name of the stream the record was read from.
+    stream: str = ""
 
     @classmethod
-    def from_api(cls, record: dict[str, object], shard_id: str, retrieved_at: dt.datetime) -> Record:
+    def from_api(
+        cls, record: dict[str, object], shard_id: str, retrieved_at: dt.datetime, stream: str = ""
+    ) -> Record:
         """Build from one element of GetRecords' ``Records`` (or a user record of an aggregate)."""
         return cls(
             record["Data"],  # type: ignore[arg-type]
@@ -45,16 +49,19 @@ class Record:
             retrieved_at,
             record.get("SubSequenceNumber"),  # type: ignore[arg-type]
             record.get("ExplicitHashKey"),  # type: ignore[arg-type]
+            stream,
         )
 
 
 _new = object.__new__
-(_set_data, _set_key, _set_seq, _set_shard, _set_arrival, _set_retrieved, _set_sub, _set_hash) = (
+(_set_data, _set_key, _set_seq, _set_shard, _set_arrival, _set_retrieved, _set_sub, _set_hash, _set_stream) = (
     getattr(Record, field.name).__set__ for field in attrs.fields(Record)
 )  # the slots' setters, in field order
 
 
-def records_from_api(raws: Iterable[Mapping[str, object]], shard_id: str, retrieved_at: dt.datetime) -> list[Record]:
+def records_from_api(
+    raws: Iterable[Mapping[str, object]], shard_id: str, retrieved_at: dt.datetime, stream: str = ""
+) -> list[Record]:
     """:meth:`Record.from_api` for a page of records: the same objects, made at about half the cost.
 
     A reader makes one Record per record it reads; attrs' frozen ``__init__`` sets each field
@@ -73,5 +80,6 @@ def records_from_api(raws: Iterable[Mapping[str, object]], shard_id: str, retrie
         _set_retrieved(record, retrieved_at)
         _set_sub(record, raw.get("SubSequenceNumber"))
         _set_hash(record, raw.get("ExplicitHashKey"))
+        _set_stream(record, stream)
         append(record)
     return out

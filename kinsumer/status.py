@@ -31,6 +31,8 @@ class OwnedShard:
     reading: str = "polling"
     #: ``process()`` is calling a failing handler again: the attempts so far
     retrying: int | None = None
+    #: the name of the shard's stream
+    stream: str = ""
 
 
 @attrs.frozen

@@ -6,7 +6,8 @@ Row: ``ID`` (hash key), ``Name``, ``LastUpdate`` (epoch ms), ``Host``, ``Pid``,
 ``fan-out:<consumer name>``; for operators), ``CacheVersion`` (the version of the shard cache the client last read
 or wrote: the others read the cache only when a live client has a newer one), ``Leaving``
 (set while a stopping client hands its shards off: it gets no shards, yet its shards are not
-taken from it).
+taken from it), ``Streams`` (the streams the client lists, when it lists more than one; a row
+without it lists only the application's home stream: see :mod:`.streams`).
 
 A client writes its row only while it holds it: the first heartbeat (:func:`claim`) takes a
 free, stale or given-up row; the later ones (:func:`heartbeat`) only a row of its instance.
@@ -44,6 +45,8 @@ class ClientRow:
     leaving: bool = False
     instance: str = ""
     reading: str = "polling"  # rows of versions before it was written: polling
+    #: The streams the client lists; () for one stream, the home stream (see :mod:`.streams`).
+    streams: tuple[str, ...] = ()
 
 
 def this_host() -> str:
@@ -60,9 +63,10 @@ def heartbeat(
     *,
     leaving: bool = False,
     reading: str = "polling",
+    streams: tuple[str, ...] = (),
 ) -> ClientRow | None:
     """Refresh this client's row; the other instance's row instead if one took it over (nothing written)."""
-    item = _item(client_id, name, instance, cache_version, leaving, reading)
+    item = _item(client_id, name, instance, cache_version, leaving, reading, streams)
     return _put(db, table, item, "Instance = :instance", {})
 
 
@@ -76,15 +80,18 @@ def claim(
     stale_ms: int,
     replacing: int = -1,
     reading: str = "polling",
+    streams: tuple[str, ...] = (),
 ) -> ClientRow | None:
     """The first heartbeat: write the row if it is free, ours, last updated before ``stale_ms`` (epoch ms),
     or last updated at ``replacing`` (a row of a dead process); else return the row that holds it."""
     values = {":stale": {"N": str(stale_ms)}, ":seen": {"N": str(replacing)}}
     condition = "Instance = :instance OR LastUpdate < :stale OR LastUpdate = :seen"
-    return _put(db, table, _item(client_id, name, instance, 0, False, reading), condition, values)
+    return _put(db, table, _item(client_id, name, instance, 0, False, reading, streams), condition, values)
 
 
-def _item(client_id: str, name: str, instance: str, cache_version: int, leaving: bool, reading: str) -> dict[str, Any]:
+def _item(
+    client_id: str, name: str, instance: str, cache_version: int, leaving: bool, reading: str, streams: tuple[str, ...]
+) -> dict[str, Any]:
     item: dict[str, Any] = {
         "ID": {"S": client_id},
         "Name": {"S": name},
@@ -97,6 +104,8 @@ def _item(client_id: str, name: str, instance: str, cache_version: int, leaving:
     }
     if leaving:
         item["Leaving"] = {"BOOL": True}
+    if len(streams) > 1:
+        item["Streams"] = {"L": [{"S": stream} for stream in streams]}
     return item
 
 
@@ -164,6 +173,7 @@ def _row(item: dict[str, Any]) -> ClientRow:
         leaving=bool(item.get("Leaving", {}).get("BOOL", False)),
         instance=item.get("Instance", {}).get("S", ""),
         reading=item.get("Reading", {}).get("S", "polling"),
+        streams=tuple(v["S"] for v in item.get("Streams", {}).get("L", [])),
     )
 
 

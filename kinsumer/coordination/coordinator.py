@@ -15,7 +15,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from ..aws.retry import Stopped
@@ -33,6 +33,7 @@ from .metadata_table import ShardCache
 from .runtime import Runtime
 from .shard_pool import ShardPool
 from .shard_worker import ShardWorker
+from .streams import StreamScope, agreed_streams, combined_keys
 
 __all__ = ["Coordinator"]
 
@@ -47,7 +48,7 @@ _FINAL_CALL_DEADLINE = 3.0  # seconds spent retrying deregistration at stop
 class Coordinator:
     """Runs the membership loop on its own thread, and the shard pool it assigns shards to."""
 
-    def __init__(self, runtime: Runtime, readers: ReaderFactory | None = None) -> None:
+    def __init__(self, runtime: Runtime, readers: Mapping[str, ReaderFactory] | None = None) -> None:
         self._rt = runtime
         self._cfg = runtime.config
         self._pool = ShardPool(runtime, readers)
@@ -55,8 +56,11 @@ class Coordinator:
         self._wake = threading.Event()
         self._refresh = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kinsumer-coordinator", daemon=True)
-        self._beats = Heartbeat(runtime, lambda: self._cache.version if self._cache is not None else 0)
-        self._cache: ShardCache | None = None
+        self._beats = Heartbeat(runtime, lambda: self._cache_version)
+        self._caches: dict[str, ShardCache] = {}  # the shard cache of each stream read, by name
+        self._cache_version = 0  # the sum of their versions: what the heartbeat announces
+        self._home = next(scope for scope in runtime.streams if scope.home)
+        self._not_agreed: tuple[str, ...] = ()  # streams this client lists that some live client does not
         self._next_leader_action = 0.0
         self._next_reap = 0.0
         self._claimed = False  # the first heartbeat claimed our row in the clients table
@@ -147,55 +151,65 @@ class Coordinator:
         self._recheck_at = self._when_silent_clients_expire(clients)
         index, count = client_index([c.id for c in clients], rt.client_id)
         self._lead(index == 0, call)
-        cache = self._cache
+        agreed = self._agreed(clients)
         now = time.monotonic()
         newest = max((c.cache_version for c in clients), default=0)
-        if cache is None or newest > cache.version or now >= self._next_cache_read:
-            cache = call(lambda: metadata_table.read_shard_cache(db, tables.metadata), "GetItem")
+        read_all = newest > self._cache_version or now >= self._next_cache_read
+        if read_all:
             self._next_cache_read = now + cfg.leader_action_frequency
         leader_due = self.is_leader and now >= self._next_leader_action
-        other_stream = cache is not None and cache.stream != rt.stream_identity  # or a cache of a version before
-        if cache is None or not cache.shard_ids or leader_due or other_stream or self._refresh.is_set():
-            self._refresh.clear()
-            seen, reap = cache, self.is_leader
-            cache = call(
-                lambda: refresh_shard_cache(
-                    rt.kinesis, db, rt.stream_name, tables, seen, reap_trimmed=reap, stream_identity=rt.stream_identity
-                ),
-                "RefreshShardCache",
-            )
-            if self.is_leader:
-                self._next_leader_action = time.monotonic() + cfg.leader_action_frequency
-            if self.is_leader and time.monotonic() >= self._next_reap:
+        refresh = self._refresh.is_set()
+        self._refresh.clear()
+        caches: dict[str, ShardCache] = {}
+        for scope in agreed:
+            cache = self._caches.get(scope.name)
+            if cache is None or read_all:
+                cache = call(functools.partial(metadata_table.read_shard_cache, db, tables.metadata, scope.cache_key),
+                             "GetItem")  # fmt: skip
+            if cache is None or not cache.shard_ids or leader_due or cache.stream != scope.identity or refresh:
+                seen, reap = cache, self.is_leader  # a cache of another incarnation (or version) is written again
+                cache = call(
+                    functools.partial(refresh_shard_cache, rt.kinesis, db, scope, tables, seen, reap_trimmed=reap),
+                    "RefreshShardCache",
+                )
+            caches[scope.name] = cache
+        if leader_due:
+            self._next_leader_action = time.monotonic() + cfg.leader_action_frequency
+            if time.monotonic() >= self._next_reap:
                 self._next_reap = time.monotonic() + max(_REAP_EVERY, cfg.leader_action_frequency)
                 reap_after = max(_REAP_AFTER, 10 * rt.max_age)
                 call(lambda: clients_table.reap_clients(db, tables.clients, reap_after), "Scan")
         if (index, count) != (self.client_index, self.client_count):
             log.info("client %s is %d of %d live clients", rt.client_id, index, count)
         self.client_index, self.client_count = index, count
+        keys = combined_keys((scope, caches[scope.name].shard_ids) for scope in agreed)
+        parents = {scope.key(s): p for scope in agreed for s, p in caches[scope.name].parents.items()}
         if self._cfg.assignment == "balanced":
+            home = caches[self._home.name]
             if self.is_leader:
-                cache = self._publish_assignment(cache, [c.id for c in clients], call)
-            shards = set(cache.shard_ids)
-            wanted = sorted(s for s, owner in cache.assignment.items() if owner == rt.client_id and s in shards)
+                caches[self._home.name] = home = self._publish_assignment(home, keys, [c.id for c in clients], call)
+            shards = set(keys)
+            wanted = sorted(s for s, owner in home.assignment.items() if owner == rt.client_id and s in shards)
         else:
-            wanted = assigned_shards(cache.shard_ids, index, count)
-        self._cache = cache
-        if cache.version > max(heartbeat_version, newest):  # we wrote a new cache (or assignment): say so now
+            wanted = assigned_shards(keys, index, count)
+        self._caches = caches
+        version = sum(cache.version for cache in caches.values())
+        self._cache_version = version
+        if version > max(heartbeat_version, newest):  # we wrote a new cache (or assignment): say so now
             if self._thread.is_alive():
                 self._beats.beat_now()
             else:  # the first round: before the heartbeat's thread runs
                 self._beats.beat(deadline)
         if not self._stopping.is_set():
-            self._pool.assign(wanted, cache.parents)
+            self._pool.assign(wanted, parents)
 
     def _claim(self, call: Callable[..., Any]) -> None:
         """The first heartbeat: claim our row (see :mod:`.identity`); the liveness learns it landed."""
         rt = self._rt
         db, table = rt.dynamodb, rt.tables.clients
         started = rt.liveness.now()
-        name, reading = rt.client_name, rt.config.reading
-        call(lambda: claim_row(db, table, rt.client_id, name, rt.instance, rt.max_age, reading), "PutItem")
+        name, reading, streams = rt.client_name, rt.config.reading, rt.stream_names
+        call(lambda: claim_row(db, table, rt.client_id, name, rt.instance, rt.max_age, reading, streams), "PutItem")
         self._claimed = True
         rt.liveness.heartbeat_done(started)
 
@@ -218,11 +232,34 @@ class Coordinator:
             log.info("client %s is no longer the leader", rt.client_id)
             self.is_leader = False
 
-    def _publish_assignment(self, cache: ShardCache, client_ids: list[str], call: Callable[..., Any]) -> ShardCache:
-        """The leader's part of the balanced assignment: recompute it, publish it if it changed."""
+    def _agreed(self, clients: list[ClientRow]) -> list[StreamScope]:
+        """The streams this client lists that every live client lists (a row without a list: the home
+        stream only), in this client's order; says so when some are not read yet, or again."""
+        rt = self._rt
+        home = self._home.name
+        listed = [c.streams or (home,) for c in clients if c.id != rt.client_id]
+        agreed = agreed_streams(rt.stream_names, listed)
+        waiting = tuple(name for name in rt.stream_names if name not in agreed)
+        if waiting != self._not_agreed:
+            if waiting:
+                lacking = sorted(c.id for c in clients if not set(waiting) <= set(c.streams or (home,)))
+                log.warning(
+                    "not reading %s yet: live clients %s do not list it (a stream is read once every client lists "
+                    "it: restart them with the longer list)", ", ".join(waiting), ", ".join(lacking),
+                )  # fmt: skip
+            else:
+                log.info("every live client lists %s", ", ".join(rt.stream_names))
+            self._not_agreed = waiting
+        return [scope for scope in rt.streams if scope.name in agreed]
+
+    def _publish_assignment(
+        self, cache: ShardCache, keys: list[str], client_ids: list[str], call: Callable[..., Any]
+    ) -> ShardCache:
+        """The leader's part of the balanced assignment (of ``keys``, the shards of every stream read, kept
+        in the home stream's cache item): recompute it, publish it if it changed."""
         rt = self._rt
         live = sorted(set(client_ids) | {rt.client_id})
-        wanted = balanced_assignment(cache.shard_ids, live, cache.assignment)
+        wanted = balanced_assignment(keys, live, cache.assignment)
         if wanted == cache.assignment:
             return cache
         written: ShardCache | None = call(
@@ -234,6 +271,7 @@ class Coordinator:
                 cache.version,
                 wanted,
                 stream=cache.stream,
+                key=self._home.cache_key,
             ),
             "PutItem",
         )

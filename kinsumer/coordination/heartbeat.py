@@ -64,7 +64,7 @@ class Heartbeat:
         holder = rt.call(
             lambda: clients_table.heartbeat(
                 rt.dynamodb, rt.tables.clients, rt.client_id, rt.client_name, rt.instance, version,
-                leaving=leaving, reading=rt.config.reading,
+                leaving=leaving, reading=rt.config.reading, streams=rt.stream_names,
             ),
             "PutItem",
             deadline=deadline,

@@ -30,7 +30,14 @@ _in_process: set[tuple[str, str]] = set()  # (clients table, client id) of the r
 
 
 def claim_row(
-    db: DynamoDBClient, table: str, client_id: str, name: str, instance: str, max_age: float, reading: str = "polling"
+    db: DynamoDBClient,
+    table: str,
+    client_id: str,
+    name: str,
+    instance: str,
+    max_age: float,
+    reading: str = "polling",
+    streams: tuple[str, ...] = (),
 ) -> None:
     """Write the client's first heartbeat, or raise :class:`ClientIdInUse` naming who holds the id."""
     key = (table, client_id)
@@ -42,7 +49,15 @@ def claim_row(
         def claim(replacing: int) -> ClientRow | None:
             stale = now_ms() - int(max_age * 1000)
             return clients_table.claim(
-                db, table, client_id, name, instance, stale_ms=stale, replacing=replacing, reading=reading
+                db,
+                table,
+                client_id,
+                name,
+                instance,
+                stale_ms=stale,
+                replacing=replacing,
+                reading=reading,
+                streams=streams,
             )
 
         holder = claim(-1)

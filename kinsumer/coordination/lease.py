@@ -29,6 +29,7 @@ from ..reading.position import Position, position_order
 from . import checkpoints_table
 from .checkpoints_table import CheckpointRow
 from .runtime import Runtime
+from .streams import StreamScope
 
 __all__ = ["Call", "LeaseState", "ShardLease"]
 
@@ -50,8 +51,12 @@ class LeaseState(enum.Enum):
 class ShardLease:
     """The checkpoint row of one shard, as far as this client owns it."""
 
-    def __init__(self, runtime: Runtime, shard_id: str, parents: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, runtime: Runtime, shard_id: str, parents: tuple[str, ...] = (), scope: StreamScope | None = None
+    ) -> None:
+        #: The row's key: the shard ID, or ``<stream>/<shard ID>`` for a stream not the home one.
         self.shard_id = shard_id
+        self._scope = scope or runtime.streams[0]
         self._rt = runtime
         self._parents = parents
         self._lock = threading.Lock()  # one write at a time
@@ -83,21 +88,21 @@ class ShardLease:
             row: CheckpointRow | None = call(
                 lambda: checkpoints_table.capture(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
-                    owner_name=rt.client_name, parents=self._parents, taking=taking, stream=rt.stream_identity,
+                    owner_name=rt.client_name, parents=self._parents, taking=taking, stream=self._scope.identity,
                     instance=rt.instance,
                 ),
                 "UpdateItem",
             )  # fmt: skip
-            if row is not None and row.foreign(rt.stream_identity):
+            if row is not None and row.foreign(self._scope.identity):
                 log.warning(
                     "the checkpoint of %s belongs to an earlier stream %s (created %s); this one was created "
                     "%s: the shard starts from initial_position and its row is overwritten",
-                    self.shard_id, rt.stream_name, created_at(row.stream), created_at(rt.stream_identity),
+                    self.shard_id, self._scope.name, created_at(row.stream), created_at(self._scope.identity),
                 )  # fmt: skip
                 reset = call(
                     lambda: checkpoints_table.reset(
                         rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
-                        stream=rt.stream_identity, parents=self._parents,
+                        stream=self._scope.identity, parents=self._parents,
                     ),
                     "UpdateItem",
                 )  # fmt: skip

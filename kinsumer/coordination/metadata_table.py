@@ -3,8 +3,9 @@
 Items: ``Key="Leader"`` (``ID``, ``Name``, ``LastUpdate``), ``Key="ShardCache"``
 (``ShardIDs``: the sorted consumable frontier, ``Parents``: each frontier shard's parents,
 ``Assignment``, or all three packed in ``Packed`` for a large stream, see :mod:`.cache_item`;
-``Version``, ``LastUpdate``) and ``Key="Stream"`` (``Name``: the stream the application
-consumes, written by its first client; see :func:`claim_stream`).
+``Version``, ``LastUpdate``), one ``Key="ShardCache/<stream>"`` of the same shape for each stream
+but the home stream (:mod:`.streams`), and ``Key="Stream"`` (``Name``: the application's home
+stream, written by its first client; see :func:`claim_home_stream`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
-    "ShardCache", "claim_stream", "delete_shard_cache", "read_shard_cache", "release_leadership", "take_leadership",
-    "write_shard_cache",
+    "ShardCache", "claim_home_stream", "delete_shard_cache", "read_home_stream", "read_shard_cache",
+    "release_leadership", "take_leadership", "write_shard_cache",
 ]  # fmt: skip
 
 LEADER_KEY = "Leader"
@@ -32,27 +33,32 @@ SHARD_CACHE_KEY = "ShardCache"
 STREAM_KEY = "Stream"
 
 
-def claim_stream(db: DynamoDBClient, table: str, stream: str) -> str | None:
-    """Record ``stream`` as the application's stream unless another is recorded; that other one, if so.
+def claim_home_stream(db: DynamoDBClient, table: str, stream: str) -> str:
+    """Record ``stream`` as the application's home stream unless one is recorded; the home stream.
 
-    The checkpoints are keyed by shard ID alone, and two streams have the same shard IDs: two
-    streams under one application would share rows and each client would read half of its own.
+    The home stream's checkpoints are keyed by shard ID alone (see :mod:`.streams`); every
+    client of the application reads it, so two clients of one application never read two
+    streams under the same keys.
     """
     try:
         db.put_item(
             TableName=table,
             Item={"Key": {"S": STREAM_KEY}, "Name": {"S": stream}, "LastUpdate": {"N": str(now_ms())}},
-            ConditionExpression="attribute_not_exists(#k) OR #name = :name",
-            ExpressionAttributeNames={"#k": "Key", "#name": "Name"},
-            ExpressionAttributeValues={":name": {"S": stream}},
+            ConditionExpression="attribute_not_exists(#k)",
+            ExpressionAttributeNames={"#k": "Key"},
         )
     except botocore.exceptions.ClientError as exc:
         if not is_condition_failure(exc):
             raise
-        item = db.get_item(TableName=table, Key={"Key": {"S": STREAM_KEY}}, ConsistentRead=True).get("Item", {})
-        other = item.get("Name", {}).get("S")
-        return other if other and other != stream else None
-    return None
+        return read_home_stream(db, table) or stream
+    return stream
+
+
+def read_home_stream(db: DynamoDBClient, table: str) -> str | None:
+    """The application's home stream, if a client recorded one."""
+    item = db.get_item(TableName=table, Key={"Key": {"S": STREAM_KEY}}, ConsistentRead=True).get("Item", {})
+    name = item.get("Name", {}).get("S")
+    return name or None
 
 
 def take_leadership(db: DynamoDBClient, table: str, client_id: str, name: str, max_age: float) -> bool:
@@ -117,8 +123,9 @@ class ShardCache:
     stream: str = attrs.field(default="", eq=False)
 
 
-def read_shard_cache(db: DynamoDBClient, table: str) -> ShardCache | None:
-    item = db.get_item(TableName=table, Key={"Key": {"S": SHARD_CACHE_KEY}}, ConsistentRead=True).get("Item")
+def read_shard_cache(db: DynamoDBClient, table: str, key: str = SHARD_CACHE_KEY) -> ShardCache | None:
+    """A stream's shard cache (``key``: its item, see :attr:`.streams.StreamScope.cache_key`), if written."""
+    item = db.get_item(TableName=table, Key={"Key": {"S": key}}, ConsistentRead=True).get("Item")
     if not item:
         return None
     shard_ids, parents, assignment = cache_item.decode(item)
@@ -132,9 +139,9 @@ def read_shard_cache(db: DynamoDBClient, table: str) -> ShardCache | None:
     )
 
 
-def delete_shard_cache(db: DynamoDBClient, table: str) -> None:
-    """Delete the shard cache (a reset): the next clients list the shards and make it again."""
-    db.delete_item(TableName=table, Key={"Key": {"S": SHARD_CACHE_KEY}})
+def delete_shard_cache(db: DynamoDBClient, table: str, key: str = SHARD_CACHE_KEY) -> None:
+    """Delete a stream's shard cache (a reset): the next clients list the shards and make it again."""
+    db.delete_item(TableName=table, Key={"Key": {"S": key}})
 
 
 def write_shard_cache(
@@ -146,6 +153,7 @@ def write_shard_cache(
     assignment: Mapping[str, str] | None = None,
     *,
     stream: str = "",
+    key: str = SHARD_CACHE_KEY,
 ) -> ShardCache | None:
     """Write the cache (and the assignment, if any) if nobody wrote since we read ``expected_version``.
 
@@ -154,7 +162,7 @@ def write_shard_cache(
     version = expected_version + 1
     now = now_ms()
     item: dict[str, Any] = {
-        "Key": {"S": SHARD_CACHE_KEY},
+        "Key": {"S": key},
         **cache_item.encode(shard_ids, parents, assignment),
         "Version": {"N": str(version)},
         "LastUpdate": {"N": str(now)},

@@ -5,6 +5,7 @@ where it stands and where it will start), then apply (:func:`apply_reset`). A re
 while any client of the application is live: a live owner would overwrite it with its next
 commit.
 
+In an application of several streams a reset is of one stream (its rows, its shard cache).
 Each shard of the stream's listing (or those named) gets a row with no checkpoint, not finished,
 not owned, and ``StartAt`` set: the time to start at (``TRIM_HORIZON``: 0, the shard's oldest
 record; ``LATEST``: the time of the reset). A closed parent is read again from that time and its
@@ -25,6 +26,7 @@ from ..aws.tables import Tables, now_ms
 from ..errors import ConfigError, KinsumerError
 from ..reading.position import Position
 from . import checkpoints_table, clients_table, metadata_table
+from .streams import StreamScope
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -53,6 +55,12 @@ class ResetPlan:
     identity: str
     shards: tuple[ShardReset, ...]
     past_retention: bool
+    #: The application's home stream (rows keyed by shard ID); else rows are ``<stream>/<shard ID>``.
+    home: bool = True
+
+    @property
+    def scope(self) -> StreamScope:
+        return StreamScope(self.stream, self.identity, self.home)
 
     def describe(self) -> str:
         """The plan for an operator, one line per shard."""
@@ -96,6 +104,8 @@ def plan_reset(
     _refuse_while_live(dynamodb, tables, max_age)
     summary = active_stream_summary(kinesis, stream)
     identity = stream_identity(summary, stream)
+    home = metadata_table.claim_home_stream(dynamodb, tables.metadata, stream) == stream
+    scope = StreamScope(stream, identity, home)
     listing = {info.shard_id: info for info in list_shards(kinesis, stream)}
     chosen = sorted(listing) if shards is None else list(shards)
     unknown = [s for s in chosen if s not in listing]
@@ -104,7 +114,7 @@ def plan_reset(
     rows = checkpoints_table.load_rows(dynamodb, tables.checkpoints)
     planned = []
     for shard_id in chosen:
-        row = rows.get(shard_id)
+        row = rows.get(scope.key(shard_id))
         current = row is not None and not row.foreign(identity)
         planned.append(
             ShardReset(
@@ -117,7 +127,7 @@ def plan_reset(
             )
         )
     kept_from = now_ms() - int(summary.get("RetentionPeriodHours", 24)) * 3_600_000
-    return ResetPlan(stream, identity, tuple(planned), past_retention=start_at < kept_from)
+    return ResetPlan(stream, identity, tuple(planned), past_retention=start_at < kept_from, home=home)
 
 
 def apply_reset(dynamodb: DynamoDBClient, app: str, plan: ResetPlan, *, max_age: float) -> None:
@@ -125,9 +135,10 @@ def apply_reset(dynamodb: DynamoDBClient, app: str, plan: ResetPlan, *, max_age:
     client became live meanwhile, or took one of the rows."""
     tables = Tables.for_application(app)
     _refuse_while_live(dynamodb, tables, max_age)
+    scope = plan.scope
     for shard in plan.shards:
         done = checkpoints_table.rewind(
-            dynamodb, tables.checkpoints, shard.shard_id, start_at=shard.start_at, stream=plan.identity,
+            dynamodb, tables.checkpoints, scope.key(shard.shard_id), start_at=shard.start_at, stream=plan.identity,
             parents=shard.parents, seen_owner=shard.owner,
         )  # fmt: skip
         if not done:
@@ -135,7 +146,7 @@ def apply_reset(dynamodb: DynamoDBClient, app: str, plan: ResetPlan, *, max_age:
                 f"{shard.shard_id} was taken by a client while it was being reset; stop every client of {app} "
                 "and run the reset again"
             )
-    metadata_table.delete_shard_cache(dynamodb, tables.metadata)
+    metadata_table.delete_shard_cache(dynamodb, tables.metadata, scope.cache_key)
 
 
 def _refuse_while_live(dynamodb: DynamoDBClient, tables: Tables, max_age: float) -> None:

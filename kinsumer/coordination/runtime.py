@@ -21,6 +21,7 @@ from ..reading.reader import ReaderSettings
 from ..stats import GuardedStats
 from .liveness import Liveness
 from .membership import Membership
+from .streams import StreamScope
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -42,7 +43,8 @@ class Runtime:
 
     kinesis: KinesisClient
     dynamodb: DynamoDBClient
-    stream_name: str
+    #: The streams this client lists, in its order (see :mod:`.streams`).
+    streams: tuple[StreamScope, ...]
     tables: Tables
     config: Config
     client_id: str
@@ -51,8 +53,6 @@ class Runtime:
     stats: GuardedStats
     #: Called once with the first fatal error; the owner stops everything.
     on_fatal: Callable[[KinsumerError], None]
-    #: The stream's identity (``ARN@creation ms``): checkpoint rows of another incarnation are not applied.
-    stream_identity: str = ""
     #: Tells this run apart from another process that uses the same client_id (see identity).
     instance: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     #: Wakes the coordinator to refresh the shard cache now (a shard finished).
@@ -70,6 +70,15 @@ class Runtime:
     leaving: threading.Event = attrs.field(factory=threading.Event, init=False)
     _fatal_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     fatal: KinsumerError | None = attrs.field(default=None, init=False)
+
+    @property
+    def stream_names(self) -> tuple[str, ...]:
+        return tuple(scope.name for scope in self.streams)
+
+    @property
+    def stream_name(self) -> str:
+        """The stream, or the streams (comma-separated): for messages."""
+        return ", ".join(self.stream_names)
 
     @property
     def max_age(self) -> float:

@@ -20,6 +20,7 @@ from .committer import Committer
 from .runtime import Runtime
 from .shard_loop import ShardLoop
 from .shard_worker import ShardWorker
+from .streams import StreamScope
 
 __all__ = ["ShardPool"]
 
@@ -31,11 +32,15 @@ _COMMITTER_STOP = 5.0  # seconds to wait for a commit under way at the very end
 class ShardPool:
     """Starts, hands off and joins the workers of the shards assigned to this client."""
 
-    def __init__(self, runtime: Runtime, readers: ReaderFactory | None = None) -> None:
+    def __init__(self, runtime: Runtime, readers: Mapping[str, ReaderFactory] | None = None) -> None:
         self._rt = runtime
-        self._readers = readers or polling_readers(
-            runtime.kinesis, runtime.stream_name, runtime.reader_settings, runtime.stats
-        )
+        readers = readers or {}
+        #: Each stream's readers (by stream name): the given ones, else polling.
+        self._readers = {
+            scope.name: readers.get(scope.name)
+            or polling_readers(runtime.kinesis, scope.name, runtime.reader_settings, runtime.stats)
+            for scope in runtime.streams
+        }
         self._committer = Committer(runtime)
         self._loop = ShardLoop(runtime.config.reader_threads)
         self._lock = threading.Lock()  # guards the worker maps
@@ -67,15 +72,21 @@ class ShardPool:
             started = []
             for shard_id in wanted:
                 if shard_id not in self._workers and shard_id not in busy:
+                    scope = self._scope(shard_id)
                     worker = ShardWorker(
-                        self._rt, shard_id, parents.get(shard_id, ()), self._committer, self._readers, self._loop
-                    )
+                        self._rt, shard_id, parents.get(shard_id, ()), self._committer, self._readers[scope.name],
+                        self._loop, scope,
+                    )  # fmt: skip
                     self._workers[shard_id] = worker
                     worker.start()
                     started.append(shard_id)
             count = len(self._workers)
         if started:
             log.info("assigned %s; now reading %d shards", started, count)
+
+    def _scope(self, key: str) -> StreamScope:
+        """The stream of a shard's key (one this client lists: the assignment has no other)."""
+        return next(scope for scope in self._rt.streams if scope.shard_id(key) is not None)
 
     def request_stop(self) -> None:
         """Hand every shard off; start no more workers."""

@@ -35,6 +35,7 @@ from .committer import Commit, Committer
 from .lease import LeaseState, ShardLease
 from .runtime import Runtime
 from .shard_loop import ShardLoop
+from .streams import StreamScope
 
 __all__ = ["ShardState", "ShardWorker"]
 
@@ -68,9 +69,14 @@ class ShardWorker:
         committer: Committer,
         readers: ReaderFactory,
         loop: ShardLoop,
+        scope: StreamScope | None = None,
     ) -> None:
+        #: The shard's key: its ID, or ``<stream>/<shard ID>`` for a stream not the home one (:mod:`.streams`).
         self.shard_id = shard_id
-        self.lease = ShardLease(runtime, shard_id, parents)
+        self.scope = scope = scope or runtime.streams[0]
+        #: The shard's ID in its stream.
+        self.stream_shard_id = scope.shard_id(shard_id) or shard_id
+        self.lease = ShardLease(runtime, shard_id, parents, scope)
         self.state = ShardState.CAPTURING
         self.millis_behind_latest: int | None = None  # from the last page read
         self._rt = runtime
@@ -253,7 +259,7 @@ class ShardWorker:
                 if captured is not None:
                     return captured
             row = await self._io(lambda: lease.read_row(call))
-            if row is not None and row.finished and not row.foreign(rt.stream_identity):
+            if row is not None and row.finished and not row.foreign(self.scope.identity):
                 log.debug("%s is already finished", self.shard_id)
                 rt.request_refresh()
                 return None
@@ -296,14 +302,14 @@ class ShardWorker:
         reader: ShardReader | None = None
         pages = _PageBytes(rt.delivery.budget)
         try:
-            reader = self._readers(self.shard_id, start, self._stop)
+            reader = self._readers(self.stream_shard_id, start, self._stop)
             reader.on_ready(self._poke)
             while True:
                 await self._until_ready(reader)
                 ticket, size = rt.delivery.budget.request(pages.estimate(), self._poke), 0
                 try:
                     await self._granted(ticket)
-                    page, records, size = await self._io(functools.partial(_fetch, reader))
+                    page, records, size = await self._io(functools.partial(_fetch, reader, self.scope.name))
                 finally:
                     pages.settle(ticket, size)
                 try:
@@ -456,12 +462,12 @@ class ShardWorker:
         self._rt.delivery.drop(progress)
 
 
-def _fetch(reader: ShardReader) -> tuple[Page, list[Record], int]:
-    """One page (on the pool): the page, its records, and their bytes of data."""
+def _fetch(reader: ShardReader, stream: str) -> tuple[Page, list[Record], int]:
+    """One page of ``stream`` (on the pool): the page, its records, and their bytes of data."""
     page = reader.next_page()
     if not page.raw:
         return page, [], 0
-    records = page.records()
+    records = page.records(stream)
     return page, records, _size(records, 0)
 
 

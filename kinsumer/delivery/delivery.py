@@ -197,7 +197,7 @@ class Delivery:
             taken = self._taken(self._hand(holder, _deadline(timeout), auto=True), timeout)
             return None if taken is None else taken[0]
         if self._wants_deliveries:  # outside the lock: the receiver is the user's code
-            self._stats.record_delivered(record.shard_id, _age(record.approximate_arrival_timestamp))
+            self._stats.record_delivered(progress.shard_id, _age(record.approximate_arrival_timestamp))
         return record
 
     def next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
@@ -206,7 +206,9 @@ class Delivery:
         if taken is None:
             return None, None
         record, progress, token = taken
-        return record, Checkpoint(record.shard_id, record.sequence_number, record.sub_sequence_number, progress, token)
+        return record, Checkpoint(
+            record.shard_id, record.sequence_number, record.sub_sequence_number, progress, token, record.stream
+        )
 
     def acknowledge_held(self) -> None:
         """A clean stop: the record each auto-mode holder has in hand counts as processed."""
@@ -315,7 +317,7 @@ class Delivery:
         run, i = handed
         record = run.records[i]
         if self._wants_deliveries:
-            self._stats.record_delivered(record.shard_id, _age(record.approximate_arrival_timestamp))
+            self._stats.record_delivered(run.progress.shard_id, _age(record.approximate_arrival_timestamp))
         return record, run.progress, run.base + i
 
     def _hand(self, holder: Hashable, deadline: float | None, *, auto: bool) -> tuple[Run, int] | Closed | None:

@@ -270,6 +270,8 @@ class Checkpoint:
     sub_sequence_number: int | None
     _progress: ShardProgress = attrs.field(repr=False, eq=False)
     _token: int = attrs.field(repr=False)
+    #: The name of the record's stream.
+    stream: str = ""
 
     def __call__(self) -> None:
         self._progress.ack(self._token)

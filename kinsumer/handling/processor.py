@@ -92,6 +92,10 @@ class Origin:
     application: str
     client_id: str
 
+    def of(self, record: Record) -> tuple[str, str, str]:
+        """The failure's ``stream``, ``application`` and ``client_id`` fields for ``record``."""
+        return record.stream or self.stream, self.application, self.client_id
+
 
 class _Stopping(Exception):
     """A wait ended: the consumer stops, or the shard is being given up."""
@@ -261,7 +265,7 @@ class Processor:
                 taken = self._take()
                 if taken is None:
                     continue
-                shard = taken[0].shard_id
+                shard = taken[1].shard_id  # the capture's key: shard IDs repeat across streams
                 if self._blocked(taken[1]):
                     self._give_back([taken])
                     continue
@@ -310,7 +314,7 @@ class Processor:
     def _run_shard(self, items: list[Taken]) -> None:
         """See :meth:`_run_job`; ``self._local.current`` holds the records not done yet."""
         local = self._local
-        shard = items[0][0].shard_id
+        shard = items[0][1].shard_id
         while items:
             progress = items[0][1]
             run = [taken for taken in items if taken[1] is progress]  # one capture's records (a shard may be
@@ -416,7 +420,7 @@ class Processor:
         attempts[index] = count
         if count >= self._options.max_attempts:
             self._retried(progress, count)
-            self._exhausted(Failure(record, count, "raised", error, *attrs.astuple(self._origin)), progress)
+            self._exhausted(Failure(record, count, "raised", error, *self._origin.of(record)), progress)
             return "done"
         return None if self._retry_later(record, progress, count, error) else "left"
 
@@ -446,7 +450,7 @@ class Processor:
                 finally:
                     self._take_lock.release()
                 if taken is not None:
-                    self._scheduler.put(taken[0].shard_id, taken)  # this shard's too: behind what is parked
+                    self._scheduler.put(taken[1].shard_id, taken)  # this shard's too: behind what is parked
 
     # ----------------------------------------------------------------- careful mode
 
@@ -464,7 +468,7 @@ class Processor:
                 if action == "dead-letter":
                     deaths = guard.deaths(_position(record))
                     why = f"{deaths} processes died while it was in their handler"
-                    self._exhausted(Failure(record, deaths, "crashed", why, *attrs.astuple(self._origin)), progress)
+                    self._exhausted(Failure(record, deaths, "crashed", why, *self._origin.of(record)), progress)
                 else:
                     if action == "mark" and (episode is None or not guard.mark(episode, progress.checkpoint)):
                         return items
@@ -501,7 +505,7 @@ class Processor:
             self._stats.handler_failed(record.shard_id, type(error).__name__)
             if attempt >= self._options.max_attempts:
                 self._retried(progress, attempt)
-                failure = Failure(record, attempt, "raised", describe(error), *attrs.astuple(self._origin))
+                failure = Failure(record, attempt, "raised", describe(error), *self._origin.of(record))
                 self._exhausted(failure, progress)
                 return "done"
             if not self._retry_later(record, progress, attempt, type(error).__name__):
@@ -518,7 +522,7 @@ class Processor:
         """The handler's first call on ``record`` raised ``error``: go on as :meth:`_attempts` does."""
         self._stats.handler_failed(record.shard_id, type(error).__name__)
         if self._options.max_attempts <= 1:
-            failure = Failure(record, 1, "raised", describe(error), *attrs.astuple(self._origin))
+            failure = Failure(record, 1, "raised", describe(error), *self._origin.of(record))
             self._exhausted(failure, progress)
             return "done"
         if not self._retry_later(record, progress, 1, type(error).__name__):

@@ -80,9 +80,9 @@ class Page:
         behind = self.millis_behind_latest
         return not self.full and (behind == 0 or (behind is None and not self.raw))
 
-    def records(self) -> list[Record]:
-        """The page's records as :class:`Record` objects (made on each call: call it once)."""
-        return records_from_api(self.raw, self.shard_id, self.retrieved_at)
+    def records(self, stream: str = "") -> list[Record]:
+        """The page's records as :class:`Record` objects of ``stream`` (made on each call: call it once)."""
+        return records_from_api(self.raw, self.shard_id, self.retrieved_at, stream)
 
 
 #: The longest wait between two reads of a shard whose reads come back empty.

@@ -617,9 +617,7 @@ def test_leaving_a_with_block_by_an_exception_does_not_wait_for_the_record_in_ha
         assert again.next(timeout=10) == b"b"
 
 
-def test_a_client_of_another_stream_refuses_to_join_the_application_naming_both_streams(
-    kinesis: Any, db: Any
-) -> None:
+def test_a_client_of_another_stream_refuses_to_join_the_application_naming_both_streams(kinesis: Any, db: Any) -> None:
     """Two streams have the same shard IDs: under one application they would share checkpoint rows."""
     from kinsumer import ConfigError
 
@@ -635,4 +633,3 @@ def test_a_client_of_another_stream_refuses_to_join_the_application_naming_both_
     again.run()
     again.stop()
     first.stop()
-

@@ -13,6 +13,7 @@ from kinsumer.coordination import checkpoints_table
 from kinsumer.coordination.lease import LeaseState, ShardLease
 from kinsumer.coordination.liveness import Liveness
 from kinsumer.coordination.runtime import Runtime
+from kinsumer.coordination.streams import StreamScope
 from kinsumer.delivery.delivery import Delivery
 from kinsumer.stats import GuardedStats
 
@@ -35,7 +36,7 @@ def runtime(kinesis: Any, db: Any, tables: Tables, client_id: str, clock: Clock 
     """A runtime whose client has just heartbeated (its liveness on ``clock``)."""
     stats = GuardedStats(StatReceiver())
     rt = Runtime(
-        kinesis=kinesis, dynamodb=db, stream_name="s", tables=tables, config=Config(), client_id=client_id,
+        kinesis=kinesis, dynamodb=db, streams=(StreamScope("s"),), tables=tables, config=Config(), client_id=client_id,
         client_name=client_id, delivery=Delivery(10, stats), stats=stats, on_fatal=lambda error: None,
     )  # fmt: skip
     rt.liveness = Liveness(rt.max_age, clock or Clock())

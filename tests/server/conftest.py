@@ -26,7 +26,7 @@ class Worker:
     def __init__(
         self,
         server: LocalServer,
-        stream: str,
+        stream: str | list[str],
         app: str,
         name: str,
         audit: Audit,

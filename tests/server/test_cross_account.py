@@ -103,7 +103,6 @@ def test_role_settings_are_checked() -> None:
         Config(external_id="abc")
 
 
-
 def test_the_spark_sources_processes_read_as_the_role_and_keep_the_ledger_on_their_own_credentials(
     enforcing: tuple[LocalServer, str, dict[str, str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -228,7 +228,10 @@ def test_a_join_and_a_clean_leave_hand_shards_over_with_fan_out_without_a_duplic
 
 
 def test_a_client_of_its_own_making_reads_more_shards_than_the_default_pool_holds_without_dropping_connections(
-    kinesis_mock: LocalServer, moto_server: LocalServer, app: str, monkeypatch: pytest.MonkeyPatch,
+    kinesis_mock: LocalServer,
+    moto_server: LocalServer,
+    app: str,
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """80 shards, a subscription each, one client: its own Kinesis client keeps every connection it opens."""

@@ -28,8 +28,9 @@ api_records = st.lists(
 @given(api_records)
 def test_a_page_of_records_equals_records_made_one_by_one(raws: list[dict[str, object]]) -> None:
     when = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
-    made = records_from_api(raws, "shardId-000000000001", when)
-    expected = [Record.from_api(raw, "shardId-000000000001", when) for raw in raws]
+    made = records_from_api(raws, "shardId-000000000001", when, "clicks")
+    expected = [Record.from_api(raw, "shardId-000000000001", when, "clicks") for raw in raws]
+    assert all(r.stream == "clicks" for r in made)
     assert made == expected
     assert [hash(r) for r in made] == [hash(r) for r in expected]
     assert [attrs.asdict(r) for r in made] == [attrs.asdict(r) for r in expected]

@@ -1,0 +1,133 @@
+"""One application, several streams: clients over HTTP against moto's server.
+
+The streams have the same shard IDs, so every check is per stream: nothing lost, nothing twice,
+shard order kept, each record naming its stream; and the rows a single-stream application already
+has keep their keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+import pytest
+
+from demo.servers import LocalServer
+from kinsumer import Kinsumer, Record
+from kinsumer.coordination import checkpoints_table
+from kinsumer.errors import ConfigError
+from tests.helpers import Audit, Delivery, produce_per_shard, wait_until
+from tests.server.conftest import SERVER_CONFIG, Worker
+
+pytestmark = pytest.mark.server
+
+
+class StreamAudits(Audit):
+    """An Audit per stream (shard IDs repeat across streams), fed through one ``add``."""
+
+    def __init__(self, streams: list[str]) -> None:
+        super().__init__()
+        self.of = {stream: Audit() for stream in streams}
+        self.misnamed: list[Record] = []
+
+    def add(self, client: str, record: Record) -> Delivery:
+        audit = self.of.get(record.stream)
+        if audit is None:
+            self.misnamed.append(record)
+            return super().add(client, record)
+        super().add(client, record)
+        return audit.add(client, record)
+
+    def assert_clean(self, produced: dict[str, list[int]]) -> None:
+        assert not self.misnamed, self.misnamed[:3]
+        for stream, ids in produced.items():
+            audit = self.of[stream]
+            assert not audit.lost(ids), f"{stream}: lost {len(audit.lost(ids))}"
+            assert not audit.duplicates(), f"{stream}: duplicated {sorted(audit.duplicates())[:10]}"
+            assert not audit.order_violations(), f"{stream}: order broken {audit.order_violations()[:3]}"
+            assert set(audit.ids()) == set(ids), f"{stream}: records of another stream"
+
+
+def produce(moto_server: LocalServer, streams: list[str], per_shard: int, first: int = 0) -> dict[str, list[int]]:
+    kinesis = moto_server.client("kinesis")
+    return {s: produce_per_shard(kinesis, s, per_shard, first_id=first + i * 1_000_000) for i, s in enumerate(streams)}
+
+
+@pytest.mark.parametrize("assignment", ["modulo", "balanced"])
+def test_two_clients_share_the_shards_of_two_streams_and_deliver_each_record_once(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str, assignment: str
+) -> None:
+    streams = [new_stream(3), new_stream(2)]
+    audits = StreamAudits(streams)
+    config = attrs.evolve(SERVER_CONFIG, assignment=assignment)
+    workers = [Worker(moto_server, streams, app, f"client-{i}", audits, config).start() for i in range(2)]
+    produced = produce(moto_server, streams, 150)
+    total = sum(len(ids) for ids in produced.values())
+    wait_until(lambda: audits.count() >= total, 60, "every record of both streams")
+    every = sorted(
+        [(streams[0], f"shardId-00000000000{i}") for i in range(3)]
+        + [(streams[1], f"shardId-00000000000{i}") for i in range(2)]
+    )
+
+    def owned() -> list[set[tuple[str, str]]]:
+        return [{(s.stream, s.shard_id) for s in w.kinsumer.status().shards if s.captured} for w in workers]
+
+    def shared() -> bool:  # all five shards, each read by one client, both clients reading
+        mine, theirs = owned()
+        return sorted(mine | theirs) == every and not mine & theirs and bool(mine) and bool(theirs)
+
+    wait_until(shared, 30, "the five shards of both streams shared between the clients")
+    for worker in workers:
+        worker.stop()
+    audits.assert_clean(produced)
+    rows = checkpoints_table.load_rows(moto_server.client("dynamodb"), f"{app}_checkpoints")
+    # the first stream (the application's home) keeps the keys of a single-stream application
+    assert sorted(rows) == sorted(
+        [f"shardId-00000000000{i}" for i in range(3)] + [f"{streams[1]}/shardId-00000000000{i}" for i in range(2)]
+    )
+    assert all(row.checkpoint is not None for row in rows.values())
+
+
+def test_a_stream_is_added_by_restarting_the_clients_with_the_longer_list(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    first, added = new_stream(2), new_stream(2)
+    audits = StreamAudits([first, added])
+    one = Worker(moto_server, first, app, "one", audits).start()
+    two = Worker(moto_server, first, app, "two", audits).start()
+    produced = produce(moto_server, [first, added], 100)
+    wait_until(lambda: audits.of[first].count() >= len(produced[first]), 60, "the first stream")
+    # "two" comes back listing both streams; "one" lists only the first: the added one waits
+    two.stop()
+    two = Worker(moto_server, [first, added], app, "two", audits).start()
+    assert {s.stream for s in two.kinsumer.status().shards} <= {first}  # its first round: "one" lacks it
+    assert audits.of[added].count() == 0
+    more = produce(moto_server, [first], 50, first=500_000)
+    wait_until(lambda: audits.of[first].count() >= len(produced[first]) + len(more[first]), 60, "more of the first")
+    one.stop()  # the last client without the added stream leaves: it is read from now on
+    one = Worker(moto_server, [added, first], app, "one", audits).start()
+    wait_until(lambda: audits.of[added].count() >= len(produced[added]), 60, "the added stream")
+    one.stop()
+    two.stop()
+    audits.assert_clean({first: produced[first] + more[first], added: produced[added]})
+
+
+def test_every_client_lists_the_home_stream_and_the_list_is_checked(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    home, other = new_stream(1), new_stream(1)
+    clients = {"kinesis": moto_server.client("kinesis"), "dynamodb": moto_server.client("dynamodb")}
+    first = Kinsumer([home, other], app, "first", SERVER_CONFIG, **clients)
+    first.run()
+    try:
+        lacking = Kinsumer([other], app, "lacking", SERVER_CONFIG, **clients)
+        with pytest.raises(ConfigError, match=rf"consumes, '{home}'.*Kinsumer\(\['{home}', '{other}'\]"):
+            lacking.run()
+    finally:
+        first.stop()
+    with pytest.raises(ConfigError, match="more than once"):
+        Kinsumer([home, home], app, "twice", **clients)
+    with pytest.raises(ConfigError, match="non-empty list"):
+        Kinsumer([], app, "none", **clients)
+    with pytest.raises(ConfigError, match="stream_name"):
+        Kinsumer([home, "no spaces"], app, "bad", **clients)
