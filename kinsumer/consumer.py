@@ -384,10 +384,7 @@ class Kinsumer:
             is_leader=coordinator.is_leader,
             client_index=coordinator.client_index,
             client_count=coordinator.client_count,
-            shards=tuple(
-                _owned(w, reading)
-                for w in coordinator.workers()
-            ),
+            shards=tuple(_owned(w, reading) for w in coordinator.workers()),
         )
 
     # ----------------------------------------------------------------- consuming

@@ -36,9 +36,7 @@ class Record:
     stream: str = ""
 
     @classmethod
-    def from_api(
-        cls, record: dict[str, object], shard_id: str, retrieved_at: dt.datetime, stream: str = ""
-    ) -> Record:
+    def from_api(cls, record: dict[str, object], shard_id: str, retrieved_at: dt.datetime, stream: str = "") -> Record:
         """Build from one element of GetRecords' ``Records`` (or a user record of an aggregate)."""
         return cls(
             record["Data"],  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ import attrs
 from .aws.kinesis import list_shards
 from .aws.tables import Tables, ensure_tables_ready, now_ms
 from .coordination import checkpoints_table, clients_table, metadata_table
+from .coordination.streams import StreamScope
 from .reading.frontier import consumable_frontier
 
 if TYPE_CHECKING:
@@ -58,6 +59,8 @@ class ClientInfo:
     live: bool
     #: how the client reads its shards: "polling" or "fan-out:<consumer name>"
     reading: str = "polling"
+    #: the streams it lists, when more than the application's first (see "Several streams" in the README)
+    streams: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -109,14 +112,27 @@ def read_status(
     tables = Tables.for_application(application)
     listing = list_shards(kinesis, stream)  # first: a missing stream is the first thing to report
     ensure_tables_ready(db, tables)
-    rows = checkpoints_table.load_rows(db, tables.checkpoints)
+    home = metadata_table.read_home_stream(db, tables.metadata)
+    scope = StreamScope(stream, home=home in (None, stream))
+    rows = {
+        shard_id: row
+        for key, row in checkpoints_table.load_rows(db, tables.checkpoints).items()
+        if (shard_id := scope.shard_id(key)) is not None
+    }
     leader = db.get_item(TableName=tables.metadata, Key={"Key": {"S": metadata_table.LEADER_KEY}}, ConsistentRead=True)
     leader_item = leader.get("Item", {})
-    cache = metadata_table.read_shard_cache(db, tables.metadata)
+    cache = metadata_table.read_shard_cache(db, tables.metadata, scope.cache_key)
     now = now_ms()
     clients = tuple(
         ClientInfo(
-            c.id, c.name, c.host, c.pid, _age(c.last_update, now), now - c.last_update < max_age * 1000, c.reading
+            c.id,
+            c.name,
+            c.host,
+            c.pid,
+            _age(c.last_update, now),
+            now - c.last_update < max_age * 1000,
+            c.reading,
+            c.streams,
         )
         for c in clients_table.all_clients(db, tables.clients)
     )

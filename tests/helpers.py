@@ -241,3 +241,29 @@ class CountingStats(StatReceiver):
 
     def dead_lettered(self, shard_id: str, reason: str) -> None:
         self._count("dead_lettered")
+
+
+class StreamAudits(Audit):
+    """An Audit per stream (shard IDs repeat across streams), fed through one ``add``."""
+
+    def __init__(self, streams: list[str]) -> None:
+        super().__init__()
+        self.of = {stream: Audit() for stream in streams}
+        self.misnamed: list[Record] = []
+
+    def add(self, client: str, record: Record) -> Delivery:
+        audit = self.of.get(record.stream)
+        if audit is None:
+            self.misnamed.append(record)
+            return super().add(client, record)
+        super().add(client, record)
+        return audit.add(client, record)
+
+    def assert_clean(self, produced: dict[str, list[int]]) -> None:
+        assert not self.misnamed, self.misnamed[:3]
+        for stream, ids in produced.items():
+            audit = self.of[stream]
+            assert not audit.lost(ids), f"{stream}: lost {len(audit.lost(ids))}"
+            assert not audit.duplicates(), f"{stream}: duplicated {sorted(audit.duplicates())[:10]}"
+            assert not audit.order_violations(), f"{stream}: order broken {audit.order_violations()[:3]}"
+            assert set(audit.ids()) == set(ids), f"{stream}: records of another stream"

@@ -26,8 +26,9 @@ from ..aws.kinesis import ensure_stream_active, list_shards, stream_exists
 from ..aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
 from ..config import Config, InitialPosition, validate_names
 from ..consumer import Kinsumer
-from ..coordination import checkpoints_table
+from ..coordination import checkpoints_table, clients_table, metadata_table
 from ..coordination.rewind import apply_reset, plan_reset
+from ..coordination.streams import StreamScope, agreed_streams
 from ..reading.position import StartPosition
 from ..status import read_status
 from .aws import add_aws_options, clients, describe_error
@@ -292,7 +293,7 @@ def _tail(args: argparse.Namespace) -> int:
     printed = 0
     if args.app and not args.no_commit:
         return _tail_as_client(args, position, kinesis, dynamodb)
-    starts, finished = _checkpoints(dynamodb, args.app) if args.app else ({}, set())
+    starts, finished = _checkpoints(dynamodb, args.app, args.stream) if args.app else ({}, set())
     tail = StreamTail(kinesis, args.stream, position, starts=starts, finished=finished)
     try:
         for record in tail.records(idle_timeout=args.idle_timeout):
@@ -305,14 +306,17 @@ def _tail(args: argparse.Namespace) -> int:
     return 0
 
 
-def _checkpoints(dynamodb: Any, app: str) -> tuple[dict[str, StartPosition], set[str]]:
-    """Where each shard of ``app`` stands: a start after its checkpoint (or at its recorded start), and the
-    shards it finished. Read only."""
+def _checkpoints(dynamodb: Any, app: str, stream: str) -> tuple[dict[str, StartPosition], set[str]]:
+    """Where each shard of ``stream`` stands in ``app``: a start after its checkpoint (or at its recorded
+    start), and the shards it finished. Read only."""
     tables = Tables.for_application(app)
     ensure_tables_ready(dynamodb, tables)
+    scope = _scope(dynamodb, tables, stream)
     starts: dict[str, StartPosition] = {}
     finished: set[str] = set()
-    for shard, row in checkpoints_table.load_rows(dynamodb, tables.checkpoints).items():
+    for key, row in checkpoints_table.load_rows(dynamodb, tables.checkpoints).items():
+        if (shard := scope.shard_id(key)) is None:
+            continue  # a row of another of the application's streams
         if row.finished:
             finished.add(shard)
         elif (start := row.resume_at) is not None:
@@ -320,10 +324,29 @@ def _checkpoints(dynamodb: Any, app: str) -> tuple[dict[str, StartPosition], set
     return starts, finished
 
 
+def _scope(dynamodb: Any, tables: Tables, stream: str) -> StreamScope:
+    """``stream`` as one of the application's streams (its rows' keys)."""
+    home = metadata_table.read_home_stream(dynamodb, tables.metadata)
+    return StreamScope(stream, home=home in (None, stream))
+
+
+def _application_streams(dynamodb: Any, app: str, stream: str, max_age: float) -> list[str]:
+    """``stream``, then the other streams every live client of ``app`` lists: a tail that joins lists
+    them too, so that joining does not pause them for the application (see coordination.streams)."""
+    tables = Tables.for_application(app)
+    ensure_tables_ready(dynamodb, tables)
+    home = metadata_table.read_home_stream(dynamodb, tables.metadata) or stream
+    lists = [row.streams or (home,) for row in clients_table.live_clients(dynamodb, tables.clients, max_age)]
+    if not lists:
+        return [stream]
+    return [stream, *(s for s in agreed_streams(lists[0], lists) if s != stream)]
+
+
 def _tail_as_client(args: argparse.Namespace, position: StartPosition, kinesis: Any, dynamodb: Any) -> int:
     initial = cast("InitialPosition", position.kind)  # TRIM_HORIZON, LATEST or AT_TIMESTAMP here
     config = Config(initial_position=initial, initial_timestamp=position.timestamp)
-    consumer = Kinsumer(args.stream, args.app, "kinsumer-tail", config, kinesis=kinesis, dynamodb=dynamodb)
+    streams = _application_streams(dynamodb, args.app, args.stream, config.effective_client_record_max_age)
+    consumer = Kinsumer(streams, args.app, "kinsumer-tail", config, kinesis=kinesis, dynamodb=dynamodb)
     printed = 0
     unprinted = False  # a record was taken but not yet printed
     with consumer:
@@ -336,7 +359,7 @@ def _tail_as_client(args: argparse.Namespace, position: StartPosition, kinesis: 
                 if record is None:
                     return 0
                 unprinted = True
-                print(format_record(record, args.stream, args.json), flush=True)
+                print(format_record(record, record.stream, args.json, named=len(streams) > 1), flush=True)
                 unprinted = False
                 printed += 1
                 if args.count and printed >= args.count:

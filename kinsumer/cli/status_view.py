@@ -46,7 +46,7 @@ def render(status: ApplicationStatus) -> str:
     out = [f"stream {status.stream}, application {status.application}", ""]
     out.append(f"clients: {len(live)} live, {len(status.clients) - len(live)} silent")
     out += _table(
-        ["ID", "NAME", "HOST", "PID", "READING", "HEARTBEAT", ""],
+        ["ID", "NAME", "HOST", "PID", "READING", "STREAMS", "HEARTBEAT", ""],
         [
             [
                 c.id,
@@ -54,6 +54,7 @@ def render(status: ApplicationStatus) -> str:
                 c.host,
                 str(c.pid or "-"),
                 c.reading,
+                ",".join(c.streams) or "-",
                 f"{c.heartbeat_age:.1f} s ago",
                 "" if c.live else "(dead)",
             ]

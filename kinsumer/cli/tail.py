@@ -121,8 +121,9 @@ class StreamTail:
                 continue
 
 
-def format_record(record: Record, stream: str, as_json: bool) -> str:
-    """One line: ``shard sequence[/sub-sequence] key data`` or a JSON object."""
+def format_record(record: Record, stream: str, as_json: bool, *, named: bool = False) -> str:
+    """One line: ``[stream] shard sequence[/sub-sequence] key data`` (the stream when ``named``: a tail of
+    several streams) or a JSON object."""
     try:
         text, binary = record.data.decode(), False
     except UnicodeDecodeError:
@@ -142,4 +143,5 @@ def format_record(record: Record, stream: str, as_json: bool) -> str:
     position = record.sequence_number
     if record.sub_sequence_number is not None:  # a user record of a KPL aggregate
         position += f"/{record.sub_sequence_number}"
-    return f"{record.shard_id} {position} {record.partition_key} {'base64:' if binary else ''}{text}"
+    line = f"{record.shard_id} {position} {record.partition_key} {'base64:' if binary else ''}{text}"
+    return f"{stream} {line}" if named else line

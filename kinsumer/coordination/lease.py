@@ -237,9 +237,7 @@ class ShardLease:
                 ),
             )
 
-    def release(
-        self, checkpoint: Position | None, *, finished: bool, call: Call, careful: str | None = None
-    ) -> bool:
+    def release(self, checkpoint: Position | None, *, finished: bool, call: Call, careful: str | None = None) -> bool:
         """Store the final checkpoint (and Finished, and a crash-loop guard's episode to go on with)
         and give the row up; False if it was not ours."""
         rt = self._rt

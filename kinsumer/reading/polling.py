@@ -74,6 +74,7 @@ class PollingReader:
     @property
     def shard_id(self) -> str:
         return self._shard_id
+
     @property
     def latest_at(self) -> dt.datetime | None:
         return self._latest_at

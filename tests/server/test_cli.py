@@ -269,3 +269,61 @@ def test_ctrl_c_or_sigterm_stops_a_tail_cleanly_and_leaves_the_application(
         if proc.poll() is None:
             proc.kill()
             proc.communicate(timeout=10)  # closes the pipes
+
+
+def test_status_and_tail_name_the_streams_of_an_application_of_several(
+    moto_server: LocalServer, new_stream: Callable[[int], str]
+) -> None:
+    """``status`` of the second stream shows its rows (keyed ``<stream>/<shard>``) and who lists what; a
+    ``tail --app`` that joins lists every stream the live clients list, so joining pauses none of them."""
+    home, other, app = new_stream(1), new_stream(2), unique("app")
+    assert run(moto_server, "create-tables", app).returncode == 0
+    assert run(moto_server, "produce", other, "--count", "20").returncode == 0
+    config = Config(shard_check_frequency=0.5, commit_frequency=0.25, leader_action_frequency=1)
+    aws = {"kinesis": moto_server.client("kinesis"), "dynamodb": moto_server.client("dynamodb")}
+    consumer = Kinsumer([home, other], app, "two-streams", config, **aws)
+    consumer.run()
+    reader = threading.Thread(target=lambda: [None for _ in iter(consumer.next, None)], daemon=True)
+    reader.start()
+    tail = None
+    try:
+
+        def status() -> dict[str, Any]:
+            answer = run(moto_server, "status", other, app, "--json")
+            assert answer.returncode == 0, answer.stderr
+            return dict(json.loads(answer.stdout))
+
+        wait_until(lambda: all(s["checkpoint"] for s in status()["shards"]), 30, "a checkpoint in each row of it")
+        snapshot = status()
+        text = run(moto_server, "status", other, app).stdout
+        tail = subprocess.Popen(
+            [sys.executable, "-m", "kinsumer", "tail", home, "--app", app, "--endpoint-url", moto_server.endpoint],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )  # fmt: skip
+
+        def tail_lists() -> list[str] | None:
+            rows = client_rows(moto_server, app)
+            return next((r["streams"] for r in rows if r["name"] == "kinsumer-tail"), None)
+
+        wait_until(lambda: tail_lists() is not None, 30, "the tail to join")
+        assert tail_lists() == [home, other]
+    finally:
+        if tail is not None:
+            tail.send_signal(signal.SIGINT)
+            _, stderr = tail.communicate(timeout=30)
+            assert tail.returncode == 130, stderr
+        consumer.stop()
+        reader.join(10)
+    assert snapshot["stream"] == other
+    assert [s["shard_id"] for s in snapshot["shards"]] == ["shardId-000000000000", "shardId-000000000001"]
+    assert {s["owner_name"] for s in snapshot["shards"]} == {"two-streams"}
+    assert snapshot["shard_cache"] == ["shardId-000000000000", "shardId-000000000001"]
+    assert [c["streams"] for c in snapshot["clients"] if c["live"]] == [[home, other]]
+    assert f"stream {other}" in text and f"{home},{other}" in text
+
+
+def client_rows(server: LocalServer, app: str) -> list[dict[str, Any]]:
+    """The clients table's rows: name and listed streams."""
+    items = server.client("dynamodb").scan(TableName=f"{app}_clients")["Items"]
+    return [{"name": i["Name"]["S"], "streams": [v["S"] for v in i.get("Streams", {}).get("L", [])]} for i in items]

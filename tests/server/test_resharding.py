@@ -10,7 +10,7 @@ import pytest
 from demo.servers import LocalServer
 from kinsumer import Kinsumer
 from tests.conftest import unique
-from tests.helpers import Audit, Producer, wait_until
+from tests.helpers import Audit, Producer, StreamAudits, wait_until
 from tests.reshard import assert_reshard_delivery, merge_adjacent, new_stream, split_first
 from tests.server.conftest import SERVER_CONFIG
 
@@ -75,3 +75,53 @@ def test_split_then_merge_keeps_per_key_order_and_reads_children_after_parents(
     rows = {i["Shard"]["S"]: i for i in moto_server.client("dynamodb").scan(TableName=f"{app}_checkpoints")["Items"]}
     closed = [sid for sid, s in shards.items() if "EndingSequenceNumber" in s["SequenceNumberRange"]]
     assert len(closed) == 3 and all("Finished" in rows[sid] for sid in closed)
+
+
+def test_a_split_in_the_second_stream_of_an_application_reads_children_after_their_parent(
+    kinesalite: LocalServer, moto_server: LocalServer
+) -> None:
+    """Two streams, two clients listing both; the second stream (rows ``<stream>/<shard>``) splits."""
+    kinesis = kinesalite.client("kinesis")
+    home, second, app = new_stream(kinesis, 1), new_stream(kinesis, 2), unique("app")
+    producers = {home: Producer(kinesis, home, total=None, keys=8), second: Producer(kinesis, second, total=None)}
+    audits = StreamAudits([home, second])
+    keys_seen: dict[tuple[str, int], str] = {}
+    lock = threading.Lock()
+
+    def make(name: str) -> Kinsumer:
+        aws = {"kinesis": kinesalite.client("kinesis"), "dynamodb": moto_server.client("dynamodb")}
+        return Kinsumer([home, second], app, name, SERVER_CONFIG, **aws)
+
+    clients = [make("a"), make("b")]
+    clients[0].create_required_tables()
+
+    def consume(k: Kinsumer, name: str) -> None:
+        while (record := k.next_record()) is not None:
+            with lock:
+                keys_seen[(record.stream, json.loads(record.data)["id"])] = json.loads(record.data)["key"]
+            audits.add(name, record)
+
+    threads = [threading.Thread(target=consume, args=(k, n), daemon=True) for k, n in zip(clients, "ab", strict=True)]
+    for k in clients:
+        k.run()
+    for t in threads:
+        t.start()
+    for producer in producers.values():
+        producer.write_batch(240)
+    wait_until(lambda: audits.of[second].count() >= 120, 60, "reading before the split")
+    parent = split_first(kinesis, second)
+    for producer in producers.values():
+        producer.write_batch(240)
+    produced = {stream: producer.produced for stream, producer in producers.items()}
+    wait_until(lambda: audits.count() >= sum(map(len, produced.values())), 90, "every record of both streams")
+    for k in clients:
+        k.stop()
+    for t in threads:
+        t.join(10)
+    audits.assert_clean(produced)
+    listing = kinesis.list_shards(StreamName=second)["Shards"]
+    checked = assert_reshard_delivery(audits.of[second], listing, lambda rid: keys_seen[(second, rid)])
+    assert checked == 2  # both children read after their parent
+    rows = {i["Shard"]["S"]: i for i in moto_server.client("dynamodb").scan(TableName=f"{app}_checkpoints")["Items"]}
+    assert "Finished" in rows[f"{second}/{parent}"]
+    assert sorted(k for k in rows if "/" not in k) == ["shardId-000000000000"]  # the home stream's one shard

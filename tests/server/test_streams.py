@@ -13,39 +13,13 @@ import attrs
 import pytest
 
 from demo.servers import LocalServer
-from kinsumer import Kinsumer, Record
+from kinsumer import Kinsumer
 from kinsumer.coordination import checkpoints_table
 from kinsumer.errors import ConfigError
-from tests.helpers import Audit, Delivery, produce_per_shard, wait_until
+from tests.helpers import StreamAudits, produce_per_shard, wait_until
 from tests.server.conftest import SERVER_CONFIG, Worker
 
 pytestmark = pytest.mark.server
-
-
-class StreamAudits(Audit):
-    """An Audit per stream (shard IDs repeat across streams), fed through one ``add``."""
-
-    def __init__(self, streams: list[str]) -> None:
-        super().__init__()
-        self.of = {stream: Audit() for stream in streams}
-        self.misnamed: list[Record] = []
-
-    def add(self, client: str, record: Record) -> Delivery:
-        audit = self.of.get(record.stream)
-        if audit is None:
-            self.misnamed.append(record)
-            return super().add(client, record)
-        super().add(client, record)
-        return audit.add(client, record)
-
-    def assert_clean(self, produced: dict[str, list[int]]) -> None:
-        assert not self.misnamed, self.misnamed[:3]
-        for stream, ids in produced.items():
-            audit = self.of[stream]
-            assert not audit.lost(ids), f"{stream}: lost {len(audit.lost(ids))}"
-            assert not audit.duplicates(), f"{stream}: duplicated {sorted(audit.duplicates())[:10]}"
-            assert not audit.order_violations(), f"{stream}: order broken {audit.order_violations()[:3]}"
-            assert set(audit.ids()) == set(ids), f"{stream}: records of another stream"
 
 
 def produce(moto_server: LocalServer, streams: list[str], per_shard: int, first: int = 0) -> dict[str, list[int]]:
@@ -131,3 +105,28 @@ def test_every_client_lists_the_home_stream_and_the_list_is_checked(
         Kinsumer([], app, "none", **clients)
     with pytest.raises(ConfigError, match="stream_name"):
         Kinsumer([home, "no spaces"], app, "bad", **clients)
+
+
+def test_a_reset_of_one_stream_rewinds_its_rows_only(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    home, other = new_stream(2), new_stream(2)
+    streams = [home, other]
+    produced = produce(moto_server, streams, 40)
+    first = StreamAudits(streams)
+    worker = Worker(moto_server, streams, app, "first", first).start()
+    wait_until(lambda: first.count() >= 160, 60, "both streams read")
+    worker.stop()
+    first.assert_clean(produced)
+    admin = Worker(moto_server, streams, app, "admin", StreamAudits(streams)).kinsumer
+    with pytest.raises(ConfigError, match="must name the stream to reset"):
+        admin.reset("TRIM_HORIZON")
+    plan = admin.reset("TRIM_HORIZON", stream=other)
+    assert plan.stream == other
+    assert [s.shard_id for s in plan.shards] == ["shardId-000000000000", "shardId-000000000001"]
+    assert all(s.checkpoint is not None for s in plan.shards)  # it read the second stream's rows
+    again = StreamAudits(streams)
+    worker = Worker(moto_server, streams, app, "again", again).start()
+    wait_until(lambda: again.of[other].count() >= 80, 60, "the reset stream read again")
+    worker.stop()
+    again.assert_clean({home: [], other: produced[other]})  # the home stream kept its checkpoints
