@@ -16,6 +16,7 @@ atomic on AWS); other services (SQS's long polls) run unlocked as before. Run as
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import signal
 import sys
@@ -35,7 +36,9 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class SerialServices:
-    """WSGI middleware: one request at a time per serialised service, its body produced under the lock."""
+    """WSGI middleware: one request at a time per serialised service. The request's body is read
+    before the lock is taken and the response's body is written after it is released, so a slow or
+    paused client delays no other client's request."""
 
     def __init__(self, app: WsgiApp) -> None:
         self._app = app
@@ -46,6 +49,9 @@ class SerialServices:
         lock = next((lock for prefix, lock in self._locks.items() if target.startswith(prefix)), None)
         if lock is None:
             return self._app(environ, start_response)
+        # the body is read before the lock: a client paused mid-request (SIGSTOP) must hold up only itself
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(length) if length else b"")
         with lock:
             body = self._app(environ, start_response)
             try:

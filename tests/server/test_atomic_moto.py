@@ -9,6 +9,7 @@ interpreter switching threads as often as it can, and every key must have exactl
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 from collections import Counter
@@ -18,7 +19,10 @@ import pytest
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.test import Client
 
+from demo import servers
 from demo.atomic_moto import SerialServices
+
+pytestmark = pytest.mark.server
 
 KEYS = 60
 RACERS = 4
@@ -94,3 +98,18 @@ def test_racing_conditional_writes_have_one_winner_per_key(switching_often: None
         thread.join()
     assert dict(wins) == dict.fromkeys(range(KEYS), 1)
     assert dict(refused) == dict.fromkeys(range(KEYS), RACERS - 1)
+
+
+def test_a_client_stalled_mid_request_holds_up_no_other_client() -> None:
+    """A client paused (SIGSTOP) after sending half a request must not hold the DynamoDB lock: the
+    server reads the whole body before it takes it."""
+    with servers.moto_server() as server:
+        host, port = server.endpoint.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as stalled:
+            stalled.sendall(
+                b"POST / HTTP/1.1\r\nHost: localhost\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\n"
+                + b"Authorization: " + HEADERS["Authorization"].encode() + b"\r\n"
+                + b"Content-Type: application/x-amz-json-1.0\r\nContent-Length: 100\r\n\r\n{\"Lim"
+            )  # fmt: skip
+            other = server.client("dynamodb", read_timeout=10, retries={"total_max_attempts": 1})
+            assert isinstance(other.list_tables()["TableNames"], list)  # answered while the first one stalls
