@@ -13,7 +13,7 @@ kills its process on chosen records (exit 17), and injected faults.
 
 from __future__ import annotations
 
-import concurrent.futures
+import heapq
 import json
 import logging
 import os
@@ -168,21 +168,58 @@ def consume_with_a_handler(
 
 
 def consume_manually(consumer: Kinsumer, deliveries: int, spec: dict[str, Any]) -> None:
-    """Checkpoints from a pool, after a random delay: out of order, sometimes late."""
+    """Checkpoints after a random delay each: out of order, sometimes late, never later than ``ack_delay``."""
     rng = random.Random(spec.get("seed", 0))
     delay = float(spec.get("ack_delay", 0.0))
-
-    def process(checkpoint: Checkpoint, wait: float) -> None:
-        threading.Event().wait(wait)
-        checkpoint()
-
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    acks = AckClock()
+    acks.start()
+    try:
         while True:
             record, checkpoint = consumer.next_record_with_checkpointer()
             if record is None or checkpoint is None:
                 return
             os.write(deliveries, line(record))
-            pool.submit(process, checkpoint, rng.random() * delay)
+            acks.add(checkpoint, time.monotonic() + rng.random() * delay)
+    finally:
+        acks.finish()
+
+
+class AckClock(threading.Thread):
+    """Calls each checkpoint at its own time, in the order of those times.
+
+    (A pool of threads that each sleep their delay falls behind a reader faster than the pool:
+    acknowledgements came seconds late, and a handoff timed out waiting for them.)
+    """
+
+    def __init__(self) -> None:
+        super().__init__(name="acks", daemon=True)
+        self._due: list[tuple[float, int, Checkpoint]] = []
+        self._cond = threading.Condition()
+        self._count = 0
+        self._finishing = False
+
+    def add(self, checkpoint: Checkpoint, at: float) -> None:
+        with self._cond:
+            self._count += 1
+            heapq.heappush(self._due, (at, self._count, checkpoint))
+            self._cond.notify()
+
+    def finish(self) -> None:
+        """Call what is left at its time, then end."""
+        with self._cond:
+            self._finishing = True
+            self._cond.notify()
+        self.join()
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    if not self._due and self._finishing:
+                        return
+                    self._cond.wait(None if not self._due else self._due[0][0] - time.monotonic())
+                _, _, checkpoint = heapq.heappop(self._due)
+            checkpoint()
 
 
 def line(record: Any) -> bytes:
