@@ -34,6 +34,7 @@ from benchlib import (  # noqa: E402
     rebalance,
     scale,
     steady,
+    streams,
     throughput,
 )
 from benchlib.common import REPO, Measure, Row, median, rate_text  # noqa: E402
@@ -46,7 +47,7 @@ from tests.support.kinesis_mock import KINESIS_MOCK_DIR, start_kinesis_mock  # n
 
 SECTIONS = (
     "throughput", "kpl", "overhead", "spark", "failover", "rebalance", "movement", "steady", "fanout", "scale",
-    "members",
+    "members", "streams",
 )  # fmt: skip
 KPL_PER_RECORD = 100  # user records per Kinesis record in the KPL line
 SHARDS = 8
@@ -421,6 +422,45 @@ def members_rows(server: servers.LocalServer) -> list[Row]:
     return rows
 
 
+def streams_rows(server: servers.LocalServer, runs: int) -> list[Row]:
+    """One application reading two streams against an application per stream, on the same records."""
+    total, shards = 2 * streams.RECORDS, 2 * streams.SHARDS
+    say(f"streams: 2 streams of {streams.SHARDS} shards, {streams.RECORDS} records of {streams.SIZE} bytes in each")
+    measured = streams.compare(server, runs, say)
+    rates = {c: median([m.rate for m in ms]) for c, ms in measured.items()}
+    calls = {c: median([m.calls_per_shard_minute for m in ms]) for c, ms in measured.items()}
+    per_read = {c: median([m.dynamodb_calls / m.shards for m in ms]) for c, ms in measured.items()}
+    duplicates = {c: sum(m.duplicates for m in ms) for c, ms in measured.items()}
+    two, single = streams.CONTENDERS
+    pairs = list(zip(measured[two], measured[single], strict=True))  # the same run's
+    rate_ratio = median([a.rate / b.rate for a, b in pairs])
+    call_ratio = median([a.calls_per_shard_minute / b.calls_per_shard_minute for a, b in pairs])
+    shape = {
+        two: f"one application listing both streams, {streams.CLIENTS} clients",
+        single: f"an application per stream, {streams.CLIENTS} clients each ({2 * streams.CLIENTS} in all)",
+    }
+    same = (
+        f"both contenders read the same {total} records ({shards} shards) from TRIM_HORIZON in the same run, "
+        "taking turns at going first; run() to the last record, default config, every record delivered"
+    )
+    return [
+        Row(
+            f"two streams, {contender}: records/s / DynamoDB calls per shard-minute",
+            "moto",
+            f"{rate_text(rates[contender])} / {calls[contender]:.0f} calls per shard-minute",
+            f"{shape[contender]}; {same}, {duplicates[contender]} duplicates; "
+            f"{per_read[contender]:.1f} DynamoDB calls per shard over the read"
+            + (
+                f"; {rate_ratio:.2f}x the records/s and {call_ratio:.2f}x the DynamoDB calls per shard-minute of "
+                "the single-stream apps (goal: the same records/s and calls per shard)"
+                if contender == two
+                else ""
+            ),
+        )
+        for contender in streams.CONTENDERS
+    ]
+
+
 def steady_rows(server: servers.LocalServer) -> list[Row]:
     say(f"steady state: 2 clients, 1 record / {steady.INTERVAL * 1000:.0f} ms, {steady.WINDOW:.0f} s window")
     state = steady.steady_state(server)
@@ -565,6 +605,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += steady_rows(server)
         if "members" in args.only:
             rows += members_rows(server)
+        if "streams" in args.only:
+            rows += streams_rows(server, args.runs)
         if "fanout" in args.only:
             rows += fanout_rows(server, args)
         if "scale" in args.only:

@@ -21,7 +21,7 @@ from kinsumer import Kinsumer
 
 from .common import PutToNext, new_stream
 
-__all__ = ["SteadyState", "steady_state"]
+__all__ = ["CallCounter", "SteadyState", "steady_state"]
 
 SHARDS = 8
 INTERVAL = 0.02  # seconds between two puts
@@ -36,7 +36,7 @@ class SteadyState:
     idle_calls_per_minute: tuple[float, ...]  # per client, nothing written to the stream
 
 
-class _CallCounter:
+class CallCounter:
     def __init__(self) -> None:
         self.counting = False
         self.calls = 0
@@ -53,7 +53,7 @@ def steady_state(server: LocalServer, handler: bool = False) -> SteadyState:
     counters, clients = [], []
     for n in range(2):
         dynamodb = server.client("dynamodb")
-        counter = _CallCounter()
+        counter = CallCounter()
         dynamodb.meta.events.register("before-call.dynamodb", counter)
         counters.append(counter)
         clients.append(Kinsumer(stream, app, f"steady-{n}", kinesis=server.client("kinesis"), dynamodb=dynamodb))
