@@ -31,7 +31,7 @@ from .aws.stream_consumers import deregister_stream_consumer, ensure_stream_cons
 from .aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
 from .config import Config, validate_names
 from .coordination.coordinator import Coordinator
-from .coordination.metadata_table import claim_home_stream
+from .coordination.home_stream import establish_home_stream
 from .coordination.rewind import ResetPlan, apply_reset, plan_reset
 from .coordination.runtime import Runtime
 from .coordination.shard_worker import ShardWorker
@@ -267,7 +267,7 @@ class Kinsumer:
     def _check_home_stream(self) -> str:
         """The application's home stream (the first stream of its first client, recorded in the metadata
         table); refuse to join if this client does not list it."""
-        home = claim_home_stream(self._dynamodb, self.tables.metadata, self.streams[0])
+        home = establish_home_stream(self._dynamodb, self.tables, self.streams[0])
         if home not in self.streams:
             rule = (
                 f"must include the stream application {self.application_name!r} consumes, {home!r} (recorded in "

@@ -411,6 +411,19 @@ def finished_shards(db: DynamoDBClient, table: str, stream: str) -> set[str]:
     return finished
 
 
+def recorded_stream_name(db: DynamoDBClient, table: str) -> str | None:
+    """The name of the stream a row of the table's first page records (``Stream``), if one does: the
+    stream of an application whose tables predate the record of its home stream."""
+    page = db.scan(
+        TableName=table, Limit=50, ProjectionExpression="#stream", ExpressionAttributeNames={"#stream": "Stream"}
+    )
+    for item in page.get("Items", []):
+        identity = item.get("Stream", {}).get("S", "")
+        if identity:
+            return identity.rsplit("@", 1)[0].rsplit("/", 1)[-1]  # ARN@ms; the ARN ends in stream/<name>
+    return None
+
+
 def delete_rows(db: DynamoDBClient, table: str, shard_ids: list[str]) -> None:
     """Delete finished rows (of shards trimmed from the stream)."""
     for shard_id in shard_ids:

@@ -26,6 +26,7 @@ from ..aws.tables import Tables, now_ms
 from ..errors import ConfigError, KinsumerError
 from ..reading.position import Position
 from . import checkpoints_table, clients_table, metadata_table
+from .home_stream import establish_home_stream
 from .streams import StreamScope
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def plan_reset(
     _refuse_while_live(dynamodb, tables, max_age)
     summary = active_stream_summary(kinesis, stream)
     identity = stream_identity(summary, stream)
-    home = metadata_table.claim_home_stream(dynamodb, tables.metadata, stream) == stream
+    home = establish_home_stream(dynamodb, tables, stream) == stream
     scope = StreamScope(stream, identity, home)
     listing = {info.shard_id: info for info in list_shards(kinesis, stream)}
     chosen = sorted(listing) if shards is None else list(shards)

@@ -130,3 +130,28 @@ def test_a_reset_of_one_stream_rewinds_its_rows_only(
     wait_until(lambda: again.of[other].count() >= 80, 60, "the reset stream read again")
     worker.stop()
     again.assert_clean({home: [], other: produced[other]})  # the home stream kept its checkpoints
+
+
+def test_an_application_from_before_the_home_record_keeps_its_stream_home_whatever_comes_first(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    """Tables of a version that did not record the home stream: its rows name their stream, so a client
+    listing a new stream first still reads the old one from its checkpoints, under the old keys."""
+    old, new = new_stream(2), new_stream(2)
+    produced = produce(moto_server, [old], 30)
+    first = StreamAudits([old])
+    worker = Worker(moto_server, old, app, "first", first).start()
+    wait_until(lambda: first.count() >= 60, 60, "the old stream read")
+    worker.stop()
+    first.assert_clean(produced)
+    db = moto_server.client("dynamodb")
+    db.delete_item(TableName=f"{app}_metadata", Key={"Key": {"S": "Stream"}})  # as a version before the record
+    more = {**produce(moto_server, [old], 20, first=500_000), **produce(moto_server, [new], 25, first=900_000)}
+    audits = StreamAudits([new, old])
+    worker = Worker(moto_server, [new, old], app, "second", audits).start()
+    wait_until(lambda: audits.count() >= 90, 60, "both streams read")
+    worker.stop()
+    audits.assert_clean(more)  # the old stream went on from its checkpoints: nothing read twice
+    assert sorted(checkpoints_table.load_rows(db, f"{app}_checkpoints")) == sorted(
+        ["shardId-000000000000", "shardId-000000000001", f"{new}/shardId-000000000000", f"{new}/shardId-000000000001"]
+    )
