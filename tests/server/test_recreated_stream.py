@@ -44,17 +44,23 @@ def consume_all(k: Kinsumer, expected: list[int]) -> list[int]:
     return got
 
 
+@pytest.mark.parametrize("two_streams", [False, True], ids=["its-own-application", "second-of-two-streams"])
 def test_a_stream_created_again_under_its_name_is_read_from_its_start(
-    kinesalite: LocalServer, moto_server: LocalServer, caplog: pytest.LogCaptureFixture
+    kinesalite: LocalServer, moto_server: LocalServer, caplog: pytest.LogCaptureFixture, two_streams: bool
 ) -> None:
+    """Also as the second stream of an application of two (its rows keyed ``<stream>/<shard>``), beside
+    a first stream that stays as it is (empty here)."""
     kinesis, db = kinesalite.client("kinesis"), moto_server.client("dynamodb")
-    stream, app = unique("stream"), unique("app")
+    stream, app, home = unique("stream"), unique("app"), unique("stream")
     config = attrs.evolve(SERVER_CONFIG, initial_position="TRIM_HORIZON")
-    kinesis.create_stream(StreamName=stream, ShardCount=1)
-    wait_active(kinesis, stream)
+    for name in [stream, home] if two_streams else [stream]:
+        kinesis.create_stream(StreamName=name, ShardCount=1)
+        wait_active(kinesis, name)
+    key = (lambda shard: f"{stream}/{shard}") if two_streams else (lambda shard: shard)
 
     def consumer() -> Kinsumer:
-        return Kinsumer(stream, app, "c", config, kinesis=kinesalite.client("kinesis"), dynamodb=db)
+        streams = [home, stream] if two_streams else stream
+        return Kinsumer(streams, app, "c", config, kinesis=kinesalite.client("kinesis"), dynamodb=db)
 
     first = consumer()
     first.create_required_tables()
@@ -66,7 +72,7 @@ def test_a_stream_created_again_under_its_name_is_read_from_its_start(
         assert sorted(consume_all(first, after)) == after
         rows = lambda: db.scan(TableName=f"{app}_checkpoints", ConsistentRead=True)["Items"]  # noqa: E731
         wait_until(
-            lambda: any(r["Shard"]["S"] == parent and "Finished" in r for r in rows()), 30, "the parent finished"
+            lambda: any(r["Shard"]["S"] == key(parent) and "Finished" in r for r in rows()), 30, "the parent finished"
         )
         wait_until(lambda: sum("SequenceNumber" in r for r in rows()) == 3, 30, "every shard's checkpoint")
 
