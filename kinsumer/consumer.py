@@ -35,7 +35,7 @@ from .coordination.home_stream import establish_home_stream
 from .coordination.rewind import ResetPlan, apply_reset, plan_reset
 from .coordination.runtime import Runtime
 from .coordination.shard_worker import ShardWorker
-from .coordination.streams import StreamScope
+from .coordination.streams import StreamScope, scope_stats
 from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
 from .errors import AlreadyStarted, CheckpointModeError, ConfigError, KinsumerError, NotStarted
@@ -289,7 +289,7 @@ class Kinsumer:
         for scope in scopes:
             consumer = ensure_stream_consumer(self._kinesis, stream_arn(scope.identity), name, stats=self._stats)
             log.info("reading %s with enhanced fan-out through %s", scope.name, consumer)
-            readers[scope.name] = fanout_readers(self._kinesis, scope.name, consumer, self._stats)
+            readers[scope.name] = fanout_readers(self._kinesis, scope.name, consumer, scope_stats(self._stats, scope))
         return readers
 
     def deregister_stream_consumer(self) -> bool:

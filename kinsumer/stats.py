@@ -9,8 +9,9 @@ is the no-op default.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
-__all__ = ["GuardedStats", "StatReceiver"]
+__all__ = ["GuardedStats", "KeyedStats", "StatReceiver"]
 
 
 class StatReceiver:
@@ -117,3 +118,27 @@ class GuardedStats(StatReceiver):
 
     def flush(self) -> None:
         self._call("flush")
+
+
+#: The methods whose first argument is a shard.
+_BY_SHARD = frozenset(
+    {
+        "records_fetched", "record_delivered", "checkpoint_written", "shard_gained", "shard_lost", "handoff",
+        "malformed_aggregates", "handler_failed", "handler_retried", "dead_lettered",
+    }
+)  # fmt: skip
+
+
+class KeyedStats(GuardedStats):
+    """``guarded``, naming each shard by ``key(shard ID)``: the readers of a stream other than an
+    application's first report its shards as the rest of kinsumer does, ``<stream>/<shard ID>``."""
+
+    def __init__(self, guarded: GuardedStats, key: Callable[[str], str]) -> None:
+        super().__init__(guarded._receiver)
+        self._failed = guarded._failed  # one "raised" log per method for the whole client
+        self._key = key
+
+    def _call(self, method: str, *args: object) -> None:
+        if method in _BY_SHARD:
+            args = (self._key(str(args[0])), *args[1:])
+        super()._call(method, *args)

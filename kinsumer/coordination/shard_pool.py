@@ -20,7 +20,7 @@ from .committer import Committer
 from .runtime import Runtime
 from .shard_loop import ShardLoop
 from .shard_worker import ShardWorker
-from .streams import StreamScope
+from .streams import StreamScope, scope_stats
 
 __all__ = ["ShardPool"]
 
@@ -38,7 +38,7 @@ class ShardPool:
         #: Each stream's readers (by stream name): the given ones, else polling.
         self._readers = {
             scope.name: readers.get(scope.name)
-            or polling_readers(runtime.kinesis, scope.name, runtime.reader_settings, runtime.stats)
+            or polling_readers(runtime.kinesis, scope.name, runtime.reader_settings, scope_stats(runtime.stats, scope))
             for scope in runtime.streams
         }
         self._committer = Committer(runtime)

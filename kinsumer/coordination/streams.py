@@ -19,7 +19,9 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-__all__ = ["SEPARATOR", "StreamScope", "agreed_streams", "combined_keys", "split_key"]
+from ..stats import GuardedStats, KeyedStats
+
+__all__ = ["SEPARATOR", "StreamScope", "agreed_streams", "combined_keys", "scope_stats", "split_key"]
 
 SEPARATOR = "/"
 _CACHE_KEY = "ShardCache"
@@ -70,3 +72,8 @@ def agreed_streams(mine: Sequence[str], listed: Iterable[Sequence[str]]) -> tupl
 def combined_keys(shards: Iterable[tuple[StreamScope, Iterable[str]]]) -> list[str]:
     """The sorted keys of every stream's shards: the one list all clients assign from."""
     return sorted(scope.key(shard_id) for scope, shard_ids in shards for shard_id in shard_ids)
+
+
+def scope_stats(stats: GuardedStats, scope: StreamScope) -> GuardedStats:
+    """What ``scope``'s readers report to: shards named by their key (bare IDs for the home stream)."""
+    return stats if scope.home else KeyedStats(stats, scope.key)

@@ -386,7 +386,7 @@ class Processor:
                 with self._scheduler.section():
                     result = self._handler(records)  # type: ignore[arg-type]
             except Exception as exc:  # noqa: BLE001 - split, or counted against the record alone
-                self._stats.handler_failed(records[0].shard_id, type(exc).__name__)
+                self._stats.handler_failed(items[at][1].shard_id, type(exc).__name__)
                 if len(records) > 1:  # halves, until the failing records are alone
                     middle = at + len(records) // 2
                     done = self._batch(items, at, middle, attempts)
@@ -403,7 +403,7 @@ class Processor:
                 self._ack(items, at, at + first)  # done up to the first failed one; the rest goes again
                 at += first
                 failed, error = 0, "the batch handler returned it as failed"
-                self._stats.handler_failed(records[first].shard_id, "ReportedFailed")
+                self._stats.handler_failed(items[at][1].shard_id, "ReportedFailed")
             outcome = self._failed_once(items[at], attempts, at + failed, error)
             if outcome == "left":
                 return at - low
@@ -502,7 +502,7 @@ class Processor:
             else:
                 self._retried(progress, attempt)
                 return "done"
-            self._stats.handler_failed(record.shard_id, type(error).__name__)
+            self._stats.handler_failed(progress.shard_id, type(error).__name__)
             if attempt >= self._options.max_attempts:
                 self._retried(progress, attempt)
                 failure = Failure(record, attempt, "raised", describe(error), *self._origin.of(record))
@@ -520,7 +520,7 @@ class Processor:
 
     def _after_failure(self, record: Record, progress: ShardProgress, error: Exception) -> Outcome:
         """The handler's first call on ``record`` raised ``error``: go on as :meth:`_attempts` does."""
-        self._stats.handler_failed(record.shard_id, type(error).__name__)
+        self._stats.handler_failed(progress.shard_id, type(error).__name__)
         if self._options.max_attempts <= 1:
             failure = Failure(record, 1, "raised", describe(error), *self._origin.of(record))
             self._exhausted(failure, progress)
@@ -542,10 +542,10 @@ class Processor:
         progress.retrying = attempt
         if progress.guard is not None:
             progress.guard.note_retrying(attempt, error)
-        self._stats.handler_retried(record.shard_id)
+        self._stats.handler_retried(progress.shard_id)
         delay = self._options.delay(attempt)
         log.info("a record of %s failed (attempt %d of %d); trying again in %.2g s",
-                 record.shard_id, attempt, self._options.max_attempts, delay)  # fmt: skip
+                 progress.shard_id, attempt, self._options.max_attempts, delay)  # fmt: skip
         if self._pause(delay, progress):
             return True
         progress.retrying = None
@@ -576,9 +576,9 @@ class Processor:
                 if attempt >= self._options.max_attempts or not self._pause(self._options.delay(attempt), progress):
                     raise RecordFailed(failure, describe(exc)) from exc
                 continue
-            self._stats.dead_lettered(failure.record.shard_id, failure.reason)
+            self._stats.dead_lettered(progress.shard_id, failure.reason)
             log.warning("a record of %s went to the dead-letter sink (%s after %d attempts): %s",
-                        failure.record.shard_id, failure.reason, failure.attempts, failure.error)  # fmt: skip
+                        progress.shard_id, failure.reason, failure.attempts, failure.error)  # fmt: skip
             return
 
 

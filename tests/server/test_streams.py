@@ -7,13 +7,15 @@ has keep their keys.
 
 from __future__ import annotations
 
+import threading
+from collections import defaultdict
 from collections.abc import Callable
 
 import attrs
 import pytest
 
 from demo.servers import LocalServer
-from kinsumer import Kinsumer
+from kinsumer import Kinsumer, Record, StatReceiver
 from kinsumer.coordination import checkpoints_table
 from kinsumer.errors import ConfigError
 from tests.helpers import StreamAudits, produce_per_shard, wait_until
@@ -155,3 +157,49 @@ def test_an_application_from_before_the_home_record_keeps_its_stream_home_whatev
     assert sorted(checkpoints_table.load_rows(db, f"{app}_checkpoints")) == sorted(
         ["shardId-000000000000", "shardId-000000000001", f"{new}/shardId-000000000000", f"{new}/shardId-000000000001"]
     )
+
+
+class ShardNames(StatReceiver):
+    """The shard names each StatReceiver method was called with."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, set[str]] = defaultdict(set)
+        self._lock = threading.Lock()
+
+    def _saw(self, method: str, shard_id: str) -> None:
+        with self._lock:
+            self.names[method].add(shard_id)
+
+    def records_fetched(self, shard_id: str, count: int, millis_behind_latest: int | None) -> None:
+        self._saw("records_fetched", shard_id)
+
+    def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
+        self._saw("record_delivered", shard_id)
+
+    def checkpoint_written(self, shard_id: str) -> None:
+        self._saw("checkpoint_written", shard_id)
+
+    def shard_gained(self, shard_id: str) -> None:
+        self._saw("shard_gained", shard_id)
+
+
+def test_stats_name_a_shard_of_the_second_stream_by_its_key(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    home, other = new_stream(1), new_stream(1)
+    produced = produce(moto_server, [home, other], 20)
+    stats = ShardNames()
+    aws = {"kinesis": moto_server.client("kinesis"), "dynamodb": moto_server.client("dynamodb")}
+    consumer = Kinsumer([home, other], app, "stats", attrs.evolve(SERVER_CONFIG, stats=stats), **aws)
+    got: list[Record] = []
+    with consumer:
+        while len(got) < sum(map(len, produced.values())):
+            record = consumer.next_record(timeout=30)
+            assert record is not None
+            got.append(record)
+        wait_until(lambda: len(stats.names["checkpoint_written"]) == 2, 30, "both shards' checkpoints")
+    keys = {"shardId-000000000000", f"{other}/shardId-000000000000"}
+    assert {m: names for m, names in stats.names.items()} == dict.fromkeys(
+        ("records_fetched", "record_delivered", "checkpoint_written", "shard_gained"), keys
+    )
+    assert {(r.stream, r.shard_id) for r in got} == {(home, "shardId-000000000000"), (other, "shardId-000000000000")}
