@@ -158,21 +158,9 @@ class Coordinator:
         if read_all:
             self._next_cache_read = now + cfg.leader_action_frequency
         leader_due = self.is_leader and now >= self._next_leader_action
-        refresh = self._refresh.is_set()
+        refresh = self._refresh.is_set() or leader_due
         self._refresh.clear()
-        caches: dict[str, ShardCache] = {}
-        for scope in agreed:
-            cache = self._caches.get(scope.name)
-            if cache is None or read_all:
-                cache = call(functools.partial(metadata_table.read_shard_cache, db, tables.metadata, scope.cache_key),
-                             "GetItem")  # fmt: skip
-            if cache is None or not cache.shard_ids or leader_due or cache.stream != scope.identity or refresh:
-                seen, reap = cache, self.is_leader  # a cache of another incarnation (or version) is written again
-                cache = call(
-                    functools.partial(refresh_shard_cache, rt.kinesis, db, scope, tables, seen, reap_trimmed=reap),
-                    "RefreshShardCache",
-                )
-            caches[scope.name] = cache
+        caches = {scope.name: self._shard_cache(scope, call, read=read_all, refresh=refresh) for scope in agreed}
         if leader_due:
             self._next_leader_action = time.monotonic() + cfg.leader_action_frequency
             if time.monotonic() >= self._next_reap:
@@ -202,6 +190,23 @@ class Coordinator:
                 self._beats.beat(deadline)
         if not self._stopping.is_set():
             self._pool.assign(wanted, parents)
+
+    def _shard_cache(self, scope: StreamScope, call: Callable[..., Any], *, read: bool, refresh: bool) -> ShardCache:
+        """``scope``'s shard cache: as last read, read again (``read``, or never read), or listed from
+        Kinesis and stored (``refresh``, or none yet, or one of another incarnation of the stream)."""
+        rt = self._rt
+        db, tables = rt.dynamodb, rt.tables
+        cache = self._caches.get(scope.name)
+        if cache is None or read:
+            cache = call(functools.partial(metadata_table.read_shard_cache, db, tables.metadata, scope.cache_key),
+                         "GetItem")  # fmt: skip
+        if cache is None or not cache.shard_ids or cache.stream != scope.identity or refresh:
+            seen, reap = cache, self.is_leader  # a cache of another incarnation (or version) is written again
+            cache = call(
+                functools.partial(refresh_shard_cache, rt.kinesis, db, scope, tables, seen, reap_trimmed=reap),
+                "RefreshShardCache",
+            )
+        return cache
 
     def _claim(self, call: Callable[..., Any]) -> None:
         """The first heartbeat: claim our row (see :mod:`.identity`); the liveness learns it landed."""
