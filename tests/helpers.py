@@ -79,6 +79,7 @@ class Producer(threading.Thread):
         batch: int = 500,
         pause: float = 0.0,
         keys: int = 50,
+        first_id: int = 0,
     ) -> None:
         super().__init__(name="test-producer", daemon=True)
         self.kinesis, self.stream, self.total, self.batch, self.pause = kinesis, stream, total, batch, pause
@@ -87,6 +88,7 @@ class Producer(threading.Thread):
         self._lock = threading.Lock()
         self._produced: list[int] = []
         self._stopping = threading.Event()
+        self._first_id = first_id  # record ids count up from here
         self.error: BaseException | None = None
 
     @property
@@ -106,7 +108,7 @@ class Producer(threading.Thread):
 
     def write_batch(self, size: int) -> None:
         entries = []
-        first = len(self._produced)
+        first = self._first_id + len(self._produced)
         for rid in range(first, first + size):
             key = self.keys[rid % len(self.keys)]
             body = {"id": rid, "key": key, "counter": self.counters[key]}

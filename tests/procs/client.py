@@ -116,6 +116,7 @@ def main() -> int:
         faults.attach(kinesis)
         faults.attach(dynamodb)
     consumer = Kinsumer(spec["stream"], spec["app"], spec["name"], config, kinesis=kinesis, dynamodb=dynamodb)
+    HOME[0] = consumer.streams[0]
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=consumer.stop, daemon=True).start())
     stats.write("listening", spec["name"])  # from here on SIGTERM is a clean stop (see ClientProcess.stop)
     deliveries = os.open(out + ".deliveries", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -223,9 +224,16 @@ class AckClock(threading.Thread):
 
 
 def line(record: Any) -> bytes:
+    """``id shard sequence key counter time``; the shard as its row's key (``<stream>/<shard>`` for a
+    stream after the first of several)."""
     body = json.loads(record.data)
-    fields = (body["id"], record.shard_id, record.sequence_number, body["key"], body["counter"], f"{time.time():.6f}")
+    shard = record.shard_id if record.stream == HOME[0] else f"{record.stream}/{record.shard_id}"
+    fields = (body["id"], shard, record.sequence_number, body["key"], body["counter"], f"{time.time():.6f}")
     return (" ".join(str(f) for f in fields) + "\n").encode()
+
+
+#: The application's first stream (set by main()): its shards are named by their IDs alone.
+HOME = [""]
 
 
 if __name__ == "__main__":

@@ -102,3 +102,48 @@ def test_sigkill_of_a_client_fails_over_and_loses_nothing(
     assert not audit.shard_order_violations()
     assert not audit.key_order_violations()
     assert failover <= bound
+
+
+def test_sigkill_of_a_client_of_two_streams_moves_its_shards_of_both(
+    deploy: Callable[..., Deployment], moto_server: LocalServer, processes: list[ClientProcess]
+) -> None:
+    """Three processes read two streams as one application (tuned config); one is killed: its shards of
+    both streams (rows ``<shard>`` and ``<stream>/<shard>``) go to the survivors, nothing is lost, and
+    only what it had not committed is delivered twice."""
+    deployment = deploy(2)
+    kinesis = moto_server.client("kinesis")
+    second = f"{deployment.stream}-2"
+    kinesis.create_stream(StreamName=second, ShardCount=2)
+    kinesis.get_waiter("stream_exists").wait(StreamName=second, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    producers = [
+        Producer(kinesis, deployment.stream, total=None, batch=20, pause=0.05),
+        Producer(kinesis, second, total=None, batch=20, pause=0.05, first_id=1_000_000),
+    ]
+    for producer in producers:
+        producer.start()
+    streams = [deployment.stream, second]
+    clients = [ClientProcess(deployment, f"client-{i}", TUNED, stream=streams).start() for i in range(3)]
+    processes.extend(clients)
+    victim = clients[0]
+    wait_until(lambda: len(owned_shards(deployment, victim.client_id)) >= 1, 30, "the victim to own shards")
+    wait_until(lambda: len(victim.deliveries()) >= 50, 30, "the victim to deliver")
+    # keys sorted, modulo 3: client-0 has the first stream's shard 0 and the second stream's shard 1
+    shards = {"shardId-000000000000", f"{second}/shardId-000000000001"}
+    wait_until(lambda: owned_shards(deployment, victim.client_id) == shards, 30, "the victim to own its share")
+    killed_at = time.time()
+    victim.kill()
+    committed = stored_checkpoints(deployment)
+    survivors = clients[1:]
+    wait_until(lambda: failover_seconds(survivors, shards, killed_at) is not None, 60, "the shards to move")
+    produced = [rid for producer in producers for rid in producer.stop()]
+    wait_until(lambda: not ProcessAudit(clients).lost(produced), 60, "every record delivered")
+    for proc in survivors:
+        proc.stop()
+    audit = ProcessAudit(clients)
+    assert not audit.lost(produced)
+    assert_duplicates_only_uncommitted(audit, victim.name, killed_at, committed)
+    assert not audit.shard_order_violations()
+    delivered_shards = {d.shard_id for d in audit.deliveries}
+    assert delivered_shards == {f"shardId-00000000000{i}" for i in range(2)} | {
+        f"{second}/shardId-00000000000{i}" for i in range(2)
+    }
