@@ -6,10 +6,12 @@ import asyncio
 import atexit
 import contextlib
 import datetime as dt
+import functools
 import inspect
 import logging
 import re
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -27,6 +29,7 @@ from .aws import records_parser
 from .aws.assumed_role import assumed_role_session
 from .aws.error_codes import to_kinsumer_error
 from .aws.kinesis import ensure_stream_active
+from .aws.retry import retry_call
 from .aws.stream_consumers import deregister_stream_consumer, ensure_stream_consumer, stream_arn
 from .aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
 from .config import Config, validate_names
@@ -58,6 +61,7 @@ __all__ = ["Kinsumer"]
 log = logging.getLogger("kinsumer")
 
 _STOP_GRACE = 10.0  # seconds stop() allows beyond handoff_timeout for the final DynamoDB writes
+_SETUP_DEADLINE = 30.0  # seconds run() retries transient faults of its first calls (tables, streams) before raising
 _BOTO_CONFIG = botocore.config.Config(
     max_pool_connections=64,
     connect_timeout=5,
@@ -238,9 +242,13 @@ class Kinsumer:
             _running.add(self)
             self._auto_running = not self.config.manual_checkpointing
         try:
-            ensure_tables_ready(self._dynamodb, self.tables)
-            identities = [ensure_stream_active(self._kinesis, name) for name in self.streams]
-            home = self._check_home_stream()
+            setup = functools.partial(self._setup_call, deadline=time.monotonic() + _SETUP_DEADLINE)
+            setup(lambda: ensure_tables_ready(self._dynamodb, self.tables), "DescribeTable")
+            identities = [
+                setup(functools.partial(ensure_stream_active, self._kinesis, name), "DescribeStreamSummary")
+                for name in self.streams
+            ]
+            home = setup(self._check_home_stream, "PutItem")
             scopes = tuple(StreamScope(n, i, n == home) for n, i in zip(self.streams, identities, strict=True))
             runtime = Runtime(
                 kinesis=self._kinesis,
@@ -263,6 +271,11 @@ class Kinsumer:
                 raise to_kinsumer_error(exc, "run()") from exc
             raise
         log.info("kinsumer %s reading %s as client %s", self.application_name, self.stream_name, self.client_id)
+
+    def _setup_call(self, fn: Callable[[], T], operation: str, *, deadline: float) -> T:
+        """One of run()'s first calls, its transient faults (throttling, 5xx, a connection reset) retried
+        until ``deadline``: a client starts through them as it reads through them."""
+        return retry_call(fn, operation=operation, stats=self._stats, deadline=deadline)
 
     def _check_home_stream(self) -> str:
         """The application's home stream (the first stream of its first client, recorded in the metadata

@@ -220,3 +220,28 @@ def test_two_streams_under_one_application_name_lose_nothing_the_second_client_r
     wait_until(lambda: audit.count() >= len(produced), 60, "every record of stream a")
     reader.stop()
     assert not audit.lost(produced) and not audit.duplicates()
+
+
+def test_run_starts_through_transient_faults_of_its_first_calls(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    """The first DescribeTable, DescribeStreamSummary and the home stream's PutItem each fail twice
+    (botocore retries nothing here): run() retries them and starts, as reading retries its faults."""
+    stream = new_stream(1)
+    produced = produce_per_shard(moto_server.client("kinesis"), stream, 5)
+    kinesis: Any = moto_server.client("kinesis", retries={"total_max_attempts": 1})
+    dynamodb: Any = moto_server.client("dynamodb", retries={"total_max_attempts": 1})
+    plans = [
+        FaultPlan(dynamodb, "DescribeTable", lambda n: "InternalServerError" if n <= 2 else None),
+        FaultPlan(kinesis, "DescribeStreamSummary", lambda n: "LimitExceededException" if n <= 2 else None),
+        FaultPlan(dynamodb, "PutItem", lambda n: "InternalServerError" if n <= 2 else None),
+    ]
+    consumer = Kinsumer(stream, app, "faulty-start", SERVER_CONFIG, kinesis=kinesis, dynamodb=dynamodb)
+    got = []
+    with consumer:
+        while len(got) < len(produced):
+            record = consumer.next_record(timeout=30)
+            assert record is not None
+            got.append(json.loads(record.data)["id"])
+    assert sorted(got) == produced
+    assert [sum(plan.injected.values()) for plan in plans] == [2, 2, 2]

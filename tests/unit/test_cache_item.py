@@ -56,9 +56,12 @@ def test_a_small_cache_is_written_as_earlier_versions_read_it() -> None:
 @given(
     st.integers(0, 4000),
     st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=60, unique=True),
-    st.randoms(use_true_random=False),
+    st.integers(0, 2**32 - 1),
 )
-def test_whatever_its_size_a_cache_reads_back_as_written(count: int, clients: list[str], rng: random.Random) -> None:
+def test_whatever_its_size_a_cache_reads_back_as_written(count: int, clients: list[str], seed: int) -> None:
+    # a seeded Random, not st.randoms(): drawing thousands of values from hypothesis's own data overran
+    # its entropy budget now and then (FailedHealthCheck data_too_large), though nothing failed
+    rng = random.Random(seed)
     shards = sorted(shard_id(n) for n in rng.sample(range(10 * count + 1), count))
     parents = {s: tuple(shard_id(rng.randrange(10**6)) for _ in range(rng.choice((0, 1, 2)))) for s in shards}
     assignment = {s: rng.choice(clients) for s in shards if rng.random() < 0.9}
