@@ -530,8 +530,9 @@ class Kinsumer:
         raises gets the batch again split in halves, until the failing records are alone (as Lambda's
         bisect on error); only those count attempts.
         """
-        options = self._options(max_attempts, backoff, max_backoff, dead_letter, concurrency)
-        options = attrs.evolve(options, max_records=max_records, max_wait=max_wait)
+        options = self._options(
+            max_attempts, backoff, max_backoff, dead_letter, concurrency, max_records=max_records, max_wait=max_wait
+        )
         self._process(handler, options, batches=True)
 
     async def aprocess(
@@ -566,8 +567,9 @@ class Kinsumer:
         concurrency: int = 1,
     ) -> None:
         """:meth:`process_batches` with an async handler (see :meth:`aprocess`)."""
-        options = self._options(max_attempts, backoff, max_backoff, dead_letter, concurrency)
-        options = attrs.evolve(options, max_records=max_records, max_wait=max_wait)
+        options = self._options(
+            max_attempts, backoff, max_backoff, dead_letter, concurrency, max_records=max_records, max_wait=max_wait
+        )
         await self._aprocess(handler, options, batches=True)
 
     async def _aprocess(
@@ -596,11 +598,12 @@ class Kinsumer:
 
     @staticmethod
     def _options(
-        max_attempts: int, backoff: float, max_backoff: float, dead_letter: object, concurrency: int
+        max_attempts: int, backoff: float, max_backoff: float, dead_letter: object, concurrency: int, **batches: float
     ) -> ProcessOptions:
+        """``process*()``'s options (``batches``: ``max_records`` and ``max_wait`` of the batch calls)."""
         return ProcessOptions(
             max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff,
-            dead_letter=dead_letter, concurrency=concurrency,  # type: ignore[arg-type]
+            dead_letter=dead_letter, concurrency=concurrency, **batches,  # type: ignore[arg-type]
         )  # fmt: skip
 
     def _process(self, handler: Callable[..., object], options: ProcessOptions, *, batches: bool) -> None:

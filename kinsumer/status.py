@@ -10,7 +10,7 @@ import attrs
 from .aws.kinesis import list_shards
 from .aws.tables import Tables, ensure_tables_ready, now_ms
 from .coordination import checkpoints_table, clients_table, metadata_table
-from .coordination.streams import StreamScope
+from .coordination.home_stream import stream_scope
 from .reading.frontier import consumable_frontier
 
 if TYPE_CHECKING:
@@ -112,8 +112,7 @@ def read_status(
     tables = Tables.for_application(application)
     listing = list_shards(kinesis, stream)  # first: a missing stream is the first thing to report
     ensure_tables_ready(db, tables)
-    home = metadata_table.read_home_stream(db, tables.metadata)
-    scope = StreamScope(stream, home=home in (None, stream))
+    scope = stream_scope(db, tables, stream)
     rows = {
         shard_id: row
         for key, row in checkpoints_table.load_rows(db, tables.checkpoints).items()

@@ -27,8 +27,9 @@ from ..aws.tables import Tables, create_tables, delete_tables, ensure_tables_rea
 from ..config import Config, InitialPosition, validate_names
 from ..consumer import Kinsumer
 from ..coordination import checkpoints_table, clients_table, metadata_table
+from ..coordination.home_stream import stream_scope
 from ..coordination.rewind import apply_reset, plan_reset
-from ..coordination.streams import StreamScope, agreed_streams
+from ..coordination.streams import agreed_streams, listed_streams
 from ..reading.position import StartPosition
 from ..status import read_status
 from .aws import add_aws_options, clients, describe_error
@@ -311,7 +312,7 @@ def _checkpoints(dynamodb: Any, app: str, stream: str) -> tuple[dict[str, StartP
     start), and the shards it finished. Read only."""
     tables = Tables.for_application(app)
     ensure_tables_ready(dynamodb, tables)
-    scope = _scope(dynamodb, tables, stream)
+    scope = stream_scope(dynamodb, tables, stream)
     starts: dict[str, StartPosition] = {}
     finished: set[str] = set()
     for key, row in checkpoints_table.load_rows(dynamodb, tables.checkpoints).items():
@@ -324,19 +325,13 @@ def _checkpoints(dynamodb: Any, app: str, stream: str) -> tuple[dict[str, StartP
     return starts, finished
 
 
-def _scope(dynamodb: Any, tables: Tables, stream: str) -> StreamScope:
-    """``stream`` as one of the application's streams (its rows' keys)."""
-    home = metadata_table.read_home_stream(dynamodb, tables.metadata)
-    return StreamScope(stream, home=home in (None, stream))
-
-
 def _application_streams(dynamodb: Any, app: str, stream: str, max_age: float) -> list[str]:
     """``stream``, then the other streams every live client of ``app`` lists: a tail that joins lists
     them too, so that joining does not pause them for the application (see coordination.streams)."""
     tables = Tables.for_application(app)
     ensure_tables_ready(dynamodb, tables)
     home = metadata_table.read_home_stream(dynamodb, tables.metadata) or stream
-    lists = [row.streams or (home,) for row in clients_table.live_clients(dynamodb, tables.clients, max_age)]
+    lists = [listed_streams(row.streams, home) for row in clients_table.live_clients(dynamodb, tables.clients, max_age)]
     if not lists:
         return [stream]
     return [stream, *(s for s in agreed_streams(lists[0], lists) if s != stream)]

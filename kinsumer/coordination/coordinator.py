@@ -33,7 +33,7 @@ from .metadata_table import ShardCache
 from .runtime import Runtime
 from .shard_pool import ShardPool
 from .shard_worker import ShardWorker
-from .streams import StreamScope, agreed_streams, combined_keys
+from .streams import StreamScope, agreed_streams, combined_keys, listed_streams
 
 __all__ = ["Coordinator"]
 
@@ -242,12 +242,12 @@ class Coordinator:
         stream only), in this client's order; says so when some are not read yet, or again."""
         rt = self._rt
         home = self._home.name
-        listed = [c.streams or (home,) for c in clients if c.id != rt.client_id]
+        listed = [listed_streams(c.streams, home) for c in clients if c.id != rt.client_id]
         agreed = agreed_streams(rt.stream_names, listed)
         waiting = tuple(name for name in rt.stream_names if name not in agreed)
         if waiting != self._not_agreed:
             if waiting:
-                lacking = sorted(c.id for c in clients if not set(waiting) <= set(c.streams or (home,)))
+                lacking = sorted(c.id for c in clients if not set(waiting) <= set(listed_streams(c.streams, home)))
                 log.warning(
                     "not reading %s yet: live clients %s do not list it (a stream is read once every client lists "
                     "it: restart them with the longer list)", ", ".join(waiting), ", ".join(lacking),

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING
 
 from ..aws.tables import Tables
 from . import checkpoints_table, metadata_table
+from .streams import StreamScope
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["establish_home_stream"]
+__all__ = ["establish_home_stream", "stream_scope"]
 
 
 def establish_home_stream(db: DynamoDBClient, tables: Tables, first: str) -> str:
@@ -27,3 +28,13 @@ def establish_home_stream(db: DynamoDBClient, tables: Tables, first: str) -> str
         return home
     inferred = checkpoints_table.recorded_stream_name(db, tables.checkpoints)
     return metadata_table.claim_home_stream(db, tables.metadata, inferred or first)
+
+
+def stream_scope(db: DynamoDBClient, tables: Tables, stream: str, identity: str = "") -> StreamScope:
+    """``stream`` as one of the application's streams (the keys of its rows), writing nothing: for
+    readers of the tables (``status``, ``tail``, a reset's plan). An application with no home stream
+    yet makes ``stream`` its home when a client starts."""
+    home = metadata_table.read_home_stream(db, tables.metadata)
+    if home is None:
+        home = checkpoints_table.recorded_stream_name(db, tables.checkpoints)
+    return StreamScope(stream, identity, home in (None, stream))

@@ -26,7 +26,7 @@ from ..aws.tables import Tables, now_ms
 from ..errors import ConfigError, KinsumerError
 from ..reading.position import Position
 from . import checkpoints_table, clients_table, metadata_table
-from .home_stream import establish_home_stream
+from .home_stream import establish_home_stream, stream_scope
 from .streams import StreamScope
 
 if TYPE_CHECKING:
@@ -105,8 +105,7 @@ def plan_reset(
     _refuse_while_live(dynamodb, tables, max_age)
     summary = active_stream_summary(kinesis, stream)
     identity = stream_identity(summary, stream)
-    home = establish_home_stream(dynamodb, tables, stream) == stream
-    scope = StreamScope(stream, identity, home)
+    scope = stream_scope(dynamodb, tables, stream, identity)  # a plan writes nothing
     listing = {info.shard_id: info for info in list_shards(kinesis, stream)}
     chosen = sorted(listing) if shards is None else list(shards)
     unknown = [s for s in chosen if s not in listing]
@@ -128,7 +127,7 @@ def plan_reset(
             )
         )
     kept_from = now_ms() - int(summary.get("RetentionPeriodHours", 24)) * 3_600_000
-    return ResetPlan(stream, identity, tuple(planned), past_retention=start_at < kept_from, home=home)
+    return ResetPlan(stream, identity, tuple(planned), past_retention=start_at < kept_from, home=scope.home)
 
 
 def apply_reset(dynamodb: DynamoDBClient, app: str, plan: ResetPlan, *, max_age: float) -> None:
@@ -136,6 +135,8 @@ def apply_reset(dynamodb: DynamoDBClient, app: str, plan: ResetPlan, *, max_age:
     client became live meanwhile, or took one of the rows."""
     tables = Tables.for_application(app)
     _refuse_while_live(dynamodb, tables, max_age)
+    if (establish_home_stream(dynamodb, tables, plan.stream) == plan.stream) != plan.home:
+        raise KinsumerError(f"the home stream of {app} was recorded after this plan was made: plan the reset again")
     scope = plan.scope
     for shard in plan.shards:
         done = checkpoints_table.rewind(

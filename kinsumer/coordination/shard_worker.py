@@ -69,11 +69,11 @@ class ShardWorker:
         committer: Committer,
         readers: ReaderFactory,
         loop: ShardLoop,
-        scope: StreamScope | None = None,
+        scope: StreamScope,
     ) -> None:
         #: The shard's key: its ID, or ``<stream>/<shard ID>`` for a stream not the home one (:mod:`.streams`).
         self.shard_id = shard_id
-        self.scope = scope = scope or runtime.streams[0]
+        self.scope = scope
         #: The shard's ID in its stream.
         self.stream_shard_id = scope.shard_id(shard_id) or shard_id
         self.lease = ShardLease(runtime, shard_id, parents, scope)

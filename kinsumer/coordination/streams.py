@@ -21,7 +21,9 @@ import attrs
 
 from ..stats import GuardedStats, KeyedStats
 
-__all__ = ["SEPARATOR", "StreamScope", "agreed_streams", "combined_keys", "scope_stats", "split_key"]
+__all__ = [
+    "SEPARATOR", "StreamScope", "agreed_streams", "combined_keys", "listed_streams", "scope_stats", "split_key",
+]  # fmt: skip
 
 SEPARATOR = "/"
 _CACHE_KEY = "ShardCache"
@@ -58,6 +60,11 @@ def split_key(key: str, home: str) -> tuple[str, str]:
     """``(stream, shard ID)`` of a row key, ``home`` being the application's home stream."""
     stream, sep, shard_id = key.rpartition(SEPARATOR)
     return (stream, shard_id) if sep else (home, key)
+
+
+def listed_streams(row_streams: Sequence[str], home: str) -> Sequence[str]:
+    """The streams a clients-table row lists: its ``Streams``, or (a row without it) the home stream."""
+    return row_streams or (home,)
 
 
 def agreed_streams(mine: Sequence[str], listed: Iterable[Sequence[str]]) -> tuple[str, ...]:

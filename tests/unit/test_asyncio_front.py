@@ -28,17 +28,19 @@ def test_async_for_awaits_records_pushed_later_while_other_tasks_run() -> None:
     async def main() -> tuple[list[Record], int]:
         ticks = 0
 
-        async def ticker() -> None:
+        pusher = threading.Thread(target=push, args=(d, progress, [record(i) for i in range(4, 7)]))
+
+        async def ticker() -> None:  # the later records come only once it has run three times
             nonlocal ticks
             while True:
                 ticks += 1
+                if ticks == 3:
+                    pusher.start()
                 await asyncio.sleep(0.001)
 
         tick_task = asyncio.create_task(ticker())
-        pusher = threading.Timer(0.05, lambda: push(d, progress, [record(i) for i in range(4, 7)]))
-        pusher.start()
         got = []
-        async for r in front.records():
+        async for r in front.records():  # a wait that blocked the loop would never see records 4-6
             got.append(r)
             if len(got) == 6:
                 d.close()  # a stop: the loop ends
@@ -46,9 +48,9 @@ def test_async_for_awaits_records_pushed_later_while_other_tasks_run() -> None:
         pusher.join()
         return got, ticks
 
-    got, ticks = asyncio.run(main())
+    got, ticks = asyncio.run(asyncio.wait_for(main(), 30))
     assert ids(got) == [1, 2, 3, 4, 5, 6]
-    assert ticks > 1  # the ticker ran while the loop awaited the later records
+    assert ticks >= 3  # the ticker ran while the loop awaited the later records
 
 
 def test_records_ready_back_to_back_still_give_the_loop_turns(monkeypatch: pytest.MonkeyPatch) -> None:
