@@ -7,7 +7,8 @@ Row: ``ID`` (hash key), ``Name``, ``LastUpdate`` (epoch ms), ``Host``, ``Pid``,
 or wrote: the others read the cache only when a live client has a newer one), ``Leaving``
 (set while a stopping client hands its shards off: it gets no shards, yet its shards are not
 taken from it), ``Streams`` (the streams the client lists, when it lists more than one; a row
-without it lists only the application's home stream: see :mod:`.streams`).
+without it lists only the application's home stream: see :mod:`.streams`); in the leader's row
+only, ``Roster``, ``RosterAt`` and ``SilentUntil`` (its :class:`Headline`: see :mod:`.roster`).
 
 A client writes its row only while it holds it: the first heartbeat (:func:`claim`) takes a
 free, stale or given-up row; the later ones (:func:`heartbeat`) only a row of its instance.
@@ -29,9 +30,21 @@ from ..errors import TableConflict
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["ClientRow", "all_clients", "claim", "deregister", "heartbeat", "live_clients", "reap_clients", "this_host"]
+__all__ = [
+    "ClientRow", "Headline", "all_clients", "claim", "deregister", "heartbeat", "live_clients", "read_client",
+    "reap_clients", "this_host",
+]  # fmt: skip
 
 _HOST = socket.gethostname()
+
+
+@attrs.frozen
+class Headline:
+    """What the leader's row says of the roster it published (see :mod:`.roster`)."""
+
+    digest: str
+    made_at: int  # epoch ms of the leader's scan the roster comes from
+    silent_until: int = 0  # epoch ms at which the first silent live client counts as dead; 0: none is
 
 
 @attrs.frozen
@@ -47,6 +60,8 @@ class ClientRow:
     reading: str = "polling"  # rows of versions before it was written: polling
     #: The streams the client lists; () for one stream, the home stream (see :mod:`.streams`).
     streams: tuple[str, ...] = ()
+    #: The leader's account of the roster (:mod:`.roster`); None in other rows.
+    headline: Headline | None = None
 
 
 def this_host() -> str:
@@ -64,9 +79,14 @@ def heartbeat(
     leaving: bool = False,
     reading: str = "polling",
     streams: tuple[str, ...] = (),
+    headline: Headline | None = None,
 ) -> ClientRow | None:
     """Refresh this client's row; the other instance's row instead if one took it over (nothing written)."""
     item = _item(client_id, name, instance, cache_version, leaving, reading, streams)
+    if headline is not None:
+        item["Roster"] = {"S": headline.digest}
+        item["RosterAt"] = {"N": str(headline.made_at)}
+        item["SilentUntil"] = {"N": str(headline.silent_until)}
     return _put(db, table, item, "Instance = :instance", {})
 
 
@@ -163,6 +183,10 @@ def _scan(db: DynamoDBClient, table: str, condition: str | None = None, cutoff_m
 
 
 def _row(item: dict[str, Any]) -> ClientRow:
+    headline = None
+    if "Roster" in item:
+        made_at, silent = int(item.get("RosterAt", {}).get("N", "0")), int(item.get("SilentUntil", {}).get("N", "0"))
+        headline = Headline(item["Roster"]["S"], made_at, silent)
     return ClientRow(
         id=item["ID"]["S"],
         name=item.get("Name", {}).get("S", ""),
@@ -174,7 +198,14 @@ def _row(item: dict[str, Any]) -> ClientRow:
         instance=item.get("Instance", {}).get("S", ""),
         reading=item.get("Reading", {}).get("S", "polling"),
         streams=tuple(v["S"] for v in item.get("Streams", {}).get("L", [])),
+        headline=headline,
     )
+
+
+def read_client(db: DynamoDBClient, table: str, client_id: str) -> ClientRow | None:
+    """One client's row, if there is one."""
+    item = db.get_item(TableName=table, Key={"ID": {"S": client_id}}, ConsistentRead=True).get("Item")
+    return _row(item) if item else None
 
 
 def all_clients(db: DynamoDBClient, table: str) -> list[ClientRow]:

@@ -6,6 +6,11 @@ my_index`` ("modulo"), or those the leader published with the shard cache ("bala
 leader computes it from the live clients and the assignment as published before). Only shards
 whose owner changed are stopped and started. It owns the :class:`ShardPool` and the client's
 :class:`~.heartbeat.Heartbeat`, which runs on a thread of its own so that no slow round delays it.
+
+The leader scans the clients table each round and publishes the roster; the others read it
+instead of scanning while they can trust it (:mod:`.roster`), so the table's reads grow with
+the clients, not with their square. Whoever scans finds a client that missed a heartbeat, and
+rounds again when it will count as dead: that takes up to a round off the fail-over after a crash.
 """
 
 from __future__ import annotations
@@ -18,18 +23,21 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import attrs
+
 from ..aws.retry import Stopped
 from ..aws.tables import now_ms as tables_now_ms
 from ..reading.reader import ReaderFactory
 from ..waiting import join_thread
 from . import clients_table, metadata_table
 from .assignment import assigned_shards, balanced_assignment, client_index
-from .clients_table import ClientRow
+from .clients_table import ClientRow, Headline
 from .heartbeat import Heartbeat
 from .identity import claim_row, release_row
 from .leader import refresh_shard_cache
 from .membership import Membership
 from .metadata_table import ShardCache
+from .roster import Roster, headline_to_trust, silent_until
 from .runtime import Runtime
 from .shard_pool import ShardPool
 from .shard_worker import ShardWorker
@@ -43,6 +51,8 @@ T = TypeVar("T")
 _REAP_AFTER = 600.0  # seconds of silence after which the leader deletes a client row (a crashed client's)
 _REAP_EVERY = 60.0  # seconds between two looks for such rows
 _FINAL_CALL_DEADLINE = 3.0  # seconds spent retrying deregistration at stop
+#: Followers read the leader's roster instead of scanning (the bench turns it off to compare).
+READ_ROSTER = True
 
 
 class Coordinator:
@@ -56,7 +66,7 @@ class Coordinator:
         self._wake = threading.Event()
         self._refresh = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kinsumer-coordinator", daemon=True)
-        self._beats = Heartbeat(runtime, lambda: self._cache_version)
+        self._beats = Heartbeat(runtime, lambda: self._cache_version, self._leader_headline)
         self._caches: dict[str, ShardCache] = {}  # the shard cache of each stream read, by name
         self._cache_version = 0  # the sum of their versions: what the heartbeat announces
         self._home = next(scope for scope in runtime.streams if scope.home)
@@ -67,6 +77,10 @@ class Coordinator:
         self._renew_leadership_at = 0.0
         self._next_cache_read = 0.0  # the cache is read when a client has a newer one, or at least this often
         self._recheck_at = math.inf  # an extra round when a silent client turns stale
+        self._leader_seen: str | None = None  # the first live client at the last round: the leader
+        self._roster: tuple[str, Roster] | None = None  # the last roster read, and its digest
+        self._published: str | None = None  # the digest of the last roster this client published (leading)
+        self._headline: Headline | None = None  # what this client's heartbeat says of it (leading)
         self.is_leader = False
         self.client_index = 0
         self.client_count = 1
@@ -145,10 +159,11 @@ class Coordinator:
         if not self._claimed:
             self._claim(call)
         heartbeat_version = self._beats.announced
-        rows = call(lambda: clients_table.all_clients(db, tables.clients), "Scan")
-        rt.membership = membership = Membership.from_rows(rows, tables_now_ms(), rt.max_age)
+        rows, membership, scanned_at = self._members(call)
+        rt.membership = membership
         clients = [row for row in rows if row.id in membership.live and not row.leaving]
-        self._recheck_at = self._when_silent_clients_expire(clients)
+        silent = scanned_at and silent_until(clients, rt.client_id, scanned_at, cfg.shard_check_frequency, rt.max_age)
+        self._recheck_at = time.monotonic() + (silent - tables_now_ms()) / 1000 + 0.05 if silent else math.inf
         index, count = client_index([c.id for c in clients], rt.client_id)
         self._lead(index == 0, call)
         agreed = self._agreed(clients)
@@ -188,8 +203,52 @@ class Coordinator:
                 self._beats.beat_now()
             else:  # the first round: before the heartbeat's thread runs
                 self._beats.beat(deadline)
+        self._leader_seen = clients[0].id if clients else None
+        if self.is_leader and scanned_at:
+            self._publish_roster(rows, membership, Headline("", scanned_at, silent), call)
         if not self._stopping.is_set():
             self._pool.assign(wanted, parents)
+
+    def _members(self, call: Callable[..., Any]) -> tuple[list[ClientRow], Membership, int]:
+        """The clients' rows and the membership: from the leader's roster where it can be trusted (the
+        rows then without heartbeat times), else from a scan; and the scan's time (epoch ms; 0: none)."""
+        rt = self._rt
+        db, tables = rt.dynamodb, rt.tables
+        leader_id = self._leader_seen
+        if READ_ROSTER and not self.is_leader and leader_id not in (None, rt.client_id):
+            leader = call(lambda: clients_table.read_client(db, tables.clients, leader_id), "GetItem")
+            headline = headline_to_trust(leader, tables_now_ms(), self._cfg.shard_check_frequency)
+            if headline is not None:
+                if self._roster is None or self._roster[0] != headline.digest:
+                    self._roster = call(lambda: metadata_table.read_roster(db, tables.metadata), "GetItem")
+                if self._roster is not None and self._roster[0] == headline.digest:
+                    roster = self._roster[1]
+                    if roster.lists(rt.client_id, rt.instance) and roster.leader() == leader_id:
+                        return list(roster.live), roster.membership(rt.max_age), 0
+        rows = call(lambda: clients_table.all_clients(db, tables.clients), "Scan")
+        scanned_at = tables_now_ms()
+        return rows, Membership.from_rows(rows, scanned_at, rt.max_age), scanned_at
+
+    def _publish_roster(
+        self, rows: list[ClientRow], membership: Membership, headline: Headline, call: Callable[..., Any]
+    ) -> None:
+        """The leader's part of the roster (:mod:`.roster`): publish it if it changed (this client's own
+        cache version as of now), and have the heartbeat say so, at once if the followers must know."""
+        rt = self._rt
+        own = [attrs.evolve(r, cache_version=self._cache_version) if r.id == rt.client_id else r for r in rows]
+        roster = Roster.of(own, membership)
+        digest = roster.digest()
+        if digest != self._published:
+            call(lambda: metadata_table.write_roster(rt.dynamodb, rt.tables.metadata, roster), "PutItem")
+            self._published = digest
+        previous, self._headline = self._headline, attrs.evolve(headline, digest=digest)
+        news = previous is None or (previous.digest, previous.silent_until) != (digest, headline.silent_until)
+        if news and self._thread.is_alive():
+            self._beats.beat_now()
+
+    def _leader_headline(self) -> Headline | None:
+        """What this client's heartbeat says of the roster: nothing unless it leads."""
+        return self._headline if self.is_leader else None
 
     def _shard_cache(self, scope: StreamScope, call: Callable[..., Any], *, read: bool, refresh: bool) -> ShardCache:
         """``scope``'s shard cache: as last read, read again (``read``, or never read), or listed from
@@ -230,6 +289,7 @@ class Coordinator:
             if leader and not self.is_leader:
                 log.info("client %s is the leader", rt.client_id)
                 self._next_leader_action = 0.0
+                self._published = self._headline = None  # the roster is published again
             self.is_leader = leader
             self._renew_leadership_at = renew_at
         elif not first and self.is_leader:
@@ -285,23 +345,6 @@ class Coordinator:
         moved = sum(1 for shard, owner in wanted.items() if cache.assignment.get(shard) != owner)
         log.info("published the assignment of %d shards to %d clients (%d moved)", len(wanted), len(live), moved)
         return written
-
-    def _when_silent_clients_expire(self, clients: list[ClientRow]) -> float:
-        """Monotonic time at which the first client that missed a heartbeat counts as dead.
-
-        Rechecking then, instead of at the next round, takes up to a whole
-        ``shard_check_frequency`` off the fail-over after a crash.
-        """
-        now_wall, now = tables_now_ms(), time.monotonic()
-        missed = 1500 * self._cfg.shard_check_frequency  # ms: one heartbeat late, plus slack
-        expiries = [
-            c.last_update + self._rt.max_age * 1000
-            for c in clients
-            if c.id != self._rt.client_id and now_wall - c.last_update > missed
-        ]
-        if not expiries:
-            return math.inf
-        return now + (min(expiries) - now_wall) / 1000 + 0.05
 
     def _leave(self) -> None:
         """Stop path on the loop thread: hand every shard off, then leave the membership.

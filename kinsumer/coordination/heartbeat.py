@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from ..waiting import join_thread
 from . import clients_table
+from .clients_table import Headline
 from .identity import taken_over
 from .runtime import Runtime
 
@@ -31,9 +32,12 @@ log = logging.getLogger("kinsumer.coordinator")
 class Heartbeat:
     """Writes the client's row every period, and whenever asked; tells the liveness each time."""
 
-    def __init__(self, runtime: Runtime, cache_version: Callable[[], int]) -> None:
+    def __init__(
+        self, runtime: Runtime, cache_version: Callable[[], int], headline: Callable[[], Headline | None]
+    ) -> None:
         self._rt = runtime
         self._cache_version = cache_version
+        self._headline = headline  # what the leader's row says of the roster (:mod:`.roster`)
         self._period = runtime.config.shard_check_frequency
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -59,12 +63,12 @@ class Heartbeat:
     def beat(self, deadline: float) -> None:
         """One heartbeat, its transient faults retried until ``deadline`` (monotonic)."""
         rt = self._rt
-        version, leaving = self._cache_version(), self.leaving
+        version, leaving, headline = self._cache_version(), self.leaving, self._headline()
         started = rt.liveness.now()
         holder = rt.call(
             lambda: clients_table.heartbeat(
                 rt.dynamodb, rt.tables.clients, rt.client_id, rt.client_name, rt.instance, version,
-                leaving=leaving, reading=rt.config.reading, streams=rt.stream_names,
+                leaving=leaving, reading=rt.config.reading, streams=rt.stream_names, headline=headline,
             ),
             "PutItem",
             deadline=deadline,

@@ -5,7 +5,8 @@ Items: ``Key="Leader"`` (``ID``, ``Name``, ``LastUpdate``), ``Key="ShardCache"``
 ``Assignment``, or all three packed in ``Packed`` for a large stream, see :mod:`.cache_item`;
 ``Version``, ``LastUpdate``), one ``Key="ShardCache/<stream>"`` of the same shape for each stream
 but the home stream (:mod:`.streams`), and ``Key="Stream"`` (``Name``: the application's home
-stream, written by its first client; see :func:`claim_home_stream`).
+stream, written by its first client; see :func:`claim_home_stream`), and ``Key="Roster"``
+(``Digest``, ``Body``: the membership as the leader last published it, see :mod:`.roster`).
 """
 
 from __future__ import annotations
@@ -19,18 +20,20 @@ import botocore.exceptions
 from ..aws.error_codes import is_condition_failure
 from ..aws.tables import now_ms
 from . import cache_item
+from .roster import Roster
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
-    "ShardCache", "claim_home_stream", "delete_shard_cache", "read_home_stream", "read_shard_cache",
-    "release_leadership", "take_leadership", "write_shard_cache",
+    "ShardCache", "claim_home_stream", "delete_shard_cache", "read_home_stream", "read_roster", "read_shard_cache",
+    "release_leadership", "take_leadership", "write_roster", "write_shard_cache",
 ]  # fmt: skip
 
 LEADER_KEY = "Leader"
 SHARD_CACHE_KEY = "ShardCache"
 STREAM_KEY = "Stream"
+ROSTER_KEY = "Roster"
 
 
 def claim_home_stream(db: DynamoDBClient, table: str, stream: str) -> str:
@@ -59,6 +62,23 @@ def read_home_stream(db: DynamoDBClient, table: str) -> str | None:
     item = db.get_item(TableName=table, Key={"Key": {"S": STREAM_KEY}}, ConsistentRead=True).get("Item", {})
     name = item.get("Name", {}).get("S")
     return name or None
+
+
+def write_roster(db: DynamoDBClient, table: str, roster: Roster) -> str:
+    """Publish ``roster`` (the leader does, before its heartbeat names it); its digest."""
+    digest = roster.digest()
+    item = {"Key": {"S": ROSTER_KEY}, "Digest": {"S": digest}, "Body": {"S": roster.encode()},
+            "LastUpdate": {"N": str(now_ms())}}  # fmt: skip
+    db.put_item(TableName=table, Item=item)
+    return digest
+
+
+def read_roster(db: DynamoDBClient, table: str) -> tuple[str, Roster] | None:
+    """The roster as last published, and its digest; None if none was."""
+    item = db.get_item(TableName=table, Key={"Key": {"S": ROSTER_KEY}}, ConsistentRead=True).get("Item")
+    if not item or "Body" not in item:
+        return None
+    return item.get("Digest", {}).get("S", ""), Roster.decode(item["Body"]["S"])
 
 
 def take_leadership(db: DynamoDBClient, table: str, client_id: str, name: str, max_age: float) -> bool:

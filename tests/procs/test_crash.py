@@ -53,12 +53,15 @@ def assert_duplicates_only_uncommitted(
 
 
 @pytest.mark.parametrize(
-    ("config", "bound", "server"),
+    ("config", "bound", "server", "victim_index"),
     [
-        pytest.param({}, 15.0, "moto_server", id="default-config"),
-        pytest.param(TUNED, 3.0, "moto_server", id="tuned-config"),
+        # client-0 sorts first: it leads, and the others find it dead from its own row
+        pytest.param({}, 15.0, "moto_server", 0, id="default-config"),
+        # client-1 follows: the others read the leader's roster until it says client-1 went silent
+        pytest.param({}, 15.0, "moto_server", 1, id="default-config-follower"),
+        pytest.param(TUNED, 3.0, "moto_server", 0, id="tuned-config"),
         # enhanced fan-out on kinesis-mock: it refuses the new owner's subscription for 1-2 s after the old one broke
-        pytest.param({**TUNED, "efo_consumer_name": "crash"}, 6.0, "kinesis_mock", id="tuned-fan-out"),
+        pytest.param({**TUNED, "efo_consumer_name": "crash"}, 6.0, "kinesis_mock", 0, id="tuned-fan-out"),
     ],
 )
 def test_sigkill_of_a_client_fails_over_and_loses_nothing(
@@ -68,6 +71,7 @@ def test_sigkill_of_a_client_fails_over_and_loses_nothing(
     config: dict[str, Any],
     bound: float,
     server: str,
+    victim_index: int,
     record_property: Callable[[str, object], None],
 ) -> None:
     kinesis: LocalServer = request.getfixturevalue(server)
@@ -76,7 +80,7 @@ def test_sigkill_of_a_client_fails_over_and_loses_nothing(
     producer.start()
     clients = [ClientProcess(deployment, f"client-{i}", config).start() for i in range(3)]
     processes.extend(clients)
-    victim = clients[0]
+    victim = clients[victim_index]
     wait_until(lambda: len(owned_shards(deployment, victim.client_id)) >= 1, 30, "the victim to own shards")
     wait_until(lambda: len(victim.deliveries()) >= 50, 30, "the victim to deliver")
     shards = owned_shards(deployment, victim.client_id)
@@ -84,7 +88,7 @@ def test_sigkill_of_a_client_fails_over_and_loses_nothing(
     victim.kill()
     committed = stored_checkpoints(deployment)  # nobody can capture the victim's shards yet
     assert all(committed[shard][0] == victim.client_id for shard in shards)
-    survivors = clients[1:]
+    survivors = [proc for proc in clients if proc is not victim]
     wait_until(lambda: failover_seconds(survivors, shards, killed_at) is not None, 60, "the shards to move")
     failover = failover_seconds(survivors, shards, killed_at)
     assert failover is not None
@@ -124,7 +128,7 @@ def test_sigkill_of_a_client_of_two_streams_moves_its_shards_of_both(
     streams = [deployment.stream, second]
     clients = [ClientProcess(deployment, f"client-{i}", TUNED, stream=streams).start() for i in range(3)]
     processes.extend(clients)
-    victim = clients[0]
+    victim = clients[victim_index]
     wait_until(lambda: len(owned_shards(deployment, victim.client_id)) >= 1, 30, "the victim to own shards")
     wait_until(lambda: len(victim.deliveries()) >= 50, 30, "the victim to deliver")
     # keys sorted, modulo 3: client-0 has the first stream's shard 0 and the second stream's shard 1
@@ -133,7 +137,7 @@ def test_sigkill_of_a_client_of_two_streams_moves_its_shards_of_both(
     killed_at = time.time()
     victim.kill()
     committed = stored_checkpoints(deployment)
-    survivors = clients[1:]
+    survivors = [proc for proc in clients if proc is not victim]
     wait_until(lambda: failover_seconds(survivors, shards, killed_at) is not None, 60, "the shards to move")
     produced = [rid for producer in producers for rid in producer.stop()]
     wait_until(lambda: not ProcessAudit(clients).lost(produced), 60, "every record delivered")

@@ -32,6 +32,7 @@ class Worker:
         audit: Audit,
         config: Config = SERVER_CONFIG,
         kinesis: Any = None,
+        dynamodb: Any = None,
     ) -> None:
         self.name, self.audit = name, audit
         self.stats = CountingStats()
@@ -41,7 +42,7 @@ class Worker:
             name,
             attrs.evolve(config, stats=self.stats),
             kinesis=kinesis or server.client("kinesis"),
-            dynamodb=server.client("dynamodb"),
+            dynamodb=dynamodb or server.client("dynamodb"),
         )
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._consume, name=f"test-{name}", daemon=True)
