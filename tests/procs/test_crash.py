@@ -128,7 +128,7 @@ def test_sigkill_of_a_client_of_two_streams_moves_its_shards_of_both(
     streams = [deployment.stream, second]
     clients = [ClientProcess(deployment, f"client-{i}", TUNED, stream=streams).start() for i in range(3)]
     processes.extend(clients)
-    victim = clients[victim_index]
+    victim = clients[0]
     wait_until(lambda: len(owned_shards(deployment, victim.client_id)) >= 1, 30, "the victim to own shards")
     wait_until(lambda: len(victim.deliveries()) >= 50, 30, "the victim to deliver")
     # keys sorted, modulo 3: client-0 has the first stream's shard 0 and the second stream's shard 1
