@@ -400,7 +400,7 @@ def handler_rows(server: servers.LocalServer) -> list[Row]:
     ]
 
 
-#: (live clients, rows of clients gone within the hour) of the members section
+#: (live clients, rows of clients that crashed 5 minutes ago) of the members section
 MEMBERS = ((2, 0), (20, 0), (20, 40), (50, 0))
 
 

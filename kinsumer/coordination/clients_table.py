@@ -202,9 +202,9 @@ def _row(item: dict[str, Any]) -> ClientRow:
     )
 
 
-def read_client(db: DynamoDBClient, table: str, client_id: str) -> ClientRow | None:
-    """One client's row, if there is one."""
-    item = db.get_item(TableName=table, Key={"ID": {"S": client_id}}, ConsistentRead=True).get("Item")
+def read_client(db: DynamoDBClient, table: str, client_id: str, *, consistent: bool = True) -> ClientRow | None:
+    """One client's row, if there is one (an eventually consistent read costs half: it may miss the last write)."""
+    item = db.get_item(TableName=table, Key={"ID": {"S": client_id}}, ConsistentRead=consistent).get("Item")
     return _row(item) if item else None
 
 

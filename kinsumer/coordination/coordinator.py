@@ -216,7 +216,9 @@ class Coordinator:
         db, tables = rt.dynamodb, rt.tables
         leader_id = self._leader_seen
         if READ_ROSTER and not self.is_leader and leader_id not in (None, rt.client_id):
-            leader = call(lambda: clients_table.read_client(db, tables.clients, leader_id), "GetItem")
+            # eventually consistent (half the cost): a row read before the leader's last write looks less
+            # fresh, and at worst tells of a silent client a round late
+            leader = call(lambda: clients_table.read_client(db, tables.clients, leader_id, consistent=False), "GetItem")
             headline = headline_to_trust(leader, tables_now_ms(), self._cfg.shard_check_frequency)
             if headline is not None:
                 if self._roster is None or self._roster[0] != headline.digest:

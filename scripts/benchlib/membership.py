@@ -1,11 +1,12 @@
 """The clients table at scale: what each client's membership round reads, and ListShards per stream.
 
 ``clients`` clients (default config, one process, one moto server) share an idle 8-shard stream,
-with ``dead`` rows of clients that left within the hour in the clients table (the leader deletes
-a row an hour after its last heartbeat). After a warm-up, for ``WINDOW`` seconds: each client's
+with ``dead`` rows of clients that crashed 5 minutes ago in the clients table (the leader deletes
+a row 10 minutes after its last heartbeat). After a warm-up, for ``WINDOW`` seconds: each client's
 membership reads (Scans of the clients table, GetItems of a client's row and of the roster), and
 the read units they cost by DynamoDB's rule (an item or a Scan page costs its size rounded up to
-4 KB: one unit per 4 KB, strongly consistent), and every client's ListShards calls. With
+4 KB: one unit per 4 KB strongly consistent, half a unit eventually consistent), and every client's
+ListShards calls. With
 ``roster=False`` every client scans the clients table each round, as before the roster.
 """
 
@@ -69,6 +70,7 @@ class _Counter:
         table = str(params.get("TableName", ""))
         roster = params.get("Key", {}).get("Key", {}).get("S") == "Roster"
         context["membership_read"] = table.endswith("_clients") or (model.name == "GetItem" and roster)
+        context["membership_unit"] = 1.0 if params.get("ConsistentRead") else 0.5
 
     def after_read(self, parsed: dict[str, Any], context: dict[str, Any], model: Any, **_: Any) -> None:
         if not (self.counting and context.get("membership_read")):
@@ -76,7 +78,7 @@ class _Counter:
         self.reads += 1
         items = parsed.get("Items", []) if model.name == "Scan" else [parsed.get("Item", {})]
         self.scans += model.name == "Scan"
-        self.units += math.ceil(sum(item_size(item) for item in items) / 4096) or 1
+        self.units += (math.ceil(sum(item_size(item) for item in items) / 4096) or 1) * context["membership_unit"]
 
     def before_list_shards(self, **_: Any) -> None:
         if self.counting:
@@ -99,7 +101,7 @@ def membership(server: LocalServer, clients: int, dead: int = 0, *, roster: bool
     consumers[0].create_required_tables()
     table = consumers[0].tables.clients
     db = server.client("dynamodb")
-    stopped = int((time.time() - 1800) * 1000)  # half an hour ago
+    stopped = int((time.time() - 300) * 1000)  # 5 minutes ago: the leader deletes a row 10 minutes after
     for n in range(dead):  # rows as a client that crashed then leaves them
         db.put_item(TableName=table, Item={
             "ID": {"S": f"gone-{uuid.uuid4().hex}"}, "Name": {"S": f"gone-{n}"}, "LastUpdate": {"N": str(stopped)},
