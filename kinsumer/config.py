@@ -119,9 +119,9 @@ class Config:
     Make variants with ``attrs.evolve(config, field=value)``. Every invalid value raises
     :class:`~kinsumer.ConfigError` naming the field and the rule.
 
-    The defaults fail over a dead client's shards in about ``client_record_max_age`` +
-    ``shard_check_frequency`` (8 s + 2 s) and keep DynamoDB traffic to a few requests per
-    second per client.
+    The defaults fail over a dead client's shards about ``client_record_max_age`` (7 s) after its
+    last heartbeat, 5-7 s after it died, and keep DynamoDB traffic to a few requests per second
+    per client.
     """
 
     #: Time between two GetRecords calls on one shard; a shard with a backlog (a full page) makes them
@@ -147,7 +147,7 @@ class Config:
     leader_action_frequency: float = attrs.field(
         default=10.0, converter=_as_float, validator=_seconds(0, inclusive=False)
     )
-    #: When a silent client (and the shards it owns) counts as dead. None: 4 x shard_check_frequency;
+    #: When a silent client (and the shards it owns) counts as dead. None: 3.5 x shard_check_frequency;
     #: at least 3 x shard_check_frequency.
     client_record_max_age: float | None = attrs.field(
         default=None, converter=_as_float, validator=attrs.validators.optional(_seconds(0, inclusive=False))
@@ -221,9 +221,10 @@ class Config:
 
     @property
     def effective_client_record_max_age(self) -> float:
-        """client_record_max_age, or its default of 4 x shard_check_frequency."""
+        """client_record_max_age, or its default of 3.5 x shard_check_frequency (a heartbeat then keeps the
+        client's shards 1.75 rounds, so it may land 0.75 of a round late)."""
         if self.client_record_max_age is None:
-            return 4.0 * self.shard_check_frequency
+            return 3.5 * self.shard_check_frequency
         return self.client_record_max_age
 
     def __attrs_post_init__(self) -> None:

@@ -17,7 +17,12 @@ from kinsumer.metrics import LoggingStatReceiver, PrometheusStatReceiver
 from tests.helpers import wait_until
 
 FAST = Config(
-    shard_check_frequency=0.25, commit_frequency=0.1, leader_action_frequency=0.5, throttle_delay=0.2, handoff_timeout=1
+    shard_check_frequency=0.25,
+    client_record_max_age=1.0,
+    commit_frequency=0.1,
+    leader_action_frequency=0.5,
+    throttle_delay=0.2,
+    handoff_timeout=1,
 )
 SHARD = "shardId-000000000000"
 N = 25

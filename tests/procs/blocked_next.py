@@ -43,7 +43,7 @@ def interrupt_from_a_helper_thread() -> None:
 def main() -> int:
     endpoint, stream, app = sys.argv[1:4]
     k = Kinsumer(
-        stream, app, "blocked", Config(shard_check_frequency=0.5),
+        stream, app, "blocked", Config(shard_check_frequency=0.5, client_record_max_age=2.0),
         kinesis=servers.client(endpoint, "kinesis"), dynamodb=servers.client(endpoint, "dynamodb"),
     )  # fmt: skip
     k.run()

@@ -18,7 +18,13 @@ from tests.helpers import wait_until
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 #: Membership rounds every 0.5 s; a silent client is dead after 2 s.
-FAST = {"shard_check_frequency": 0.5, "commit_frequency": 0.25, "leader_action_frequency": 1.0, "handoff_timeout": 5.0}
+FAST = {
+    "shard_check_frequency": 0.5,
+    "client_record_max_age": 2.0,
+    "commit_frequency": 0.25,
+    "leader_action_frequency": 1.0,
+    "handoff_timeout": 5.0,
+}
 #: The "tuned" configuration of the README: a 1 s heartbeat, dead after 2 s.
 TUNED = {
     "shard_check_frequency": 0.5,

@@ -33,6 +33,7 @@ def test_clients_under_injected_faults_lose_nothing_and_raise_nothing(
             faults={**FAULTS, "seed": i},
             config={
                 "shard_check_frequency": 0.5,
+                "client_record_max_age": 2.0,
                 "commit_frequency": 0.25,
                 "leader_action_frequency": 1.0,
                 "max_records_per_call": 50,

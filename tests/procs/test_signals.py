@@ -49,7 +49,7 @@ import sys
 from demo import servers
 from kinsumer import Config, Kinsumer
 endpoint, stream, app = sys.argv[1:4]
-k = Kinsumer(stream, app, "failing", Config(shard_check_frequency=0.5),
+k = Kinsumer(stream, app, "failing", Config(shard_check_frequency=0.5, client_record_max_age=2.0),
              kinesis=servers.client(endpoint, "kinesis"), dynamodb=servers.client(endpoint, "dynamodb"))
 k.run()
 for record in k:  # no with block, no stop(): the handler fails on the first record

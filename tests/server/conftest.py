@@ -16,7 +16,11 @@ pytestmark = pytest.mark.server
 
 #: Timings for tests: membership rounds every 0.5 s, a silent client is dead after 2 s.
 SERVER_CONFIG = Config(
-    shard_check_frequency=0.5, commit_frequency=0.25, leader_action_frequency=1.0, handoff_timeout=5.0
+    shard_check_frequency=0.5,
+    client_record_max_age=2.0,
+    commit_frequency=0.25,
+    leader_action_frequency=1.0,
+    handoff_timeout=5.0,
 )
 
 

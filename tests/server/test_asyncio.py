@@ -161,7 +161,9 @@ from demo.servers import client
 spec = json.loads(sys.argv[1])
 
 async def main():
-    config = Config(shard_check_frequency=0.5, commit_frequency=0.25, leader_action_frequency=1.0)
+    config = Config(
+        shard_check_frequency=0.5, client_record_max_age=2.0, commit_frequency=0.25, leader_action_frequency=1.0
+    )
     k = Kinsumer(spec["stream"], spec["app"], "ctrl-c", config,
                  kinesis=client(spec["endpoint"], "kinesis"), dynamodb=client(spec["endpoint"], "dynamodb"))
     async with k:

@@ -139,7 +139,9 @@ def test_status_shows_clients_leader_shards_and_lag(moto_server: LocalServer, ne
     stream, app = new_stream(2), unique("app")
     assert run(moto_server, "create-tables", app).returncode == 0
     assert run(moto_server, "produce", stream, "--count", "100").returncode == 0
-    config = Config(shard_check_frequency=0.5, commit_frequency=0.25, leader_action_frequency=1)
+    config = Config(
+        shard_check_frequency=0.5, client_record_max_age=2, commit_frequency=0.25, leader_action_frequency=1
+    )
     consumer = Kinsumer(
         stream,
         app,
@@ -279,7 +281,9 @@ def test_status_and_tail_name_the_streams_of_an_application_of_several(
     home, other, app = new_stream(1), new_stream(2), unique("app")
     assert run(moto_server, "create-tables", app).returncode == 0
     assert run(moto_server, "produce", other, "--count", "20").returncode == 0
-    config = Config(shard_check_frequency=0.5, commit_frequency=0.25, leader_action_frequency=1)
+    config = Config(
+        shard_check_frequency=0.5, client_record_max_age=2, commit_frequency=0.25, leader_action_frequency=1
+    )
     aws = {"kinesis": moto_server.client("kinesis"), "dynamodb": moto_server.client("dynamodb")}
     consumer = Kinsumer([home, other], app, "two-streams", config, **aws)
     consumer.run()

@@ -19,7 +19,13 @@ from tests.reshard import new_stream as new_kinesalite_stream
 
 pytestmark = pytest.mark.server
 
-FAST = Config(shard_check_frequency=0.5, commit_frequency=0.25, leader_action_frequency=1.0, handoff_timeout=2.0)
+FAST = Config(
+    shard_check_frequency=0.5,
+    client_record_max_age=2.0,
+    commit_frequency=0.25,
+    leader_action_frequency=1.0,
+    handoff_timeout=2.0,
+)
 BAD = {3, 11}
 
 

@@ -11,7 +11,13 @@ from tests.conftest import unique
 
 pytestmark = pytest.mark.server
 
-FAST = Config(shard_check_frequency=0.25, commit_frequency=0.1, leader_action_frequency=0.5, handoff_timeout=1)
+FAST = Config(
+    shard_check_frequency=0.25,
+    client_record_max_age=1.0,
+    commit_frequency=0.1,
+    leader_action_frequency=0.5,
+    handoff_timeout=1,
+)
 
 
 def test_aws_endpoint_url_and_region_from_the_environment(

@@ -59,7 +59,7 @@ def test_defaults_fail_over_within_fifteen_seconds() -> None:
 
 def test_evolve_rederives_the_default_max_age_and_validates() -> None:
     tuned = attrs.evolve(Config(), shard_check_frequency=0.5, commit_frequency=0.25, leader_action_frequency=1)
-    assert tuned.effective_client_record_max_age == 2.0
+    assert tuned.effective_client_record_max_age == 1.75
     with pytest.raises(ConfigError, match="buffer_size"):
         attrs.evolve(tuned, buffer_size=-1)
 
