@@ -1,6 +1,6 @@
 """kinsumer's own SubscribeToShard (kinsumer/aws/subscription_http.py) against a scripted HTTP server on
 127.0.0.1: bodies chunked, with a Content-Length or up to the end of the connection, split anywhere;
-error answers as botocore's errors; a connection that breaks."""
+error answers as botocore's errors; a connection that breaks; and a reader reading through it."""
 
 from __future__ import annotations
 
@@ -21,7 +21,11 @@ import pytest
 from kinsumer.aws import event_stream
 from kinsumer.aws.error_codes import error_code, is_in_use, is_transient
 from kinsumer.aws.lean_endpoint import LeanEndpoint
-from kinsumer.aws.subscription_http import LeanSubscriber
+from kinsumer.aws.subscription_http import LeanSubscriber, lean_subscriber
+from kinsumer.reading import fanout
+from kinsumer.reading.fanout import SubscriptionReader
+from kinsumer.reading.position import StartPosition
+from tests.helpers import CountingStats
 from tests.unit.test_event_stream import records_event
 
 SHARD = "shardId-000000000000"
@@ -248,3 +252,31 @@ def test_a_port_nobody_listens_on_is_an_endpoint_connection_error() -> None:
 
     with pytest.raises(botocore.exceptions.EndpointConnectionError):
         asyncio.run(subscribe())
+
+
+def test_a_reader_subscribes_again_after_the_last_record_it_handed_on_when_its_subscription_breaks_or_is_refused(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fanout, "_BACKOFF_FIRST", 0.01)
+    monkeypatch.setattr(fanout, "CLOSED_CHECK", 1e9)
+    kinesis = client(server.url)
+    assert lean_subscriber(kinesis) is not None
+    broken = chunked(records_event(0, 2) + records_event(2, 1), 1000, end=False)[:-5]  # breaks in the second event
+    refusal = b'{"__type": "ResourceInUseException"}'
+    server.answers.put(Answer([head(Transfer_Encoding="chunked"), broken]))
+    server.answers.put(Answer([head(400, Content_Length=str(len(refusal))), refusal]))
+    server.answers.put(Answer([head(Transfer_Encoding="chunked"), chunked(records_event(2, 2), 1000, end=False)],
+                              close=False))  # fmt: skip
+    stats = CountingStats()
+    r = SubscriptionReader(kinesis, "s", "arn:consumer", SHARD, StartPosition.trim_horizon(), stats=stats)
+    try:
+        pages = [[x["SequenceNumber"] for x in r.next_page().raw] for _ in range(2)]
+    finally:
+        r.close()
+    assert pages == [["49000", "49001"], ["49002", "49003"]]
+    starts = [body["StartingPosition"] for _, body in server.requests]
+    after = {"Type": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": "49001"}
+    assert starts == [{"Type": "TRIM_HORIZON"}, after, after]
+    assert stats.retried[("SubscribeToShard", "ConnectionClosedError")] == 1
+    assert stats.retried[("SubscribeToShard", "ResourceInUseException")] == 1
+    assert r._finished.is_set()
