@@ -509,12 +509,16 @@ def steady_rows(server: servers.LocalServer) -> list[Row]:
 def fanout_rows(dynamodb: servers.LocalServer, args: argparse.Namespace) -> list[Row]:
     records = min(args.records, FANOUT_RECORDS)
     say(f"enhanced fan-out against polling on kinesis-mock: {fanout.SHARDS} shards, {records} records, latency")
-    with tempfile.TemporaryDirectory() as logs, start_kinesis_mock(pathlib.Path(logs) / "kinesis-mock.log") as mock:
+    limit = 2 * max(fanout.THREAD_SHARDS)
+    with tempfile.TemporaryDirectory() as logs, start_kinesis_mock(pathlib.Path(logs) / "kinesis-mock.log",
+                                                                   shard_limit=limit) as mock:  # fmt: skip
         measured: dict[str, list[Measure]] = {mode: [] for mode in fanout.MODES}
         for _ in range(args.runs):  # the modes take turns, so the machine's noise falls on both
             for mode in fanout.MODES:
                 measured[mode].append(fanout.throughput(mock, dynamodb, mode, records, RECORD_SIZE))
         waits = {mode: fanout.latencies(mock, dynamodb, mode) for mode in fanout.MODES}
+        say(f"threads of a fan-out client at {', '.join(map(str, fanout.THREAD_SHARDS))} shards")
+        threads = {shards: fanout.threads(mock, dynamodb, shards) for shards in fanout.THREAD_SHARDS}
 
     def percentile(values: list[float], p: float) -> float:
         return values[min(len(values) - 1, int(p * len(values)))] * 1000 if values else float("nan")
@@ -532,6 +536,13 @@ def fanout_rows(dynamodb: servers.LocalServer, args: argparse.Namespace) -> list
             "kinesis-mock",
             "; ".join(f"{mode} {rate_text(median([m.rate for m in ms]))}" for mode, ms in measured.items()),
             f"{records} records of {RECORD_SIZE} bytes written first, {fanout.SHARDS} shards, default settings",
+        ),
+        Row(
+            "threads of the process, one enhanced fan-out client",
+            "kinesis-mock",
+            "; ".join(f"{shards} shards: {count}" for shards, count in threads.items()),
+            "the most while every shard is subscribed and a record of each read; default settings "
+            "(the client's call pool: at most 32 threads)",
         ),
     ]
 

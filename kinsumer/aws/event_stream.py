@@ -12,9 +12,11 @@ for a marked call's successful answer only, hands botocore an empty ``initial-re
 reads of the body) and keeps the connection for :class:`Subscription`, which splits the event
 stream with botocore's own message decoder (lengths and CRCs checked), skips a real
 ``initial-response``, parses each ``SubscribeToShardEvent`` as the GetRecords parser does, and
-raises an error event as botocore would (``EventStreamError`` with its code). Other callers of a
-shared client get botocore's behaviour; a client without an event system is read through
-botocore's parse (:class:`Subscription` wraps its event stream the same way).
+raises an error event as botocore would (``EventStreamError`` with its code): an
+:class:`EventSplitter`, which also reads the subscriptions kinsumer sends itself
+(:mod:`.subscription_http`). Other callers of a shared client get botocore's behaviour; a
+client without an event system is read through botocore's parse (:class:`Subscription` wraps
+its event stream the same way).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from botocore.eventstream import EventStreamBuffer
 
 from .records_parser import convert_records
 
-__all__ = ["Subscription", "event_message", "initial_response", "install", "subscribe_to_shard"]
+__all__ = ["EventSplitter", "Subscription", "event_message", "initial_response", "install", "subscribe_to_shard"]
 
 _EVENT = "before-parse.kinesis.SubscribeToShard"
 _UNIQUE_ID = "kinsumer.event_stream"
@@ -95,17 +97,28 @@ class Subscription:
                 if body is not None:
                     yield body
             return
-        buffer: Any = EventStreamBuffer()
+        splitter = EventSplitter()
         for chunk in self._raw.stream():
-            buffer.add_data(chunk)
-            for message in buffer:
-                body = _body(message.headers, message.payload)
-                if body is not None:
-                    yield body
+            yield from splitter.feed(chunk)
 
     def close(self) -> None:
         """Close the connection (from any thread: a read in progress fails)."""
         (self._raw if self._raw is not None else self._parsed).close()
+
+
+class EventSplitter:
+    """An event stream's bytes, as they arrive, as ``SubscribeToShardEvent`` bodies (as :meth:`Subscription.events`)."""
+
+    def __init__(self) -> None:
+        self._buffer: Any = EventStreamBuffer()  # botocore's decoder: lengths and CRCs checked
+
+    def feed(self, chunk: bytes) -> Iterator[dict[str, Any]]:
+        """The bodies of the events ``chunk`` completes (iterate them all before the next chunk)."""
+        self._buffer.add_data(chunk)
+        for message in self._buffer:
+            body = _body(message.headers, message.payload)
+            if body is not None:
+                yield body
 
 
 def _body(headers: dict[str, Any], payload: bytes) -> dict[str, Any] | None:

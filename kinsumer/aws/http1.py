@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import socket
 import ssl
+from typing import NamedTuple
 
-__all__ = ["Closed", "Connection", "ProtocolError"]
+__all__ = ["Closed", "Connection", "Head", "ProtocolError", "parse_head"]
 
 _CHUNK = 256 * 1024  # bytes read from the socket at a time
 _MAX_HEAD = 64 * 1024  # an answer's status line and headers, at most
@@ -24,6 +25,36 @@ class Closed(ConnectionError):
 
 class ProtocolError(ConnectionError):
     """The answer was not HTTP/1.x as this client reads it."""
+
+
+class Head(NamedTuple):
+    """An answer's status line and headers, as far as reading its body goes."""
+
+    status: int
+    length: int | None  # Content-Length
+    chunked: bool  # Transfer-Encoding: chunked
+    close: bool  # the connection closes after the answer (Connection: close, HTTP/1.0)
+
+
+def parse_head(head: bytes) -> Head:
+    """An answer's status line and headers (without the blank line that ends them)."""
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise ProtocolError(f"not an HTTP/1 status line: {lines[0][:80]!r}")
+    status, version = int(parts[1]), parts[0]
+    length, chunked, close = None, False, version == b"HTTP/1.0"
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            length = int(value.strip())
+        elif name == b"transfer-encoding":
+            chunked = b"chunked" in value.lower()
+        elif name == b"connection":
+            token = value.strip().lower()
+            close = token == b"close" or (close and token != b"keep-alive")
+    return Head(status, length, chunked, close)
 
 
 class Connection:
@@ -51,32 +82,17 @@ class Connection:
     def exchange(self, request: bytes) -> tuple[int, bytes, bool]:
         """Send ``request`` (complete); the answer's status, its body, and whether the connection stays open."""
         self._sock.sendall(request)
-        head = self._read_head()
+        head = parse_head(self._read_head())
         self.used = True
-        lines = head.split(b"\r\n")
-        parts = lines[0].split(b" ", 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise ProtocolError(f"not an HTTP/1 status line: {lines[0][:80]!r}")
-        status, version = int(parts[1]), parts[0]
-        length, chunked, close = None, False, version == b"HTTP/1.0"
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length":
-                length = int(value.strip())
-            elif name == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif name == b"connection":
-                token = value.strip().lower()
-                close = token == b"close" or (close and token != b"keep-alive")
-        if chunked:
+        close = head.close
+        if head.chunked:
             body = self._read_chunked()
-        elif length is not None:
-            body = self._read_exactly(length)
+        elif head.length is not None:
+            body = self._read_exactly(head.length)
         else:  # the body ends with the connection
             body = self._read_to_end()
             close = True
-        return status, body, not close
+        return head.status, body, not close
 
     def _recv(self) -> bytes:
         data = self._sock.recv(_CHUNK)

@@ -36,9 +36,11 @@ _IDLE_THREAD = 10.0  # seconds a pool thread waits for a call before it ends
 class ShardLoop:
     """An event loop on a thread of its own, and the pool its coroutines run blocking calls in."""
 
-    def __init__(self, threads: int = DEFAULT_THREADS, name: str = "kinsumer-shards") -> None:
+    def __init__(
+        self, threads: int = DEFAULT_THREADS, name: str = "kinsumer-shards", pool: str = "kinsumer-io"
+    ) -> None:
         self.loop = asyncio.new_event_loop()
-        self._pool = ThreadPool(threads, "kinsumer-io")
+        self._pool = ThreadPool(threads, pool)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._started = threading.Event()
 

@@ -9,6 +9,8 @@ first closed (ResourceInUseException, inside the event stream).
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import itertools
 import json
 import threading
@@ -22,10 +24,14 @@ import urllib3.exceptions
 from botocore.parsers import ResponseParserError
 
 from demo.servers import LocalServer
-from kinsumer import Config, ConfigError, Kinsumer, StatReceiver
+from kinsumer import Config, ConfigError, Kinsumer, NoRecordWithin, StatReceiver
 from kinsumer.aws.stream_consumers import describe_stream_consumer
+from kinsumer.aws.subscription_http import lean_subscriber
+from kinsumer.coordination.committer import COMMIT_THREADS
+from kinsumer.reading import fanout_hub
 from kinsumer.reading.fanout import fanout_readers
 from kinsumer.status import read_status
+from tests.conftest import unique
 from tests.helpers import Audit, Producer, wait_until
 from tests.reshard import assert_reshard_delivery, merge_adjacent, new_stream, split_first
 from tests.server.conftest import SERVER_CONFIG, Worker
@@ -259,3 +265,86 @@ def test_a_client_of_its_own_making_reads_more_shards_than_the_default_pool_hold
             got.add(json.loads(record.data)["id"])
     assert got == set(range(240))
     assert not [r for r in caplog.records if "Connection pool is full" in r.getMessage()]
+
+
+#: The pools of a fan-out client's threads and their caps (none grows with the shards).
+POOLS = {
+    "kinsumer-io": EFO_CONFIG.reader_threads, "kinsumer-commit": COMMIT_THREADS, "kinsumer-efo-io": fanout_hub.THREADS,
+}  # fmt: skip
+
+
+def read_by_fan_out_counting_threads(
+    kinesis_mock: LocalServer, moto_server: LocalServer, shards: int, per_shard: int
+) -> collections.Counter[str]:
+    """One client reads a stream of ``shards`` shards by fan-out, ``per_shard`` records each, written once
+    every shard is subscribed; each record comes once, in its shard's order. The threads the process
+    ran beyond those it ran before the client started, while subscribing and reading: the most at
+    any one time of each kind (a thread's name without its number)."""
+    kinesis = kinesis_mock.client("kinesis")
+    stream, app = new_stream(kinesis, shards), unique("app")
+    assert lean_subscriber(kinesis) is not None, "the subscriptions are sent by kinsumer itself"
+    before = {thread.ident for thread in threading.enumerate()}
+    most: collections.Counter[str] = collections.Counter()
+
+    def count() -> bool:
+        now = [thread.name.rstrip("0123456789-") for thread in threading.enumerate() if thread.ident not in before]
+        most.update(collections.Counter(now) - most)  # the most of each kind
+        return True
+
+    k = Kinsumer(stream, app, "threads", EFO_CONFIG, kinesis=kinesis, dynamodb=moto_server.client("dynamodb"))
+    k.create_required_tables()
+    listing = kinesis.list_shards(StreamName=stream)["Shards"]
+    hash_keys = {
+        s["ShardId"]: str((int(s["HashKeyRange"]["StartingHashKey"]) + int(s["HashKeyRange"]["EndingHashKey"])) // 2)
+        for s in listing
+    }
+    got: dict[str, list[int]] = {shard: [] for shard in hash_keys}
+    with k:
+        wait_until(lambda: count() and sum(1 for s in k.status().shards if s.captured) == shards, 60,
+                   "every shard subscribed")  # fmt: skip
+        entries = [
+            {"Data": json.dumps({"shard": shard, "n": n}).encode(), "PartitionKey": "p", "ExplicitHashKey": key}
+            for n in range(per_shard)
+            for shard, key in hash_keys.items()
+        ]
+        for start in range(0, len(entries), 500):
+            answer = kinesis.put_records(StreamName=stream, Records=entries[start : start + 500])
+            assert not answer.get("FailedRecordCount")
+        for _ in range(len(entries)):
+            record = k.next_record(timeout=60)
+            assert record is not None
+            body = json.loads(record.data)
+            assert record.shard_id == body["shard"]
+            got[body["shard"]].append(body["n"])
+            count()
+        with pytest.raises(NoRecordWithin):
+            k.next_record(timeout=1.5)  # nothing twice
+    assert got == {shard: list(range(per_shard)) for shard in hash_keys}  # every record once, in order
+    wait_until(lambda: pumps() == 0, 10, "the pumps of the subscriptions to end with the client")
+    return most
+
+
+def pumps() -> int:
+    """The coroutines on the fan-out hub's loop (but the one that counts them)."""
+
+    async def count() -> int:
+        return len(asyncio.all_tasks()) - 1
+
+    return asyncio.run_coroutine_threadsafe(count(), fanout_hub.hub().loop).result(10)
+
+
+def test_the_threads_of_a_fan_out_client_do_not_grow_with_its_shards(
+    kinesis_mock: LocalServer, moto_server: LocalServer
+) -> None:
+    """8 shards, then 80: the subscriptions are read on one event loop, whatever their number.
+
+    Besides a few threads of one each, a client's threads are its pools', each capped whatever
+    the shards (the shards' calls, the commits, the fan-out hub's blocking calls)."""
+    few = read_by_fan_out_counting_threads(kinesis_mock, moto_server, 8, 5)
+    many = read_by_fan_out_counting_threads(kinesis_mock, moto_server, 80, 5)
+    print(f"threads beyond the test's own at 8 shards: {few.total()} {dict(few)}; at 80: {many.total()} {dict(many)}")
+    for threads in (few, many):
+        assert all(threads[pool] <= cap for pool, cap in POOLS.items()), threads
+        singles = {kind: n for kind, n in threads.items() if kind not in POOLS}
+        assert all(n == 1 for n in singles.values()) and len(singles) <= 8, singles  # no thread a shard
+    assert many.total() <= sum(POOLS.values()) + 8

@@ -64,7 +64,7 @@ def test_its_signature_is_botocores(moto_server: LocalServer) -> None:
     lean = LeanGetRecords.of(kinesis)
     assert lean is not None
     body = json.dumps({"ShardIterator": "abc", "Limit": 5}).encode()
-    ours = lean._signed_headers(body)
+    ours = lean.endpoint.signed_headers("GetRecords", body)
     request = AWSRequest("POST", moto_server.endpoint + "/", data=body, headers={
         "Content-Type": ours["Content-Type"], "X-Amz-Target": ours["X-Amz-Target"], "X-Amz-Date": ours["X-Amz-Date"],
     })  # fmt: skip

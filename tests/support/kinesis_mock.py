@@ -23,8 +23,12 @@ KINESIS_MOCK_DIR = pathlib.Path(__file__).resolve().parents[1] / "kinesis_mock"
 _START_TIMEOUT = 60.0
 
 
-def start_kinesis_mock(log_path: pathlib.Path, directory: pathlib.Path = KINESIS_MOCK_DIR) -> LocalServer:
-    """Start kinesis-mock on free ports of 127.0.0.1 (it answers once ListStreams does); output to ``log_path``."""
+def start_kinesis_mock(
+    log_path: pathlib.Path, directory: pathlib.Path = KINESIS_MOCK_DIR, shard_limit: int = 200
+) -> LocalServer:
+    """Start kinesis-mock on free ports of 127.0.0.1 (it answers once ListStreams does); output to ``log_path``.
+
+    ``shard_limit``: the open shards of all its streams, at most."""
     if not (directory / "node_modules" / "kinesis-local").is_dir():
         raise ServerError(f"kinesis-mock is not installed: run 'make test' (npm ci in {directory})")
     port = free_port()
@@ -38,7 +42,7 @@ def start_kinesis_mock(log_path: pathlib.Path, directory: pathlib.Path = KINESIS
         "DEREGISTER_STREAM_CONSUMER_DURATION": "0ms",
         "SPLIT_SHARD_DURATION": "0ms",
         "MERGE_SHARDS_DURATION": "0ms",
-        "SHARD_LIMIT": "200",
+        "SHARD_LIMIT": str(shard_limit),
         "LOG_LEVEL": "WARN",
     }
     with log_path.open("a") as log:  # the child keeps its own copy of the descriptor

@@ -198,7 +198,9 @@ def test_a_stop_ends_a_wait_for_an_event_and_close_ends_the_subscription_and_its
     assert not thread.is_alive() and isinstance(outcome[0], Stopped)
     r.close()
     assert subscription.closed.is_set()
-    assert r._pump is not None and not r._pump.is_alive()
+    assert r._finished.is_set() and r._task is not None and r._task.done()  # the pump ended
+    own = f"kinsumer-efo-{SHARD}"  # the thread botocore's subscription was read on (this client is not lean)
+    wait_until(lambda: not [t for t in threading.enumerate() if t.name.startswith(own)], 10, "its thread to end")
 
 
 def test_a_shard_that_ended_without_saying_so_in_an_event_ends_through_a_get_records_check(
@@ -219,7 +221,11 @@ def test_subscriptions_that_end_before_any_event_are_renewed_with_backoff_not_in
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr(SubscriptionReader, "_sleep", lambda self, seconds: slept.append(seconds))
+
+    async def sleep(self: SubscriptionReader, seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(SubscriptionReader, "_sleep", sleep)
     kinesis = Scripted(Subscription([]), Subscription([]), Subscription([]), Subscription([event(1)], hold=True))
     r = reader(kinesis, StartPosition.trim_horizon())
     try:

@@ -1,5 +1,5 @@
 """Loaded by every Python process Spark starts for the tests (PYTHONPATH): logs each AWS call
-(botocore's, and the GetRecords kinsumer sends itself).
+(botocore's, and the GetRecords and SubscribeToShard kinsumer sends itself).
 
 One line per call to $KINSUMER_TEST_CALL_LOG: ``pid operation parent-command limit`` (the
 ``Limit`` parameter of a GetRecords call, else ``-``), so a test
@@ -41,3 +41,14 @@ if _LOG:
             f.write(f"{os.getpid()} {operation_name} {parent.replace(' ', '_')} {api_params.get('Limit', '-')}\n")
 
     _lean.LeanGetRecords.get_records = _lean_logged
+
+    # and its subscriptions too (kinsumer/aws/subscription_http.py): each request made is one call
+    import kinsumer.aws.subscription_http as _subscription_http
+
+    _subscription_request = _subscription_http.LeanSubscriber.request
+
+    def _subscription_logged(self, params):  # type: ignore[no-untyped-def]
+        _logged_only("SubscribeToShard", {})
+        return _subscription_request(self, params)
+
+    _subscription_http.LeanSubscriber.request = _subscription_logged
