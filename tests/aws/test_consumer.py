@@ -30,16 +30,9 @@ from kinsumer import (
     TableNotFound,
 )
 from kinsumer.coordination import checkpoints_table
+from tests.aws.conftest import FAST
 from tests.helpers import CountingStats, wait_until
 
-FAST = Config(
-    shard_check_frequency=0.25,
-    client_record_max_age=1.0,
-    commit_frequency=0.1,
-    leader_action_frequency=0.5,
-    throttle_delay=0.2,
-    handoff_timeout=1,
-)
 SHARD = "shardId-000000000000"
 
 

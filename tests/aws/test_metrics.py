@@ -12,18 +12,11 @@ import attrs
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kinsumer import Config, Kinsumer, KinsumerError
+from kinsumer import Kinsumer, KinsumerError
 from kinsumer.metrics import LoggingStatReceiver, PrometheusStatReceiver
+from tests.aws.conftest import FAST
 from tests.helpers import wait_until
 
-FAST = Config(
-    shard_check_frequency=0.25,
-    client_record_max_age=1.0,
-    commit_frequency=0.1,
-    leader_action_frequency=0.5,
-    throttle_delay=0.2,
-    handoff_timeout=1,
-)
 SHARD = "shardId-000000000000"
 N = 25
 

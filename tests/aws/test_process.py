@@ -13,16 +13,10 @@ import pytest
 
 from kinsumer import Config, ConfigError, Failure, Kinsumer, KinsumerError, NotStarted, Record, RecordFailed
 from kinsumer.coordination import checkpoints_table
+from tests.aws.conftest import FAST as AWS_FAST
 from tests.helpers import CountingStats, wait_until
 
-FAST = Config(
-    shard_check_frequency=0.25,
-    client_record_max_age=1.0,
-    commit_frequency=0.1,
-    leader_action_frequency=0.5,
-    throttle_delay=0.2,
-    handoff_timeout=2,
-)
+FAST = attrs.evolve(AWS_FAST, handoff_timeout=2)
 QUICK = {"backoff": 0.01, "max_backoff": 0.05}
 
 
