@@ -54,8 +54,12 @@ def test_a_record_that_kills_every_process_handling_it_goes_to_the_sink_after_at
     deaths = Counter(int(e.fields[0]) for w in workers for e in w.events("dying"))
     letters = [entry for w in workers for entry in w.dead_letters()]
     assert {entry[0] for entry in letters} == {POISON}  # nothing else blamed: not the record killed once
-    assert {(reason, attempts) for _, reason, attempts, _ in letters} == {("crashed", deaths[POISON])}
-    assert 1 <= deaths[POISON] <= 3 and deaths[KILLED_ONCE] == 1
+    ((reason, attempts),) = {(reason, attempts) for _, reason, attempts, _ in letters}
+    assert reason == "crashed" and 1 <= deaths[POISON] <= attempts <= 3 and deaths[KILLED_ONCE] == 1
+    if concurrency == 1:  # one record in a handler at a time: each death is the record's own
+        assert attempts == deaths[POISON]
+    else:  # a death while the poison was among others in handlers is presumed on it too (see the README)
+        assert attempts <= deaths[POISON] + deaths[KILLED_ONCE]
     assert sum(restarts.values()) == deaths[POISON] + deaths[KILLED_ONCE]
     audit = ProcessAudit(workers)
     assert KILLED_ONCE in audit.ids() and POISON not in audit.ids()
