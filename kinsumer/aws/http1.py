@@ -13,10 +13,10 @@ import socket
 import ssl
 from typing import NamedTuple
 
-__all__ = ["Closed", "Connection", "Head", "ProtocolError", "parse_head"]
+__all__ = ["MAX_HEAD", "Closed", "Connection", "Head", "ProtocolError", "parse_head"]
 
 _CHUNK = 256 * 1024  # bytes read from the socket at a time
-_MAX_HEAD = 64 * 1024  # an answer's status line and headers, at most
+MAX_HEAD = 64 * 1024  # an answer's status line and headers, at most
 
 
 class Closed(ConnectionError):
@@ -108,7 +108,7 @@ class Connection:
                 head = bytes(buffer[:end])
                 del buffer[: end + 4]
                 return head
-            if len(buffer) > _MAX_HEAD:
+            if len(buffer) > MAX_HEAD:
                 raise ProtocolError("an answer's headers passed 64 KiB")
             try:
                 buffer += self._recv()

@@ -42,7 +42,6 @@ Io = Callable[[Callable[[], T]], Awaitable[T]]
 
 _OPERATION = "SubscribeToShard"
 _READ = 64 * 1024  # bytes read at a time
-_MAX_HEAD = 64 * 1024  # an answer's status line and headers, at most
 _MAX_ERROR = 1024 * 1024  # an error answer's body, at most
 _cache: weakref.WeakKeyDictionary[Any, LeanSubscriber | None] = weakref.WeakKeyDictionary()
 _cache_lock = threading.Lock()
@@ -109,7 +108,7 @@ class LeanSubscriber:
                 async with asyncio.timeout(e.connect_timeout):
                     return await asyncio.open_connection(
                         address[0], address[1], ssl=e.context, server_hostname=e.hostname if e.context else None,
-                        limit=_MAX_HEAD,
+                        limit=http1.MAX_HEAD,
                     )  # fmt: skip
             except (OSError, TimeoutError) as exc:  # refused, unreachable, TLS; the next address
                 failure = exc

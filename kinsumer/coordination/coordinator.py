@@ -205,7 +205,7 @@ class Coordinator:
                 self._beats.beat(deadline)
         self._leader_seen = clients[0].id if clients else None
         if self.is_leader and scanned_at:
-            self._publish_roster(rows, membership, Headline("", scanned_at, silent), call)
+            self._publish_roster(rows, membership, scanned_at, silent, call)
         if not self._stopping.is_set():
             self._pool.assign(wanted, parents)
 
@@ -213,38 +213,49 @@ class Coordinator:
         """The clients' rows and the membership: from the leader's roster where it can be trusted (the
         rows then without heartbeat times), else from a scan; and the scan's time (epoch ms; 0: none)."""
         rt = self._rt
-        db, tables = rt.dynamodb, rt.tables
-        leader_id = self._leader_seen
-        if READ_ROSTER and not self.is_leader and leader_id not in (None, rt.client_id):
-            # eventually consistent (half the cost): a row read before the leader's last write looks less
-            # fresh, and at worst tells of a silent client a round late
-            leader = call(lambda: clients_table.read_client(db, tables.clients, leader_id, consistent=False), "GetItem")
-            headline = headline_to_trust(leader, tables_now_ms(), self._cfg.shard_check_frequency)
-            if headline is not None:
-                if self._roster is None or self._roster[0] != headline.digest:
-                    self._roster = call(lambda: metadata_table.read_roster(db, tables.metadata), "GetItem")
-                if self._roster is not None and self._roster[0] == headline.digest:
-                    roster = self._roster[1]
-                    if roster.lists(rt.client_id, rt.instance) and roster.leader() == leader_id:
-                        return list(roster.live), roster.membership(rt.max_age), 0
-        rows = call(lambda: clients_table.all_clients(db, tables.clients), "Scan")
+        roster = self._trusted_roster(call) if READ_ROSTER and not self.is_leader else None
+        if roster is not None:
+            return list(roster.live), roster.membership(rt.max_age), 0
+        rows = call(lambda: clients_table.all_clients(rt.dynamodb, rt.tables.clients), "Scan")
         scanned_at = tables_now_ms()
         return rows, Membership.from_rows(rows, scanned_at, rt.max_age), scanned_at
 
+    def _trusted_roster(self, call: Callable[..., Any]) -> Roster | None:
+        """The roster of the client the last round found leading, if its row can be trusted and the roster
+        lists this client's process under that leader (:mod:`.roster`); else None (then scan)."""
+        rt = self._rt
+        db, tables = rt.dynamodb, rt.tables
+        leader_id = self._leader_seen
+        if leader_id in (None, rt.client_id):
+            return None
+        # eventually consistent (half the cost): a row read before the leader's last write looks less
+        # fresh, and at worst tells of a silent client a round late
+        leader = call(lambda: clients_table.read_client(db, tables.clients, leader_id, consistent=False), "GetItem")
+        headline = headline_to_trust(leader, tables_now_ms(), self._cfg.shard_check_frequency)
+        if headline is None:
+            return None
+        if self._roster is None or self._roster[0] != headline.digest:
+            self._roster = call(lambda: metadata_table.read_roster(db, tables.metadata), "GetItem")
+        if self._roster is None or self._roster[0] != headline.digest:
+            return None
+        roster = self._roster[1]
+        return roster if roster.lists(rt.client_id, rt.instance) and roster.leader() == leader_id else None
+
     def _publish_roster(
-        self, rows: list[ClientRow], membership: Membership, headline: Headline, call: Callable[..., Any]
+        self, rows: list[ClientRow], membership: Membership, made_at: int, silent: int, call: Callable[..., Any]
     ) -> None:
-        """The leader's part of the roster (:mod:`.roster`): publish it if it changed (this client's own
-        cache version as of now), and have the heartbeat say so, at once if the followers must know."""
+        """The leader's part of the roster (:mod:`.roster`), from its scan at ``made_at``: publish it if it
+        changed (this client's own cache version as of now), and have the heartbeat say so, at once if the
+        followers must know (a new roster, or a client that went silent)."""
         rt = self._rt
         own = [attrs.evolve(r, cache_version=self._cache_version) if r.id == rt.client_id else r for r in rows]
         roster = Roster.of(own, membership)
         digest = roster.digest()
         if digest != self._published:
-            call(lambda: metadata_table.write_roster(rt.dynamodb, rt.tables.metadata, roster), "PutItem")
+            call(lambda: metadata_table.write_roster(rt.dynamodb, rt.tables.metadata, roster, digest), "PutItem")
             self._published = digest
-        previous, self._headline = self._headline, attrs.evolve(headline, digest=digest)
-        news = previous is None or (previous.digest, previous.silent_until) != (digest, headline.silent_until)
+        previous, self._headline = self._headline, Headline(digest, made_at, silent)
+        news = previous is None or (previous.digest, previous.silent_until) != (digest, silent)
         if news and self._thread.is_alive():
             self._beats.beat_now()
 

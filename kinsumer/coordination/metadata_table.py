@@ -64,13 +64,11 @@ def read_home_stream(db: DynamoDBClient, table: str) -> str | None:
     return name or None
 
 
-def write_roster(db: DynamoDBClient, table: str, roster: Roster) -> str:
-    """Publish ``roster`` (the leader does, before its heartbeat names it); its digest."""
-    digest = roster.digest()
+def write_roster(db: DynamoDBClient, table: str, roster: Roster, digest: str) -> None:
+    """Publish ``roster`` under its ``digest`` (the leader does, before its heartbeat names it)."""
     item = {"Key": {"S": ROSTER_KEY}, "Digest": {"S": digest}, "Body": {"S": roster.encode()},
             "LastUpdate": {"N": str(now_ms())}}  # fmt: skip
     db.put_item(TableName=table, Item=item)
-    return digest
 
 
 def read_roster(db: DynamoDBClient, table: str) -> tuple[str, Roster] | None:

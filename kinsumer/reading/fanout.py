@@ -45,7 +45,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import botocore.exceptions
@@ -203,23 +203,24 @@ class SubscriptionReader:
     def _done(self) -> bool:
         return self._closing.is_set() or self._stop.is_set()
 
-    async def _sleep(self, seconds: float) -> None:
+    def _waits(self, seconds: float, step: float) -> Iterator[float]:
+        """The waits, each at most ``step``, that make a sleep of ``seconds`` (the reader's stop is looked at
+        between them); raises Stopped when it comes first."""
         deadline = time.monotonic() + seconds
         while not self._done():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            await asyncio.sleep(min(_LOOK, remaining))
+            yield min(step, remaining)
         raise Stopped(self._shard_id)
 
+    async def _sleep(self, seconds: float) -> None:
+        for wait in self._waits(seconds, _LOOK):
+            await asyncio.sleep(wait)
+
     def _sleep_blocking(self, seconds: float) -> None:  # between retries of a blocking call, on the hub's pool
-        deadline = time.monotonic() + seconds
-        while not self._done():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            self._closing.wait(min(WAKE, remaining))
-        raise Stopped(self._shard_id)
+        for wait in self._waits(seconds, WAKE):
+            self._closing.wait(wait)
 
     async def _pump_events(self) -> None:
         failures = 0

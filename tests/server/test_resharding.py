@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import string
 import threading
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -15,6 +18,24 @@ from tests.reshard import assert_reshard_delivery, merge_adjacent, new_stream, s
 from tests.server.conftest import SERVER_CONFIG
 
 pytestmark = pytest.mark.server
+
+
+@contextlib.contextmanager
+def consuming(clients: list[Kinsumer], consume: Callable[[Kinsumer, str], None]) -> Iterator[None]:
+    """Each client runs, with a thread calling ``consume(client, name)`` (names a, b, ...); all stopped after."""
+    names = string.ascii_lowercase[: len(clients)]
+    threads = [threading.Thread(target=consume, args=(k, n), daemon=True) for k, n in zip(clients, names, strict=True)]
+    for k in clients:
+        k.run()
+    for t in threads:
+        t.start()
+    try:
+        yield
+    finally:
+        for k in clients:
+            k.stop()
+        for t in threads:
+            t.join(10)
 
 
 def test_split_then_merge_keeps_per_key_order_and_reads_children_after_parents(
@@ -47,24 +68,15 @@ def test_split_then_merge_keeps_per_key_order_and_reads_children_after_parents(
                 keys_seen[body["id"]] = (body["key"], body["counter"])
             audit.add(name, record)
 
-    threads = [threading.Thread(target=consume, args=(k, n), daemon=True) for k, n in zip(clients, "ab", strict=True)]
-    for k in clients:
-        k.run()
-    for t in threads:
-        t.start()
+    with consuming(clients, consume):
+        producer.write_batch(480)
+        wait_until(lambda: audit.count() >= len(producer.produced) // 2, 60, "reading before the split")
+        split_first(kinesis, stream)
+        producer.write_batch(480)
+        merge_adjacent(kinesis, stream, 1)  # the right child of the split and the other original
+        producer.write_batch(480)
 
-    producer.write_batch(480)
-    wait_until(lambda: audit.count() >= len(producer.produced) // 2, 60, "reading before the split")
-    split_first(kinesis, stream)
-    producer.write_batch(480)
-    merge_adjacent(kinesis, stream, 1)  # the right child of the split and the other original
-    producer.write_batch(480)
-
-    wait_until(lambda: audit.count() >= len(producer.produced), 90, "every record delivered")
-    for k in clients:
-        k.stop()
-    for t in threads:
-        t.join(10)
+        wait_until(lambda: audit.count() >= len(producer.produced), 90, "every record delivered")
 
     assert not audit.lost(producer.produced)
     assert not audit.duplicates()
@@ -101,23 +113,15 @@ def test_a_split_in_the_second_stream_of_an_application_reads_children_after_the
                 keys_seen[(record.stream, json.loads(record.data)["id"])] = json.loads(record.data)["key"]
             audits.add(name, record)
 
-    threads = [threading.Thread(target=consume, args=(k, n), daemon=True) for k, n in zip(clients, "ab", strict=True)]
-    for k in clients:
-        k.run()
-    for t in threads:
-        t.start()
-    for producer in producers.values():
-        producer.write_batch(240)
-    wait_until(lambda: audits.of[second].count() >= 120, 60, "reading before the split")
-    parent = split_first(kinesis, second)
-    for producer in producers.values():
-        producer.write_batch(240)
-    produced = {stream: producer.produced for stream, producer in producers.items()}
-    wait_until(lambda: audits.count() >= sum(map(len, produced.values())), 90, "every record of both streams")
-    for k in clients:
-        k.stop()
-    for t in threads:
-        t.join(10)
+    with consuming(clients, consume):
+        for producer in producers.values():
+            producer.write_batch(240)
+        wait_until(lambda: audits.of[second].count() >= 120, 60, "reading before the split")
+        parent = split_first(kinesis, second)
+        for producer in producers.values():
+            producer.write_batch(240)
+        produced = {stream: producer.produced for stream, producer in producers.items()}
+        wait_until(lambda: audits.count() >= sum(map(len, produced.values())), 90, "every record of both streams")
     audits.assert_clean(produced)
     listing = kinesis.list_shards(StreamName=second)["Shards"]
     checked = assert_reshard_delivery(audits.of[second], listing, lambda rid: keys_seen[(second, rid)])
