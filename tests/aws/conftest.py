@@ -1,11 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
+from moto.core.botocore_stubber import BotocoreStubber
 
 from kinsumer import Config
 from kinsumer.aws.tables import Tables, create_tables
@@ -21,8 +23,24 @@ FAST = Config(
 )
 
 
+#: moto's in-process backends take no lock: a scan copying an item while another thread's update adds an
+#: attribute to it fails ("dictionary changed size during iteration"), and two conditional writes can both
+#: pass. AWS handles each request whole, so here one request at a time is handled (as demo/atomic_moto.py
+#: does for moto's server).
+_ONE_REQUEST_AT_A_TIME = threading.Lock()
+
+
+def _serialised(process: Callable[..., Any]) -> Callable[..., Any]:
+    def process_request(self: BotocoreStubber, request: Any) -> Any:
+        with _ONE_REQUEST_AT_A_TIME:
+            return process(self, request)
+
+    return process_request
+
+
 @pytest.fixture
-def aws() -> Iterator[None]:
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(BotocoreStubber, "process_request", _serialised(BotocoreStubber.process_request))
     with mock_aws():
         yield
 
