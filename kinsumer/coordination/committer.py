@@ -4,8 +4,9 @@ Commits store each shard's checkpoint (the contiguous prefix of processed record
 every ``commit_frequency`` and only when it moved, or confirm a lease after a late heartbeat.
 They run here, on their own clock and threads (up to :data:`COMMIT_THREADS` commits at once, so
 a round of hundreds of busy shards fits in a period), never behind a reader's call or inside a
-push waiting for room. A commit that finds the shard owned by another client tells the shard's
-worker, which drops the shard at once.
+push waiting for room. What a commit stores is asked of the shard under its lease's lock, so of two commits racing
+the later stores the later checkpoint. A commit that finds the shard owned by another client tells
+the shard's worker, which drops the shard at once.
 """
 
 from __future__ import annotations
@@ -15,15 +16,12 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import Protocol
 
-import attrs
-
-from ..reading.position import Position
+from ..aws.retry import Stopped
 from ..waiting import join_thread
 from .commit_schedule import CommitSchedule
-from .lease import ShardLease
+from .lease import Commit, ShardLease
 from .runtime import Runtime
 from .shard_loop import ThreadPool
 
@@ -33,16 +31,6 @@ log = logging.getLogger("kinsumer.commits")
 
 #: Commits under way at once, at most.
 COMMIT_THREADS = 8
-
-
-@attrs.frozen
-class Commit:
-    """What one commit of a shard stores."""
-
-    checkpoint: Position | None
-    lag: int | None = None
-    handed: str | None = None  # the crash-loop guard's reservation, if it has a new one
-    on_written: Callable[[], None] | None = None  # told once the commit is stored
 
 
 class Committable(Protocol):
@@ -128,33 +116,36 @@ class Committer:
                     self._schedule.started(shard_id, now)
                     batch.append(self._shards[shard_id])
             plans = [(shard, shard.to_commit()) for shard in batch]
-            writes = [(s, c) for s, c in plans if s.lease.needs_commit(c.checkpoint, c.handed)]  # most are idle
+            writes = [s for s, c in plans if s.lease.needs_commit(c.checkpoint, c.guard)]  # most are idle
             if len(writes) == 1:
-                self._write(*writes[0], now + period)
+                self._write(writes[0], now + period)
             elif writes:  # side by side; the next round starts after this one
-                futures = [self._pool.submit(functools.partial(self._write, s, c, now + period)) for s, c in writes]
+                futures = [self._pool.submit(functools.partial(self._write, s, now + period)) for s in writes]
                 concurrent.futures.wait(futures)
 
-    def commit(self, shard: Committable, deadline: float) -> bool | None:
-        """One commit of ``shard``, its transient faults retried until ``deadline`` (monotonic).
+    def commit(self, shard: Committable, deadline: float, stop: threading.Event | None = None) -> bool | None:
+        """One commit of ``shard``, its transient faults retried until ``deadline`` (monotonic), or
+        until ``stop`` is set.
 
-        True: the lease is confirmed. False: another client owns the shard (its worker is told).
-        None: the commit failed; a transient fault is counted and left to the next try, anything
-        else stops the consumer. The clock calls it when a commit is due; a worker calls it to
-        confirm a lease that is not fresh.
+        True: the lease is confirmed (or was released: nothing to write). False: another client owns
+        the shard (its worker is told). None: the commit failed (or ``stop`` came first); a transient
+        fault is counted and left to the next try, anything else stops the consumer. The clock calls
+        it when a commit is due; a worker calls it to confirm a lease that is not fresh, and
+        ``process()`` for a new reservation of the crash-loop guard.
         """
-        return self._write(shard, shard.to_commit(), deadline)
+        return self._write(shard, deadline, stop)
 
-    def _write(self, shard: Committable, commit: Commit, deadline: float) -> bool | None:
-        """:meth:`commit` of what ``shard`` has to commit, ``commit``."""
+    def _write(self, shard: Committable, deadline: float, stop: threading.Event | None = None) -> bool | None:
+        """:meth:`commit` (what to store is asked of the shard under its lease's lock)."""
         try:
-            owned = shard.lease.commit(commit.checkpoint, commit.lag, self._rt.call_until(deadline), commit.handed)
+            call = self._rt.call_until(deadline, stop)
+            owned = shard.lease.commit_latest(shard.to_commit, call)
+        except Stopped:
+            return None
         except Exception as exc:  # noqa: BLE001 - transient: next time; anything else stops the consumer
             if not self._rt.retry_later(exc, f"the commit of {shard.shard_id}"):
                 self._rt.fail(exc, f"the commit of {shard.shard_id}")
             return None
         if not owned:
             shard.ownership_lost()
-        elif commit.on_written is not None:
-            commit.on_written()
         return owned

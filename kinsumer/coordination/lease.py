@@ -22,7 +22,9 @@ import enum
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
+
+import attrs
 
 from ..aws.kinesis import created_at
 from ..reading.position import Position, position_order
@@ -31,13 +33,44 @@ from .checkpoints_table import CheckpointRow
 from .runtime import Runtime
 from .streams import StreamScope
 
-__all__ = ["Call", "LeaseState", "ShardLease"]
+__all__ = ["Call", "Commit", "LeaseState", "Reserving", "ShardLease"]
 
 log = logging.getLogger("kinsumer.lease")
 
 #: Runs one AWS call (a thunk, and the operation's name) with the caller's retry policy:
 #: every write takes one, so the caller decides how long transient faults are retried.
 Call = Callable[[Callable[[], Any], str], Any]
+
+
+class Reserving(Protocol):
+    """The crash-loop guard's side of a commit that stores a reservation (:class:`~kinsumer.handling.guard.ShardGuard`).
+
+    The reservation is made and marked stored under the lease's lock, right before and right after
+    its write: commits of the clock and of a worker run one at a time, so the row always holds the
+    last reservation made, and the guard never counts on one that a later write replaced.
+    """
+
+    def reservation_due(self) -> bool:
+        """A commit now would store a new reservation."""
+        ...
+
+    def reservation(self) -> tuple[str, object] | None:
+        """The reservation to store (its text, and a token for :meth:`reserved`); None if none is due."""
+        ...
+
+    def reserved(self, token: object) -> None:
+        """The reservation of ``token`` is stored."""
+        ...
+
+
+@attrs.frozen
+class Commit:
+    """What one commit of a shard stores."""
+
+    checkpoint: Position | None
+    lag: int | None = None
+    #: The crash-loop guard in normal mode: the commit also stores its new reservation, if one is due.
+    guard: Reserving | None = None
 
 
 class LeaseState(enum.Enum):
@@ -138,10 +171,11 @@ class ShardLease:
         """Owned, but last confirmed before the heartbeat chain broke: a write must confirm it."""
         return self.state is LeaseState.OWNED and self._epoch != self._liveness.epoch
 
-    def needs_commit(self, checkpoint: Position | None, handed: str | None = None) -> bool:
+    def needs_commit(self, checkpoint: Position | None, guard: Reserving | None = None) -> bool:
         """Whether :meth:`commit` would write anything now (the decision it takes, without the write)."""
         with self._lock:
-            return self.state is LeaseState.OWNED and self._to_write(checkpoint, handed)[2]
+            reserving = guard is not None and guard.reservation_due()
+            return self.state is LeaseState.OWNED and self._to_write(checkpoint, "" if reserving else None)[2]
 
     def _to_write(self, checkpoint: Position | None, handed: str | None) -> tuple[Position | None, int, bool]:
         """What a commit stores (lock held): the checkpoint if it moved forward, the heartbeat epoch it
@@ -152,15 +186,25 @@ class ShardLease:
         return new, epoch, new is not None or confirm or handed is not None
 
     def commit(
-        self, checkpoint: Position | None, millis_behind_latest: int | None, call: Call, handed: str | None = None
+        self, checkpoint: Position | None, millis_behind_latest: int | None, call: Call, guard: Reserving | None = None
     ) -> bool:
-        """Store ``checkpoint`` if it moved forward (and the crash-loop guard's reservation ``handed``,
-        if given), or confirm a lease the heartbeat no longer vouches for (once it does again);
-        otherwise write nothing. False once not owned."""
+        """Store ``checkpoint`` if it moved forward (and the crash-loop guard's new reservation, if
+        ``guard`` has one due), or confirm a lease the heartbeat no longer vouches for (once it does
+        again); otherwise write nothing. False once not owned; True without a write once released."""
+        return self.commit_latest(lambda: Commit(checkpoint, millis_behind_latest, guard), call)
+
+    def commit_latest(self, latest: Callable[[], Commit], call: Call) -> bool:
+        """:meth:`commit` of what ``latest()`` says, asked under the lease's lock: of two commits racing
+        (the clock's, and one a worker asked for), the later stores the later checkpoint, never the
+        earlier one over it."""
         rt = self._rt
         with self._lock:
             if self.state is not LeaseState.OWNED:
                 return self.state is not LeaseState.LOST
+            commit = latest()
+            checkpoint, millis_behind_latest, guard = commit.checkpoint, commit.lag, commit.guard
+            reservation = guard.reservation() if guard is not None else None
+            handed = None if reservation is None else reservation[0]
             new, epoch, writes = self._to_write(checkpoint, handed)
             if not writes:
                 return True
@@ -173,6 +217,8 @@ class ShardLease:
             ):  # fmt: skip
                 return False
             self._written(epoch, new)
+            if guard is not None and reservation is not None:
+                guard.reserved(reservation[1])
             return True
 
     def guard(self, checkpoint: Position | None, careful: str, call: Call, handed: str | None = None) -> bool:

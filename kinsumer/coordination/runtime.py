@@ -93,11 +93,16 @@ class Runtime:
         """``fn()`` with transient faults retried (see :func:`retry_call`)."""
         return retry_call(fn, operation=operation, stats=self.stats, **kwargs)  # type: ignore[arg-type]
 
-    def call_until(self, deadline: float) -> Callable[[Callable[[], Any], str], Any]:
-        """A :meth:`call` that retries transient faults until ``deadline`` (``time.monotonic()``) only."""
+    def call_until(
+        self, deadline: float, stop: threading.Event | None = None
+    ) -> Callable[[Callable[[], Any], str], Any]:
+        """A :meth:`call` that retries transient faults until ``deadline`` (``time.monotonic()``) only;
+        with ``stop``, its waits end once it is set (raising :class:`~kinsumer.aws.retry.Stopped`)."""
 
         def call(fn: Callable[[], Any], operation: str) -> Any:
-            return self.call(fn, operation, deadline=deadline)
+            if stop is None:
+                return self.call(fn, operation, deadline=deadline)
+            return self.call(fn, operation, deadline=deadline, sleep=stop.wait, should_stop=stop.is_set)
 
         return call
 

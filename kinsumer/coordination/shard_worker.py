@@ -131,19 +131,16 @@ class ShardWorker:
         return progress.retrying if progress is not None else None
 
     def to_commit(self) -> Commit:
-        """The checkpoint and lag, and the crash-loop guard's new reservation. In careful mode the
-        guard's own writes move the checkpoint (with the markers), so a commit leaves it."""
+        """The checkpoint and lag, and the crash-loop guard (its new reservation is made under the
+        lease's lock). In careful mode the guard's own writes move the checkpoint (with the markers),
+        so a commit leaves it."""
         progress = self._progress
         guard = progress.guard if progress is not None else None
         if guard is None:
             return Commit(self.checkpoint, self.millis_behind_latest)
         if guard.careful:
             return Commit(None, self.millis_behind_latest)
-        reservation = guard.reservation()
-        if reservation is None:
-            return Commit(self.checkpoint, self.millis_behind_latest)
-        text, token = reservation
-        return Commit(self.checkpoint, self.millis_behind_latest, text, lambda: guard.reserved(token))
+        return Commit(self.checkpoint, self.millis_behind_latest, guard)
 
     # ----------------------------------------------------------------- the coroutine
 
@@ -165,6 +162,16 @@ class ShardWorker:
             self._ended.set()
 
     async def _own(self, row: CheckpointRow) -> None:
+        progress = self._open(row)
+        try:
+            if await self._read(progress, row) and await self._finish(progress):
+                return
+            await self._give_up(progress)
+        finally:
+            self._close()
+
+    def _open(self, row: CheckpointRow) -> ShardProgress:
+        """The shard was captured as ``row``: its delivery bookkeeping and crash-loop guard, and commits."""
         rt = self._rt
         self._progress = progress = rt.delivery.open_shard(self.shard_id, row.checkpoint)
         progress.guard = ShardGuard(row, _GuardWrites(self), self._wait_unless_stopping, rt.config.commit_frequency)
@@ -178,16 +185,19 @@ class ShardWorker:
         recorded = f"StartAt {row.start_at} ms" if row.start_at is not None else None
         start = row.checkpoint or recorded or rt.config.initial_position
         log.info("captured %s at %s", self.shard_id, start)
-        try:
-            if await self._read(progress, row) and await self._finish(progress):
-                return
-            if self.lease.state is LeaseState.LOST:
-                self._abandon(progress)
-            else:
-                await self._hand_off(progress)
-        finally:
-            self._committer.remove(self)
-            rt.stats.shard_lost(self.shard_id)  # once, whichever way the shard was given up
+        return progress
+
+    async def _give_up(self, progress: ShardProgress) -> None:
+        """Reading stopped before the shard's end: hand it off, or drop it if another client owns it."""
+        if self.lease.state is LeaseState.LOST:
+            self._abandon(progress)
+        else:
+            await self._hand_off(progress)
+
+    def _close(self) -> None:
+        """No more commits of the shard (after :meth:`_open`, whichever way it was given up)."""
+        self._committer.remove(self)
+        self._rt.stats.shard_lost(self.shard_id)  # once
 
     def _call(self, fn: Callable[[], Any], operation: str) -> Any:
         """An AWS call (on the loop's pool): transient faults retried until a stop request."""
@@ -510,8 +520,10 @@ class _GuardWrites:
         worker = self._worker
         rt = worker._rt
         try:
-            call = rt.call_until(time.monotonic() + rt.config.commit_frequency)
+            call = rt.call_until(time.monotonic() + rt.config.commit_frequency, worker._stop)
             return worker.lease.guard(checkpoint, careful, call, handed)
+        except Stopped:
+            return False  # the shard is being given up
         except Exception as exc:  # noqa: BLE001 - transient: the guard tries again; anything else stops the consumer
             if not rt.retry_later(exc, f"the crash-loop guard's write of {worker.shard_id}"):
                 rt.fail(exc, f"the crash-loop guard of {worker.shard_id}")
@@ -522,12 +534,24 @@ class _GuardWrites:
         worker = self._worker
         rt = worker._rt
         try:
-            return worker.lease.note_retrying(retrying, rt.call_until(time.monotonic() + rt.config.commit_frequency))
+            call = rt.call_until(time.monotonic() + rt.config.commit_frequency, worker._stop)
+            return worker.lease.note_retrying(retrying, call)
+        except Stopped:
+            return None
         except Exception as exc:  # noqa: BLE001 - only for operators: a failed note is logged and left
             if not rt.retry_later(exc, f"the note of a retried record of {worker.shard_id}"):
                 log.warning("could not store that a record of %s is being retried: %s", worker.shard_id, exc)
             return None
 
+    def given_up(self) -> bool:
+        return self._worker._stop.is_set()
+
     def commit_now(self) -> bool | None:
         worker = self._worker
-        return worker._committer.commit(worker, deadline=time.monotonic() + worker._rt.config.commit_frequency)
+        if worker._stop.is_set():
+            return False  # being given up: nothing more is handed out
+        deadline = time.monotonic() + worker._rt.config.commit_frequency
+        done = worker._committer.commit(worker, deadline, worker._stop)
+        if done is None and worker._stop.is_set():
+            return False
+        return done and worker.lease.state is LeaseState.OWNED  # released meanwhile: nothing was written

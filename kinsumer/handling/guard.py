@@ -45,6 +45,10 @@ class GuardIO(Protocol):
         """Store what is being retried (None: nothing), for operators; None if it failed (it is not tried again)."""
         ...
 
+    def given_up(self) -> bool:
+        """The shard is being given up (handed off, lost, or the consumer stops): nothing more is handed out."""
+        ...
+
 
 class ShardGuard:
     """The crash-loop guard of one capture of a shard (see the module's description)."""
@@ -93,33 +97,54 @@ class ShardGuard:
 
     # ----------------------------------------------------------------- normal mode
 
+    @property
+    def began(self) -> bool:
+        """:meth:`begin` succeeded: records of this capture may be handed out."""
+        return self._began
+
     def hand(self, position: Position) -> bool:
         """A record goes to a handler: counted, after a write if the stored reservation is used up.
-        False if the shard is not ours any more.
+        False if the shard is not ours any more (or is being given up).
 
-        No lock: one record of a shard is handed out at a time, and ``_allowed`` only grows. ``_last``
-        goes first, so a reservation made meanwhile never promises less than was handed out.
+        Only after :meth:`begin`, in normal mode. No lock: one record of a shard is handed out at a
+        time, and ``_allowed`` only grows. ``_last`` goes first, so a reservation made meanwhile
+        never promises less than was handed out.
         """
+        if not self._began or self.careful:
+            when = "in careful mode" if self._began else "before begin()"
+            raise AssertionError(f"a record of {self.shard_id} handed out {when}")
+        if self._io.given_up():
+            return False
         while self._handed >= self._allowed:
+            allowed = self._allowed
             if not self._retry(self._io.commit_now):
+                return False
+            if self._allowed == allowed:  # the commit stored no reservation: the lease was given up meanwhile
                 return False
         self._last = position
         self._handed += 1
         return True
 
-    def reservation(self) -> tuple[str, tuple[int, int]] | None:
+    def reservation_due(self) -> bool:
+        """A commit now would store a new reservation: records were handed out since the stored one
+        (or none is stored yet), in normal mode."""
+        return self._began and not self.careful and (self._allowed < 0 or self._handed != self._reserved_at)
+
+    def reservation(self) -> tuple[str, object] | None:
         """The reservation a commit should store now (its text, and the token for :meth:`reserved`);
-        None if nothing was handed out since the stored one (or in careful mode)."""
+        None if none is due (see :meth:`reservation_due`). Called under the shard lease's lock, as
+        :meth:`reserved` is after the write: one reservation is made and stored at a time."""
         with self._lock:
-            if not self._began or self.careful or (self._allowed >= 0 and self._handed == self._reserved_at):
+            if not self.reservation_due():
                 return None
             last, handed = self._last, self._handed  # in this order: see hand()
             elapsed = time.monotonic() - self._reserved_time
             window = window_after(handed - self._reserved_at, max(0, self._allowed - handed), elapsed, self._period)
             return Reservation(last, window).to_text(), (handed, window)
 
-    def reserved(self, token: tuple[int, int]) -> None:
-        """The reservation of ``token`` is stored."""
+    def reserved(self, token: object) -> None:
+        """The reservation of ``token`` (from :meth:`reservation`) is stored."""
+        assert isinstance(token, tuple)
         handed, window = token
         with self._lock:
             self._reserved_at, self._reserved_time = handed, time.monotonic()

@@ -125,7 +125,6 @@ class Processor:
         self._take_lock = threading.Lock()
         self._failed: BaseException | None = None  # the first error of a worker: every worker ends, run() raises it
         self._stopping = threading.Event()
-        self._began: set[int] = set()  # ids of the guards process() began
         self._local = threading.local()  # .current: the records of a worker's job not done yet
 
     # ----------------------------------------------------------------- running
@@ -184,6 +183,7 @@ class Processor:
                 raise
             finally:
                 self._scheduler.release(shard)
+            del job, items  # a capture given up meanwhile is not kept alive while the next job is awaited
 
     def _work_alone(self) -> None:
         """One worker (the caller's thread), one record at a time: runs of the queue handed over in place.
@@ -205,6 +205,7 @@ class Processor:
                 self._run_alone(run)
             finally:
                 delivery.end_run(holder)
+            del run  # as in _work
 
     def _run_alone(self, run: Run) -> None:
         progress, records, base = run.progress, run.records, run.base
@@ -345,10 +346,8 @@ class Processor:
         guard = progress.guard
         if guard is None:  # a capture made without one (tests that build deliveries by hand)
             return _UNGUARDED
-        if id(guard) not in self._began:
-            if not guard.begin(self._options.max_attempts):
-                return None
-            self._began.add(id(guard))
+        if not guard.began and not guard.begin(self._options.max_attempts):
+            return None
         return guard
 
     @staticmethod
@@ -617,6 +616,10 @@ class _Unguarded(ShardGuard):
     @property
     def careful(self) -> bool:
         return False
+
+    @property
+    def began(self) -> bool:
+        return True
 
     def begin(self, max_attempts: int) -> bool:
         return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections import defaultdict
@@ -12,8 +13,10 @@ import attrs
 import pytest
 
 from kinsumer import Config, ConfigError, Failure, Kinsumer, KinsumerError, NotStarted, Record, RecordFailed
+from kinsumer.consumer import _STOP_GRACE
 from kinsumer.coordination import checkpoints_table
 from tests.aws.conftest import FAST as AWS_FAST
+from tests.faults import FaultPlan
 from tests.helpers import CountingStats, wait_until
 
 FAST = attrs.evolve(AWS_FAST, handoff_timeout=2)
@@ -297,3 +300,45 @@ def test_an_error_the_consumer_cannot_retry_is_raised_from_process_as_from_next(
         k.process(lambda record: None, concurrency=concurrency)
     assert info.value.table_name == "app_checkpoints"
     k.stop()
+
+
+@pytest.mark.parametrize(("api", "concurrency"), [("process", 3), ("aprocess", 1)])
+def test_stop_ends_process_while_no_reservation_can_be_written(
+    kinesis: Any, db: Any, concurrency: int, api: str
+) -> None:
+    """Every wait inside process() / aprocess() ends when the consumer stops (issue 35): here its workers
+    wait for the crash-loop guard's first reservation, which DynamoDB refuses, so no record may go to the
+    handler; stop() must still end them, within its bound."""
+    k = make(kinesis, db)
+    put(kinesis, 20)
+    broken = threading.Event()
+    failing = FaultPlan(db, "UpdateItem", lambda n: "InternalServerError" if broken.is_set() else None)
+    k.run()
+    wait_until(lambda: sum(s.captured for s in k.status().shards) == 2, 10, "both shards captured")
+    broken.set()  # from here on no checkpoint write succeeds: no reservation, no commit, no release
+    calls: list[Record] = []
+    ended = threading.Event()
+
+    def consume() -> None:
+        try:
+            if api == "process":
+                k.process(calls.append, concurrency=concurrency)
+            else:
+
+                async def handler(record: Record) -> None:
+                    calls.append(record)
+
+                asyncio.run(k.aprocess(handler, concurrency=concurrency))
+        finally:
+            ended.set()
+
+    threading.Thread(target=consume, daemon=True).start()
+    wait_until(lambda: failing.injected["InternalServerError"] >= 3, 20, "process() trying to write a reservation")
+    assert calls == []  # nothing goes to a handler past what the row reserves
+    stopping = threading.Thread(target=k.stop, daemon=True)
+    stopping.start()
+    bound = FAST.handoff_timeout + _STOP_GRACE
+    assert ended.wait(bound), f"process() still running {bound:g} s after stop()"
+    stopping.join(bound)
+    assert not stopping.is_alive(), f"stop() still running after {bound:g} s"
+    assert calls == []

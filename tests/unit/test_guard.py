@@ -40,6 +40,9 @@ class MemoryRow:
     def note(self, retrying: str | None) -> bool | None:
         return True
 
+    def given_up(self) -> bool:
+        return False
+
     def capture(self, dead_owner: bool) -> ShardGuard:
         """A new owner's guard: captured from a dead owner, or after a clean release."""
         row = CheckpointRow(
