@@ -2,18 +2,21 @@
 
 Commits store each shard's checkpoint (the contiguous prefix of processed records), at most
 every ``commit_frequency`` and only when it moved, or confirm a lease after a late heartbeat.
-They run here, on their own clock and threads (up to :data:`COMMIT_THREADS` commits at once, so
-a round of hundreds of busy shards fits in a period), never behind a reader's call or inside a
-push waiting for room. What a commit stores is asked of the shard under its lease's lock, so of two commits racing
+They run here, on their own clock and threads (a thread per :data:`WRITES_PER_LANE` commits due
+together, up to :data:`COMMIT_THREADS`, so a round of hundreds of busy shards fits in a period and
+one of a few dozen holds few threads), never behind a reader's call or inside a push waiting for
+room. What a commit stores is asked of the shard under its lease's lock, so of two commits racing
 the later stores the later checkpoint. A commit that finds the shard owned by another client tells
 the shard's worker, which drops the shard at once.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import functools
 import logging
+import math
 import threading
 import time
 from typing import Protocol
@@ -25,12 +28,15 @@ from .lease import Commit, ShardLease
 from .runtime import Runtime
 from .shard_loop import ThreadPool
 
-__all__ = ["COMMIT_THREADS", "Commit", "Committable", "Committer"]
+__all__ = ["COMMIT_THREADS", "WRITES_PER_LANE", "Commit", "Committable", "Committer"]
 
 log = logging.getLogger("kinsumer.commits")
 
 #: Commits under way at once, at most.
 COMMIT_THREADS = 8
+#: A round of commits goes on one more thread per this many writes (up to COMMIT_THREADS): a client
+#: of a few dozen busy shards commits on a few threads, one of hundreds on all of them.
+WRITES_PER_LANE = 8
 
 
 class Committable(Protocol):
@@ -117,11 +123,27 @@ class Committer:
                     batch.append(self._shards[shard_id])
             plans = [(shard, shard.to_commit()) for shard in batch]
             writes = [s for s, c in plans if s.lease.needs_commit(c.checkpoint, c.guard)]  # most are idle
-            if len(writes) == 1:
-                self._write(writes[0], now + period)
-            elif writes:  # side by side; the next round starts after this one
-                futures = [self._pool.submit(functools.partial(self._write, s, now + period)) for s in writes]
-                concurrent.futures.wait(futures)
+            if writes:
+                self._round(writes, now + period)
+
+    def _round(self, writes: list[Committable], deadline: float) -> None:
+        """The writes of one round, side by side: one lane per :data:`WRITES_PER_LANE` writes (at most
+        :data:`COMMIT_THREADS`), each taking the next write left; this thread is one of the lanes. The
+        next round starts after this one."""
+        left = collections.deque(writes)
+
+        def lane() -> None:
+            while True:
+                try:
+                    shard = left.popleft()
+                except IndexError:
+                    return
+                self._write(shard, deadline)
+
+        lanes = min(COMMIT_THREADS, math.ceil(len(writes) / WRITES_PER_LANE))
+        futures = [self._pool.submit(lane) for _ in range(lanes - 1)]
+        lane()
+        concurrent.futures.wait(futures)
 
     def commit(self, shard: Committable, deadline: float, stop: threading.Event | None = None) -> bool | None:
         """One commit of ``shard``, its transient faults retried until ``deadline`` (monotonic), or
