@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 KINESALITE := tests/kinesalite/node_modules/.installed
 KINESIS_MOCK := tests/kinesis_mock/node_modules/.installed
 
-.PHONY: test demo spark-demo bench lint typecheck unit clean
+.PHONY: test demo spark-demo bench soak lint typecheck unit clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,11 @@ spark-demo: $(STAMP)
 # (BENCH_ARGS="--runs 1 --only throughput" for a quicker look; see scripts/bench.py --help)
 bench: $(STAMP) $(KINESALITE) $(KINESIS_MOCK) $(PEERS)/.installed
 	$(PY) scripts/bench.py $(BENCH_ARGS)
+
+# the soak tier (not part of `make test`): two clients under churn with process() for 10 minutes
+# (SOAK_ARGS="--minutes 2" for a shorter run; see scripts/soak.py --help); exits 1 on any failure
+soak: $(STAMP)
+	$(PY) scripts/soak.py $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) $(PEERS) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -55,7 +55,7 @@ def produce_per_shard(kinesis: Any, stream: str, per_shard: int, first_id: int =
     """Write ``per_shard`` records to each open shard (explicit hash keys); returns the ids."""
     keys = shard_hash_keys(kinesis, stream)
     ids = itertools.count(first_id)
-    entries = []
+    entries: list[dict[str, Any]] = []
     for _ in range(per_shard):
         for shard_id, hash_key in keys.items():
             rid = next(ids)

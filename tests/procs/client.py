@@ -117,7 +117,11 @@ def main() -> int:
         faults.attach(dynamodb)
     consumer = Kinsumer(spec["stream"], spec["app"], spec["name"], config, kinesis=kinesis, dynamodb=dynamodb)
     HOME[0] = consumer.streams[0]
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=consumer.stop, daemon=True).start())
+    def on_sigterm(*_: object) -> None:
+        stats.write("stopping", spec["name"])  # stop() starts: its bound counts from here
+        threading.Thread(target=consumer.stop, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     stats.write("listening", spec["name"])  # from here on SIGTERM is a clean stop (see ClientProcess.stop)
     deliveries = os.open(out + ".deliveries", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     consumer.run()

@@ -128,7 +128,7 @@ class ClientProcess:
         wait_until(listening, timeout, f"{self.name} to handle SIGTERM")
         if process.poll() is None:
             self.signal(signal.SIGTERM)
-        code = self.process.wait(timeout)
+        code = process.wait(timeout)
         assert code == 0, f"{self.name} exited with {code}: {self.error() or self.stderr()[-2000:]}"
 
     def ensure_dead(self) -> None:
