@@ -40,7 +40,7 @@ from kinsumer.coordination.streams import StreamScope
 from kinsumer.delivery.delivery import Delivery
 from kinsumer.delivery.progress import ShardProgress
 from kinsumer.errors import NoRecordWithin
-from kinsumer.handling import processor as processor_module
+from kinsumer.handling import shard_jobs
 from kinsumer.handling.careful import Reservation
 from kinsumer.handling.guard import ShardGuard
 from kinsumer.handling.processor import Options, Origin, Processor
@@ -202,7 +202,7 @@ def test_every_capture_of_a_shard_taken_back_again_and_again_is_handled(
     certain, as the allocator's worst case: every object ``process()`` looks at has the same id.
     """
     if reused:
-        monkeypatch.setattr(processor_module, "id", lambda obj: 1, raising=False)
+        monkeypatch.setattr(shard_jobs, "id", lambda obj: 1, raising=False)  # where process() begins guards
     handled = Handled()
     options = Options(concurrency=concurrency, max_attempts=3)
     processor = Processor(rig.delivery, handled, options, Origin("s", "app", "me"), GuardedStats(StatReceiver()))

@@ -1,0 +1,154 @@
+"""The attempt rule, in one place: a handler's calls on one record, the backoff between them, and the sink.
+
+A call that fails is counted (``handler_failed``) and noted in the shard's row for operators;
+before ``max_attempts`` the next call waits ``backoff`` seconds, doubled each time up to
+``max_backoff`` (the later records of the shard wait too); after the last, the record becomes a
+:class:`~.failure.Failure` and goes to the dead-letter sink, tried like a handler; without a
+sink, or when the sink fails too, :class:`~kinsumer.RecordFailed` is raised and the record stays
+unacknowledged. A wait ends early when the consumer stops or the shard is being given up: the
+record is then *left* (not handled here; the shard's next owner delivers it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Literal
+
+from ..delivery.progress import ShardProgress
+from ..errors import RecordFailed
+from ..record import Record
+from ..stats import StatReceiver
+from ..waiting import WAKE
+from .failure import Failure, Reason, describe
+from .options import Options, Origin
+
+__all__ = ["Attempts", "Outcome"]
+
+log = logging.getLogger("kinsumer.process")
+
+#: How handling a record ended: done (acknowledge it), or left (not handled here: its shard's next owner will).
+Outcome = Literal["done", "left"]
+
+
+class Attempts:
+    """Calls ``call(record)`` until the record is done (see the module's description)."""
+
+    def __init__(
+        self,
+        options: Options,
+        origin: Origin,
+        stats: StatReceiver,
+        call: Callable[[Record], object],
+        section: Callable[[], AbstractContextManager[None]],
+        stopping: threading.Event,
+        closed: Callable[[], bool],
+    ) -> None:
+        """``call``: the handler on one record; ``section``: the handler section a call runs in (beside
+        others, see :class:`~.scheduler.Scheduler`); ``stopping`` / ``closed``: ``process()`` ends, the
+        consumer stopped."""
+        self._options = options
+        self._origin = origin
+        self._stats = stats
+        self._call = call
+        self._section = section
+        self._stopping = stopping
+        self._closed = closed
+
+    def until_done(
+        self, record: Record, progress: ShardProgress, *, exclusive: bool = False, first: int = 1
+    ) -> Outcome:
+        """Call the handler until the record is done (``first``: the number of this call); ``exclusive``:
+        alone in the process (the crash-loop guard's careful mode)."""
+        attempt = first - 1
+        while True:
+            attempt += 1
+            try:
+                if exclusive:
+                    self._call(record)
+                else:
+                    with self._section():
+                        self._call(record)
+            except Exception as exc:  # noqa: BLE001 - the handler's failure: tried again, then the sink
+                self._stats.handler_failed(progress.shard_id, type(exc).__name__)
+                outcome = self.failed(record, progress, attempt, describe(exc), type(exc).__name__)
+                if outcome is not None:
+                    return outcome
+            else:
+                self.retried(progress, attempt)
+                return "done"
+
+    def after_first(self, record: Record, progress: ShardProgress, error: Exception) -> Outcome:
+        """The handler's first call on ``record`` (made by the caller) raised ``error``: go on as
+        :meth:`until_done` does."""
+        self._stats.handler_failed(progress.shard_id, type(error).__name__)
+        outcome = self.failed(record, progress, 1, describe(error), type(error).__name__)
+        if outcome is not None:
+            return outcome
+        return self.until_done(record, progress, exclusive=True, first=2)
+
+    def failed(
+        self, record: Record, progress: ShardProgress, attempt: int, error: str, note: str, reason: Reason = "raised"
+    ) -> Outcome | None:
+        """Call ``attempt`` on ``record`` failed (``error``: for its Failure; ``note``: for the shard's row).
+        None: call again, after the backoff; "done": it went to the sink; "left": the wait was cut short."""
+        if attempt >= self._options.max_attempts:
+            self.retried(progress, attempt)
+            self.exhausted(Failure(record, attempt, reason, error, *self._origin.of(record)), progress)
+            return "done"
+        return None if self._retry_later(progress, attempt, note) else "left"
+
+    def exhausted(self, failure: Failure, progress: ShardProgress) -> None:
+        """A record failed for good: to the sink (tried again like a handler), else RecordFailed."""
+        sink = self._options.dead_letter
+        if sink is None:
+            raise RecordFailed(failure)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                sink(failure)
+            except Exception as exc:
+                if attempt >= self._options.max_attempts or not self.pause(self._options.delay(attempt), progress):
+                    raise RecordFailed(failure, describe(exc)) from exc
+                continue
+            self._stats.dead_lettered(progress.shard_id, failure.reason)
+            log.warning("a record of %s went to the dead-letter sink (%s after %d attempts): %s",
+                        progress.shard_id, failure.reason, failure.attempts, failure.error)  # fmt: skip
+            return
+
+    def pause(self, seconds: float, progress: ShardProgress) -> bool:
+        """Wait before trying again; False if the consumer stops or the shard is being given up."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if self._stopping.is_set() or self._closed() or progress.revoked:
+                return False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            self._stopping.wait(min(WAKE, left))
+
+    @staticmethod
+    def retried(progress: ShardProgress, attempts: int) -> None:
+        """A record is done after ``attempts`` calls: if it was retried, the note of it goes."""
+        progress.retrying = None
+        if attempts > 1 and progress.guard is not None:
+            progress.guard.note_retrying(None)
+
+    def _retry_later(self, progress: ShardProgress, attempt: int, note: str) -> bool:
+        """Count a failed call and wait before the next; False if the consumer stops or the shard goes."""
+        progress.retrying = attempt
+        if progress.guard is not None:
+            progress.guard.note_retrying(attempt, note)
+        self._stats.handler_retried(progress.shard_id)
+        delay = self._options.delay(attempt)
+        log.info("a record of %s failed (attempt %d of %d); trying again in %.2g s",
+                 progress.shard_id, attempt, self._options.max_attempts, delay)  # fmt: skip
+        if self.pause(delay, progress):
+            return True
+        progress.retrying = None
+        return False
+

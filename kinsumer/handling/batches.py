@@ -1,0 +1,153 @@
+"""``process_batches()``: a shard's records gathered into a batch, and a batch's failures.
+
+Up to ``max_records`` consecutive records of one capture of a shard are gathered for up to
+``max_wait`` s. The handler returns None (all done) or the records that failed: the batch is done
+up to the first of them, and the rest goes again (as Lambda's partial batch responses). A batch
+whose handler raises is split in halves until the failing records are alone (as Lambda's bisect
+on error); only those count attempts (:class:`~.attempts.Attempts`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from ..delivery.delivery import Taken
+from ..errors import KinsumerError
+from ..record import Record
+from ..stats import StatReceiver
+from ..waiting import WAKE
+from .attempts import Attempts
+from .failure import describe
+from .options import BatchHandler
+from .scheduler import Scheduler
+
+__all__ = ["Batches", "first_failed", "one_record"]
+
+
+class _ReportedFailed(Exception):
+    """A batch handler returned a record (handled alone) as failed."""
+
+
+class Batches:
+    """Gathers and handles one worker's batches (see the module's description)."""
+
+    def __init__(
+        self,
+        handler: BatchHandler,
+        attempts: Attempts,
+        scheduler: Scheduler[Taken],
+        stats: StatReceiver,
+        take: Callable[[float], Taken | None],
+        take_lock: threading.Lock,
+        stopping: threading.Event,
+        *,
+        max_records: int,
+        max_wait: float,
+    ) -> None:
+        """``take(timeout)``: the delivery's next record, for the holder of ``take_lock``."""
+        self._handler = handler
+        self._attempts = attempts
+        self._scheduler = scheduler
+        self._stats = stats
+        self._take = take
+        self._take_lock = take_lock
+        self._stopping = stopping
+        self._max_records = max_records
+        self._max_wait = max_wait
+
+    def gather(self, shard: str, items: list[Taken]) -> list[Taken]:
+        """Up to ``max_records`` records of the shard's capture, waiting up to ``max_wait`` s for more to come."""
+        most, progress = self._max_records, items[0][1]
+        deadline = time.monotonic() + self._max_wait
+        while True:
+            if len(items) < most:
+                more = self._scheduler.more(shard, most - len(items))
+                same = [taken for taken in more if taken[1] is progress]
+                items = items + same
+                if len(same) < len(more):  # a later capture of the shard: its records wait for the next job
+                    self._scheduler.put_back(shard, more[len(same) :])
+                    return items
+            left = deadline - time.monotonic()
+            if len(items) >= most or left <= 0 or self._stopping.is_set() or progress.revoked:
+                return items
+            if self._take_lock.acquire(timeout=min(WAKE, left)):
+                try:
+                    taken = self._take(min(WAKE, left))
+                finally:
+                    self._take_lock.release()
+                if taken is not None:
+                    self._scheduler.put(taken[1].shard_id, taken)  # this shard's too: behind what is parked
+
+    def handle(self, items: list[Taken]) -> int:
+        """Handle ``items`` as a batch until every record is done; how many are (fewer only on a stop)."""
+        return self._batch(items, 0, len(items), {})
+
+    def _batch(self, items: list[Taken], low: int, high: int, attempts: dict[int, int]) -> int:
+        """Handle ``items[low:high]`` as a batch until every record is done (partial failures retried from
+        the first failed one, a raising batch split in halves); how many from ``low`` are done."""
+        at = low
+        while at < high:
+            records = [record for record, _, _ in items[at:high]]
+            try:
+                with self._scheduler.section():
+                    result = self._handler(records)
+            except Exception as exc:  # noqa: BLE001 - split, or counted against the record alone
+                self._stats.handler_failed(items[at][1].shard_id, type(exc).__name__)
+                if len(records) > 1:  # halves, until the failing records are alone
+                    middle = at + len(records) // 2
+                    done = self._batch(items, at, middle, attempts)
+                    if done < middle - at:
+                        return at - low + done
+                    at = middle
+                    continue
+                error = describe(exc)
+            else:
+                first = first_failed(result, records)
+                if first is None:
+                    _ack(items, at, high)
+                    return high - low
+                _ack(items, at, at + first)  # done up to the first failed one; the rest goes again
+                at += first
+                error = "the batch handler returned it as failed"
+                self._stats.handler_failed(items[at][1].shard_id, "ReportedFailed")
+            record, progress, _ = items[at]
+            attempts[at] = count = attempts.get(at, 0) + 1
+            outcome = self._attempts.failed(record, progress, count, error, error)
+            if outcome == "left":
+                return at - low
+            if outcome == "done":
+                _ack(items, at, at + 1)
+                at += 1
+        return high - low
+
+
+def one_record(handler: BatchHandler) -> Callable[[Record], None]:
+    """``handler`` called with a batch of one record, raising if it returns the record as failed."""
+
+    def call(record: Record) -> None:
+        if first_failed(handler([record]), [record]) is not None:
+            raise _ReportedFailed("the batch handler returned it as failed")
+
+    return call
+
+
+def first_failed(result: object, records: list[Record]) -> int | None:
+    """None if the batch handler's result says every record is done; else the index of the first failed one."""
+    if result is None:
+        return None
+    if not isinstance(result, list | tuple | set | frozenset):
+        raise KinsumerError(f"a batch handler must return None or the records that failed, not {type(result).__name__}")
+    if not result:
+        return None
+    failed = {id(record) for record in result}
+    for i, record in enumerate(records):
+        if id(record) in failed:
+            return i
+    raise KinsumerError("the batch handler returned records that were not in its batch")
+
+
+def _ack(items: list[Taken], low: int, high: int) -> None:
+    for _, progress, token in items[low:high]:
+        progress.ack(token)

@@ -1,0 +1,95 @@
+"""``process()`` with one worker (the caller's thread): runs of the queue handed over in place.
+
+A run is a chunk of one shard's records (see :meth:`~kinsumer.delivery.delivery.Delivery.take_run`):
+each is handed to the handler and counted processed when it returns, with no lock per record, as
+``next()`` does. A handler that raises goes on as :class:`~.attempts.Attempts` says. The records of
+a shard under the crash-loop guard's episode go the general way (:class:`~.shard_jobs.ShardJobs`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from ..delivery.delivery import Delivery, ExplicitHolder
+from ..delivery.progress import Run
+from ..errors import NoRecordWithin
+from .attempts import Attempts, Outcome
+from .options import Handler
+from .shard_jobs import ShardJobs, blocked
+
+__all__ = ["FastPath"]
+
+
+class FastPath:
+    """One worker handling the delivery's runs on the caller's thread (see the module's description)."""
+
+    def __init__(
+        self, delivery: Delivery, handler: Handler, attempts: Attempts, jobs: ShardJobs, stopping: threading.Event
+    ) -> None:
+        self._delivery = delivery
+        self._handler = handler
+        self._attempts = attempts
+        self._jobs = jobs
+        self._stopping = stopping
+
+    def work(self) -> None:
+        """Handle runs until the consumer stops."""
+        holder = ExplicitHolder()
+        delivery = self._delivery
+        while not self._stopping.is_set():
+            try:
+                run = delivery.take_run(holder, None)
+            except NoRecordWithin:
+                continue
+            if run is None:
+                return
+            try:
+                self._run(run)
+            finally:
+                delivery.end_run(holder)
+            del run  # a capture given up meanwhile is not kept alive while the next run is awaited
+
+    def _run(self, run: Run) -> None:
+        progress, records, base = run.progress, run.records, run.base
+        guard = self._jobs.begun(progress)
+        if guard is None or blocked(progress):
+            return  # not handed over: the run's end gives them back
+        if guard.careful:
+            self._the_general_way(run, 0)
+            return
+        hand, handler, delivery, monotonic = guard.hand, self._handler, self._delivery, time.monotonic
+        for i in range(run.end):
+            if progress.revoked:
+                return  # the shard is being given up: the rest is not handed over
+            if progress.fresh_until <= monotonic() and not delivery.wait_for_lease(progress):
+                return
+            record = records[i]
+            if not hand((record.sequence_number, record.sub_sequence_number)):
+                return
+            run.handed = i + 1
+            try:
+                try:
+                    handler(record)
+                    outcome: Outcome = "done"
+                except Exception as exc:  # noqa: BLE001 - the first failure: tried again, then the sink
+                    outcome = self._attempts.after_first(record, progress, exc)
+            except BaseException:
+                progress.retract(base + i)  # not done: given back, not waited for
+                raise
+            if outcome == "left":
+                progress.retract(base + i)
+                return
+            run.processed = i + 1  # counted when the shard folds the run in (its checkpoint is read)
+            if delivery.closed:  # a stop ended the run meanwhile: count it on its own
+                progress.ack(base + i)
+            if guard.careful:  # an episode cannot begin during a run, but be safe
+                self._the_general_way(run, i + 1)
+                return
+
+    def _the_general_way(self, run: Run, start: int) -> None:
+        """The run's records from ``start`` on go the general way, which acknowledges or gives back each."""
+        run.handed = run.end
+        progress, base = run.progress, run.base
+        if start < run.end:
+            self._jobs.run([(run.records[i], progress, base + i) for i in range(start, run.end)])

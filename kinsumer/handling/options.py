@@ -1,0 +1,64 @@
+"""``process()``'s options (its keyword arguments), checked, and where its failed records come from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from ..errors import ConfigError
+from ..record import Record
+from .failure import Failure
+
+__all__ = ["BatchHandler", "Handler", "Options", "Origin", "Sink"]
+
+Handler = Callable[[Record], Any]
+BatchHandler = Callable[[list[Record]], Any]
+Sink = Callable[[Failure], Any]
+
+
+def _positive(name: str, minimum: float, *, whole: bool = False) -> Callable[[Any, Any, Any], None]:
+    def check(instance: Any, attribute: Any, value: object) -> None:
+        kind = int if whole else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kind) or value < minimum:
+            rule = f"must be {'a whole number' if whole else 'a number'} >= {minimum:g}"
+            raise ConfigError(name, rule, value)
+
+    return check
+
+
+@attrs.frozen
+class Options:
+    """How ``process()`` handles records (its keyword arguments), checked."""
+
+    max_attempts: int = attrs.field(default=3, validator=_positive("max_attempts", 1, whole=True))
+    backoff: float = attrs.field(default=0.5, validator=_positive("backoff", 0))
+    max_backoff: float = attrs.field(default=30.0, validator=_positive("max_backoff", 0))
+    dead_letter: Sink | None = None
+    concurrency: int = attrs.field(default=1, validator=_positive("concurrency", 1, whole=True))
+    max_records: int = attrs.field(default=1, validator=_positive("max_records", 1, whole=True))
+    max_wait: float = attrs.field(default=0.0, validator=_positive("max_wait", 0))
+
+    def __attrs_post_init__(self) -> None:
+        if self.dead_letter is not None and not callable(self.dead_letter):
+            raise ConfigError("dead_letter", "must be a callable taking a kinsumer.Failure (or None)", self.dead_letter)
+        if self.max_backoff < self.backoff:
+            raise ConfigError("max_backoff", f"must be >= backoff ({self.backoff:g} s)", self.max_backoff)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds before call ``attempt + 1``: ``backoff`` doubled each time, at most ``max_backoff``."""
+        return float(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+
+
+@attrs.frozen
+class Origin:
+    """Where failed records come from, for their :class:`Failure`."""
+
+    stream: str
+    application: str
+    client_id: str
+
+    def of(self, record: Record) -> tuple[str, str, str]:
+        """The failure's ``stream``, ``application`` and ``client_id`` fields for ``record``."""
+        return record.stream or self.stream, self.application, self.client_id

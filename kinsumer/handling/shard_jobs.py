@@ -1,0 +1,169 @@
+"""One worker's job: records of one shard, in order, until none of it is left to handle for now.
+
+A job begins the shard's crash-loop guard (once per capture), hands each record out through it
+(never past the stored reservation) and handles it (:class:`~.attempts.Attempts`), or a batch of
+them (:class:`~.batches.Batches`), or, during an episode, goes the careful way
+(:mod:`.careful_mode`). A shard may be given up and captured again while its records wait: each
+capture's records go with their own guard, and those of a capture given up go back. Whatever ends
+a job by raising (``RecordFailed``, a fatal error, Ctrl-C) leaves its records not done
+unacknowledged and gives them back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from ..delivery.delivery import Taken
+from ..delivery.progress import ShardProgress
+from ..errors import RecordFailed
+from ..reading.position import Position
+from .attempts import Attempts
+from .batches import Batches
+from .careful_mode import handle_carefully, position_of
+from .guard import ShardGuard
+from .options import Options, Origin
+from .scheduler import Scheduler
+
+__all__ = ["JobRecords", "ShardJobs", "give_back"]
+
+
+class JobRecords(threading.local):
+    """The records of the current worker's job not done yet (given back if the job ends early)."""
+
+    def __init__(self) -> None:
+        self.current: list[Taken] = []
+
+
+class ShardJobs:
+    """Runs the jobs of ``process()``'s workers (see the module's description)."""
+
+    def __init__(
+        self,
+        options: Options,
+        origin: Origin,
+        attempts: Attempts,
+        scheduler: Scheduler[Taken],
+        stopping: threading.Event,
+        batches: Batches | None,
+    ) -> None:
+        self._options = options
+        self._origin = origin
+        self._attempts = attempts
+        self._scheduler = scheduler
+        self._stopping = stopping
+        self._batches = batches
+        self._job = JobRecords()
+
+    def run(self, items: list[Taken]) -> None:
+        """Handle ``items`` (records of one shard, in order) and the records of it that come meanwhile.
+
+        After RecordFailed nothing more of that capture of the shard is handled in this process (its
+        next owner tries the record again).
+        """
+        job = self._job
+        job.current = items
+        try:
+            self._run_shard(items)
+        except RecordFailed as failed:
+            for record, progress, _ in job.current:
+                if record is failed.failure.record:
+                    progress.failed = True
+            raise
+        finally:
+            give_back(job.current)
+            job.current = []
+
+    def _run_shard(self, items: list[Taken]) -> None:
+        """See :meth:`run`; ``self._job.current`` holds the records not done yet."""
+        job = self._job
+        shard = items[0][1].shard_id
+        while items:
+            progress = items[0][1]
+            run = [taken for taken in items if taken[1] is progress]  # one capture's records (a shard may be
+            rest = [taken for taken in items if taken[1] is not progress]  # given up and taken again meanwhile)
+            guard = self.begun(progress)
+            if progress.revoked or guard is None or blocked(progress):  # its next owner delivers them
+                give_back(run)
+                items = job.current = rest
+            else:
+                left = self._careful(run, guard) if guard.careful else run
+                while left and not guard.careful:
+                    if self._batches is not None:
+                        left = self._batches.gather(shard, left)
+                        job.current = left + rest
+                    done = self._settle(left, guard)
+                    left = left[done:]
+                    job.current = left + rest
+                    if done == 0 or progress.revoked or self._stopping.is_set():
+                        break
+                if left:  # the consumer stops, or the shard is being given up: the rest is given back
+                    return
+                items = job.current = rest
+            if not items and not self._stopping.is_set():
+                items = job.current = self._scheduler.more(shard, self._options.max_records)
+
+    def begun(self, progress: ShardProgress) -> ShardGuard | None:
+        """The shard's crash-loop guard, begun; None if the shard is not ours any more."""
+        guard = progress.guard
+        if guard is None:  # a capture made without one (tests that build deliveries by hand)
+            return _UNGUARDED
+        if not guard.began and not guard.begin(self._options.max_attempts):
+            return None
+        return guard
+
+    def _settle(self, items: list[Taken], guard: ShardGuard) -> int:
+        """Hand ``items`` out (one record, or a batch) until each is done; how many are (fewer only on a stop)."""
+        for record, _, _ in items:
+            if not guard.hand(position_of(record)):
+                return 0
+        if self._batches is not None:
+            return self._batches.handle(items)
+        record, progress, token = items[0]
+        if self._attempts.until_done(record, progress) == "left":
+            return 0
+        progress.ack(token)
+        return 1
+
+    def _careful(self, items: list[Taken], guard: ShardGuard) -> list[Taken]:
+        return handle_carefully(
+            items, guard, self._attempts, lambda: self._scheduler.section(exclusive=True), self._origin, self._job
+        )
+
+
+def blocked(progress: ShardProgress) -> bool:
+    """A record of this capture failed for good here (RecordFailed): nothing more of it is handled."""
+    return progress.failed
+
+
+def give_back(items: Sequence[Taken]) -> None:
+    """Records taken but not handled here: their shard's next owner delivers them."""
+    for _, progress, token in items:
+        progress.retract(token)
+
+
+class _Unguarded(ShardGuard):
+    """No crash-loop guard: every record in normal mode, nothing stored."""
+
+    def note_retrying(self, attempts: int | None, error: str = "") -> None:
+        pass
+
+    def __init__(self) -> None:
+        pass
+
+    @property
+    def careful(self) -> bool:
+        return False
+
+    @property
+    def began(self) -> bool:
+        return True
+
+    def begin(self, max_attempts: int) -> bool:
+        return True
+
+    def hand(self, position: Position) -> bool:
+        return True
+
+
+_UNGUARDED = _Unguarded()
