@@ -27,8 +27,9 @@ def settled(workers: list[Worker], shards: int) -> Callable[[], bool]:
     """Every shard captured by exactly one of ``workers``, the split balanced."""
 
     def check() -> bool:
-        captured = [s.shard_id for w in workers for s in w.kinsumer.status().shards if s.captured]
-        counts = [sum(1 for s in w.kinsumer.status().shards if s.captured) for w in workers]
+        held = [[s.shard_id for s in w.kinsumer.status().shards if s.captured] for w in workers]  # one look each
+        captured = [shard for shards_of in held for shard in shards_of]
+        counts = [len(shards_of) for shards_of in held]
         return sorted(captured) == sorted(set(captured)) and len(captured) == shards and max(counts) - min(counts) <= 1
 
     return check
