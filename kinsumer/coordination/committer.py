@@ -161,7 +161,7 @@ class Committer:
         """:meth:`commit` (what to store is asked of the shard under its lease's lock)."""
         try:
             call = self._rt.call_until(deadline, stop)
-            owned = shard.lease.commit_latest(shard.to_commit, call)
+            owned = shard.lease.commit(shard.to_commit, call)
         except Stopped:
             return None
         except Exception as exc:  # noqa: BLE001 - transient: next time; anything else stops the consumer

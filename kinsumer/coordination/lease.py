@@ -54,11 +54,11 @@ class Reserving(Protocol):
         """A commit now would store a new reservation."""
         ...
 
-    def reservation(self) -> tuple[str, object] | None:
+    def reservation(self) -> tuple[str, tuple[int, int]] | None:
         """The reservation to store (its text, and a token for :meth:`reserved`); None if none is due."""
         ...
 
-    def reserved(self, token: object) -> None:
+    def reserved(self, token: tuple[int, int]) -> None:
         """The reservation of ``token`` is stored."""
         ...
 
@@ -175,28 +175,22 @@ class ShardLease:
         """Whether :meth:`commit` would write anything now (the decision it takes, without the write)."""
         with self._lock:
             reserving = guard is not None and guard.reservation_due()
-            return self.state is LeaseState.OWNED and self._to_write(checkpoint, "" if reserving else None)[2]
+            return self.state is LeaseState.OWNED and self._to_write(checkpoint, reserving)[2]
 
-    def _to_write(self, checkpoint: Position | None, handed: str | None) -> tuple[Position | None, int, bool]:
+    def _to_write(self, checkpoint: Position | None, reserving: bool) -> tuple[Position | None, int, bool]:
         """What a commit stores (lock held): the checkpoint if it moved forward, the heartbeat epoch it
         writes in, and whether it writes at all (a new checkpoint, a reservation, or a lease to confirm)."""
         new = self._forward(checkpoint)
         epoch = self._liveness.epoch
         confirm = epoch != self._epoch and self._liveness.fresh()  # a write in this chain confirms it
-        return new, epoch, new is not None or confirm or handed is not None
+        return new, epoch, new is not None or confirm or reserving
 
-    def commit(
-        self, checkpoint: Position | None, millis_behind_latest: int | None, call: Call, guard: Reserving | None = None
-    ) -> bool:
-        """Store ``checkpoint`` if it moved forward (and the crash-loop guard's new reservation, if
-        ``guard`` has one due), or confirm a lease the heartbeat no longer vouches for (once it does
-        again); otherwise write nothing. False once not owned; True without a write once released."""
-        return self.commit_latest(lambda: Commit(checkpoint, millis_behind_latest, guard), call)
-
-    def commit_latest(self, latest: Callable[[], Commit], call: Call) -> bool:
-        """:meth:`commit` of what ``latest()`` says, asked under the lease's lock: of two commits racing
-        (the clock's, and one a worker asked for), the later stores the later checkpoint, never the
-        earlier one over it."""
+    def commit(self, latest: Callable[[], Commit], call: Call) -> bool:
+        """Store what ``latest()`` says, asked under the lease's lock (so of two commits racing, the
+        clock's and one a worker asked for, the later stores the later checkpoint): the checkpoint if it
+        moved forward, and the crash-loop guard's new reservation if one is due; or confirm a lease the
+        heartbeat no longer vouches for (once it does again); otherwise write nothing. False once not
+        owned; True without a write once released."""
         rt = self._rt
         with self._lock:
             if self.state is not LeaseState.OWNED:
@@ -205,7 +199,7 @@ class ShardLease:
             checkpoint, millis_behind_latest, guard = commit.checkpoint, commit.lag, commit.guard
             reservation = guard.reservation() if guard is not None else None
             handed = None if reservation is None else reservation[0]
-            new, epoch, writes = self._to_write(checkpoint, handed)
+            new, epoch, writes = self._to_write(checkpoint, handed is not None)
             if not writes:
                 return True
             if not self._owned_write(

@@ -548,10 +548,4 @@ class _GuardWrites:
 
     def commit_now(self) -> bool | None:
         worker = self._worker
-        if worker._stop.is_set():
-            return False  # being given up: nothing more is handed out
-        deadline = time.monotonic() + worker._rt.config.commit_frequency
-        done = worker._committer.commit(worker, deadline, worker._stop)
-        if done is None and worker._stop.is_set():
-            return False
-        return done and worker.lease.state is LeaseState.OWNED  # released meanwhile: nothing was written
+        return worker._committer.commit(worker, time.monotonic() + worker._rt.config.commit_frequency, worker._stop)

@@ -38,7 +38,8 @@ class GuardIO(Protocol):
         ...
 
     def commit_now(self) -> bool | None:
-        """Commit the shard now (with a new reservation); True done, False not ours, None failed (try again)."""
+        """Commit the shard now (with a new reservation, if it is still ours); True done, False not ours,
+        None failed or a stop came (the guard's ``wait`` says which)."""
         ...
 
     def note(self, retrying: str | None) -> bool | None:
@@ -63,6 +64,7 @@ class ShardGuard:
         self._reservation = Reservation.from_text(row.handed) if row.handed else None
         self._unclean = row.previous_owner is not None
         self._io = io
+        self._given_up = io.given_up  # once per record
         self._wait = wait
         self._lock = threading.Lock()
         self._began = False
@@ -110,12 +112,12 @@ class ShardGuard:
         time, and ``_allowed`` only grows. ``_last`` goes first, so a reservation made meanwhile
         never promises less than was handed out.
         """
-        if not self._began or self.careful:
-            when = "in careful mode" if self._began else "before begin()"
-            raise AssertionError(f"a record of {self.shard_id} handed out {when}")
-        if self._io.given_up():
+        if self._given_up():
             return False
-        while self._handed >= self._allowed:
+        while self._handed >= self._allowed:  # always so before begin() and in careful mode (none stored)
+            if not self._began or self.careful:
+                when = "in careful mode" if self._began else "before begin()"
+                raise AssertionError(f"a record of {self.shard_id} handed out {when}")
             allowed = self._allowed
             if not self._retry(self._io.commit_now):
                 return False
@@ -130,7 +132,7 @@ class ShardGuard:
         (or none is stored yet), in normal mode."""
         return self._began and not self.careful and (self._allowed < 0 or self._handed != self._reserved_at)
 
-    def reservation(self) -> tuple[str, object] | None:
+    def reservation(self) -> tuple[str, tuple[int, int]] | None:
         """The reservation a commit should store now (its text, and the token for :meth:`reserved`);
         None if none is due (see :meth:`reservation_due`). Called under the shard lease's lock, as
         :meth:`reserved` is after the write: one reservation is made and stored at a time."""
@@ -142,9 +144,8 @@ class ShardGuard:
             window = window_after(handed - self._reserved_at, max(0, self._allowed - handed), elapsed, self._period)
             return Reservation(last, window).to_text(), (handed, window)
 
-    def reserved(self, token: object) -> None:
+    def reserved(self, token: tuple[int, int]) -> None:
         """The reservation of ``token`` (from :meth:`reservation`) is stored."""
-        assert isinstance(token, tuple)
         handed, window = token
         with self._lock:
             self._reserved_at, self._reserved_time = handed, time.monotonic()

@@ -10,11 +10,12 @@ from kinsumer import Config, StatReceiver
 from kinsumer.aws.retry import retry_call
 from kinsumer.aws.tables import Tables
 from kinsumer.coordination import checkpoints_table
-from kinsumer.coordination.lease import LeaseState, ShardLease
+from kinsumer.coordination.lease import Commit, LeaseState, ShardLease
 from kinsumer.coordination.liveness import Liveness
 from kinsumer.coordination.runtime import Runtime
 from kinsumer.coordination.streams import StreamScope
 from kinsumer.delivery.delivery import Delivery
+from kinsumer.reading.position import Position
 from kinsumer.stats import GuardedStats
 
 SHARD = "shardId-000000000000"
@@ -22,6 +23,11 @@ SHARD = "shardId-000000000000"
 
 def call(fn: Any, operation: str) -> Any:
     return retry_call(fn, operation=operation, stats=StatReceiver())
+
+
+def commit(lease: ShardLease, checkpoint: Position | None, lag: int | None) -> bool:
+    """A commit of ``checkpoint`` (and the lag), as the committer makes one."""
+    return lease.commit(lambda: Commit(checkpoint, lag), call)
 
 
 class Clock:
@@ -71,13 +77,13 @@ def test_capture_commit_release(lease: ShardLease, db: Any, tables: Tables) -> N
     captured = lease.try_capture(call)
     assert captured is not None and lease.state is LeaseState.OWNED and lease.committed is None
     assert row(db, tables).parent_shard_ids == ("shardId-parent",)
-    assert lease.commit(("100", None), 7, call)
+    assert commit(lease, ("100", None), 7)
     assert (row(db, tables).sequence_number, row(db, tables).millis_behind_latest) == ("100", 7)
-    assert lease.commit(("90", None), None, call)  # backwards: refused, the lease stays alive
+    assert commit(lease, ("90", None), None)  # backwards: refused, the lease stays alive
     assert row(db, tables).sequence_number == "100" and lease.committed == ("100", None)
-    assert lease.commit(("120", 3), None, call)  # inside an aggregate: user record 3 of record 120
+    assert commit(lease, ("120", 3), None)  # inside an aggregate: user record 3 of record 120
     assert row(db, tables).checkpoint == ("120", 3)
-    assert lease.commit(("120", 1), None, call)  # back inside the same aggregate: refused too
+    assert commit(lease, ("120", 1), None)  # back inside the same aggregate: refused too
     assert row(db, tables).checkpoint == ("120", 3)
     assert lease.release(("120", None), finished=False, call=call)  # the whole record: the sub-sequence goes
     assert lease.state is LeaseState.RELEASED
@@ -99,16 +105,16 @@ def test_a_live_owner_keeps_the_shard(lease: ShardLease, kinesis: Any, db: Any, 
 
 def test_once_another_client_took_the_row_nothing_more_is_written(lease: ShardLease, db: Any, tables: Tables) -> None:
     lease.try_capture(call)
-    assert lease.commit(("10", None), None, call)
+    assert commit(lease, ("10", None), None)
     # another client captures the row, as it may once our client looks dead
     seen = row(db, tables)
     taken = checkpoints_table.capture(db, tables.checkpoints, SHARD, owner_id="new", owner_name="new", taking=seen)
     assert taken is not None
     checkpoints_table.commit(db, tables.checkpoints, SHARD, owner_id="new", checkpoint=("50", None))
-    assert not lease.commit(("20", None), None, call)
+    assert not commit(lease, ("20", None), None)
     assert lease.state is LeaseState.LOST
     updates = count_updates(db)
-    assert not lease.commit(("30", None), None, call)
+    assert not commit(lease, ("30", None), None)
     assert not lease.release(("40", None), finished=True, call=call)
     assert updates == []  # fenced: not even tried
     stored = row(db, tables)
@@ -121,12 +127,12 @@ def test_an_idle_lease_writes_nothing_and_stays_fresh_through_heartbeats(
     confirmed: list[float] = []
     lease.on_confirmed = confirmed.append
     lease.try_capture(call)
-    assert lease.commit(("10", None), None, call)
+    assert commit(lease, ("10", None), None)
     updates = count_updates(db)
     for _ in range(5):  # heartbeats on time: the lease stays fresh, and idle commits write nothing
         clock.now += 3.0
         lease._rt.liveness.heartbeat_done(clock.now)
-        assert lease.commit(("10", None), 7, call) and lease.fresh()
+        assert commit(lease, ("10", None), 7) and lease.fresh()
     assert updates == []
     assert len(confirmed) == 2 + 5  # the capture, the first commit, each heartbeat
 
@@ -139,10 +145,10 @@ def test_after_a_late_heartbeat_a_lease_hands_nothing_on_until_a_write_confirms_
     clock.now += 5.0  # past half the max age (8 s by default) without a heartbeat
     assert not lease.fresh()
     updates = count_updates(db)
-    assert lease.commit(None, None, call) and updates == []  # no write while the heartbeat is late
+    assert commit(lease, None, None) and updates == []  # no write while the heartbeat is late
     liveness.heartbeat_done(clock.now)  # it landed late: a new epoch
     assert not lease.fresh() and lease.needs_confirming()
-    assert lease.commit(None, None, call) and len(updates) == 1  # the confirming write
+    assert commit(lease, None, None) and len(updates) == 1  # the confirming write
     assert lease.fresh() and not lease.needs_confirming()
 
 
@@ -157,5 +163,5 @@ def test_a_lease_taken_while_the_heartbeat_was_late_is_lost_at_its_confirmation(
     assert taken is not None
     lease._rt.liveness.heartbeat_done(clock.now)
     assert not lease.fresh()
-    assert not lease.commit(None, None, call)
+    assert not commit(lease, None, None)
     assert lease.state is LeaseState.LOST and row(db, tables).owner_id == "new"
