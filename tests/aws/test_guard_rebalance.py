@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kinsumer import Config, StatReceiver
@@ -33,6 +33,7 @@ from kinsumer.aws.tables import Tables
 from kinsumer.coordination import checkpoints_table
 from kinsumer.coordination.committer import Committer
 from kinsumer.coordination.lease import LeaseState
+from kinsumer.coordination.liveness import Liveness
 from kinsumer.coordination.runtime import Runtime
 from kinsumer.coordination.shard_loop import ShardLoop
 from kinsumer.coordination.shard_worker import ShardWorker
@@ -96,6 +97,8 @@ class Rig:
             client_id=client_id, client_name=client_id, delivery=self.delivery, stats=stats,
             on_fatal=self.fatal.append,
         )  # fmt: skip
+        self.silent_for = 0.0  # how long this client's heartbeat went unseen, all told (see taken_by_another)
+        self.rt.liveness = Liveness(self.rt.max_age, lambda: time.monotonic() + self.silent_for)
         self.rt.liveness.heartbeat_done(self.rt.liveness.now())
         self.loop = ShardLoop(threads=2)
         self.loop.start()
@@ -121,7 +124,11 @@ class Rig:
         capture.worker._close()
 
     def taken_by_another(self) -> None:
-        """Another client captures the row, as it may once it finds this client silent."""
+        """Another client captures the row, as it may once it finds this client silent: this client's
+        heartbeat went unseen for ``client_record_max_age`` (a pause), and its next one starts a new
+        chain, so its leases must be confirmed by a write before more of their records go out."""
+        self.silent_for += CONFIG.client_record_max_age
+        self.rt.liveness.heartbeat_done(self.rt.liveness.now())
         seen = checkpoints_table.read_row(self.db, self.tables.checkpoints, SHARD)
         assert seen is not None
         taken = checkpoints_table.capture(
@@ -343,6 +350,8 @@ class Model:
         got, progress, token = taken
         assert progress is live.progress
         position = (got.sequence_number, None)
+        if live.worker.lease.needs_confirming():  # as the delivery and the worker do: a write confirms it first
+            bounded(lambda: self.rig.committer.commit(live.worker, time.monotonic() + BOUND) is not None, "a commit")
         if not bounded(lambda: live.guard.hand(position), "hand()"):
             assert live.worker.lease.state is not LeaseState.OWNED or live.progress.revoked
             progress.retract(token)
@@ -407,6 +416,7 @@ STEPS = st.lists(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
+@example(steps=["capture", "hand", "taken_by_other", "give_back", "hand"])  # the row free again: still not ours
 def test_any_interleaving_of_capture_hand_commit_handoff_and_stop_keeps_the_guard_s_promise(
     kinesis: Any, db: Any, tables: Tables, steps: list[str]
 ) -> None:
