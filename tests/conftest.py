@@ -132,6 +132,7 @@ def new_stream(moto_server: LocalServer) -> Iterator[Callable[[int], str]]:
 _GROUPS = {"spark": "spark", "procs": "procs"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups off the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         parts = pathlib.Path(str(item.path)).parts
