@@ -24,7 +24,7 @@ from demo.spark_cluster import SparkCluster, cluster_env, standalone_cluster
 from tests.conftest import REGION, unique
 from tests.helpers import Producer, produce_per_shard, put_all, wait_until
 from tests.reshard import new_stream, split_first
-from tests.spark.conftest import AUDIT_DIR, REPO
+from tests.spark.conftest import AUDIT_DIR, LEAN_JVM, REPO
 from tests.spark.test_source import assert_reshard_order
 
 pytestmark = pytest.mark.server
@@ -33,13 +33,25 @@ pytestmark = pytest.mark.server
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[SparkCluster]:
     no_aws: dict[str, str | None] = {name: None for name in os.environ if name.startswith("AWS_")}
-    with standalone_cluster(workers=2, cores=1, memory="1g", env=no_aws) as running:
+    with standalone_cluster(workers=2, cores=1, memory="1g", env={**no_aws, **LEAN_JVM}) as running:
         yield running
 
 
+@pytest.fixture
+def drivers() -> Iterator[list[subprocess.Popen[str]]]:
+    """The drivers a test started: killed at its end if still running (after a failure or a timeout),
+    so that none goes on reading into the next test's call log."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for driver in started:
+        if driver.poll() is None:
+            driver.kill()
+            driver.communicate()
+
+
 def start_driver(
-    cluster: SparkCluster, kinesis: LocalServer, dynamodb: LocalServer, stream: str, app: str, out: pathlib.Path,
-    limit: int, call_log: pathlib.Path, options: dict[str, str] | None = None,
+    drivers: list[subprocess.Popen[str]], cluster: SparkCluster, kinesis: LocalServer, dynamodb: LocalServer,
+    stream: str, app: str, out: pathlib.Path, limit: int, call_log: pathlib.Path, options: dict[str, str] | None = None,
 ) -> subprocess.Popen[str]:  # fmt: skip
     env = cluster_env(
         {
@@ -48,13 +60,16 @@ def start_driver(
             "AWS_DEFAULT_REGION": REGION,
             "PYTHONPATH": os.pathsep.join([str(AUDIT_DIR), str(REPO)]),
             "KINSUMER_TEST_CALL_LOG": str(call_log),
+            **LEAN_JVM,
         }
     )
     args = [cluster.master_url, stream, kinesis.endpoint, dynamodb.endpoint, app, str(out / "ckpt"), str(out / "sink")]
-    return subprocess.Popen(
+    driver = subprocess.Popen(
         [sys.executable, "-m", "tests.spark.cluster_driver", *args, str(limit), json.dumps(options or {})],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
+    drivers.append(driver)
+    return driver
 
 
 def finish(driver: subprocess.Popen[str], timeout: float = 240) -> str:
@@ -92,7 +107,7 @@ def sink_rows(sink: pathlib.Path) -> list[dict[str, Any]]:
 
 def test_available_now_on_a_cluster_through_a_split_and_a_restart_is_exactly_once_and_keeps_key_order(
     cluster: SparkCluster, kinesalite: LocalServer, moto_server: LocalServer, tmp_path: pathlib.Path,
-    call_log: pathlib.Path,
+    call_log: pathlib.Path, drivers: list[subprocess.Popen[str]],
 ) -> None:  # fmt: skip
     kinesis = kinesalite.client("kinesis")
     stream, app = new_stream(kinesis, 2), unique("app")
@@ -100,11 +115,11 @@ def test_available_now_on_a_cluster_through_a_split_and_a_restart_is_exactly_onc
     producer.write_batch(300)
     parent = split_first(kinesis, stream)
     producer.write_batch(300)
-    finish(start_driver(cluster, kinesalite, moto_server, stream, app, tmp_path, 100, call_log))
+    finish(start_driver(drivers, cluster, kinesalite, moto_server, stream, app, tmp_path, 100, call_log))
     first = sink_rows(tmp_path / "sink")
     assert sorted(r["id"] for r in first) == producer.produced  # all that was there, once
     producer.write_batch(200)
-    finish(start_driver(cluster, kinesalite, moto_server, stream, app, tmp_path, 100, call_log))  # a restart
+    finish(start_driver(drivers, cluster, kinesalite, moto_server, stream, app, tmp_path, 100, call_log))  # a restart
     rows = sink_rows(tmp_path / "sink")
     assert sorted(r["id"] for r in rows) == producer.produced
     shards = kinesis.list_shards(StreamName=stream)["Shards"]
@@ -114,7 +129,7 @@ def test_available_now_on_a_cluster_through_a_split_and_a_restart_is_exactly_onc
 
 def test_fan_out_on_a_cluster_through_a_split_is_exactly_once_and_keeps_key_order(
     cluster: SparkCluster, kinesis_mock: LocalServer, moto_server: LocalServer, tmp_path: pathlib.Path,
-    call_log: pathlib.Path,
+    call_log: pathlib.Path, drivers: list[subprocess.Popen[str]],
 ) -> None:  # fmt: skip
     """The executors of two workers subscribe to their shards (kinesis-mock): AvailableNow, parents first."""
     kinesis = kinesis_mock.client("kinesis")
@@ -125,7 +140,7 @@ def test_fan_out_on_a_cluster_through_a_split_is_exactly_once_and_keeps_key_orde
     producer.write_batch(200)
     mark = len(call_log.read_text().splitlines()) if call_log.exists() else 0
     fan_out = {"consumerName": "cluster-efo"}
-    finish(start_driver(cluster, kinesis_mock, moto_server, stream, app, tmp_path, 1000, call_log, fan_out))
+    finish(start_driver(drivers, cluster, kinesis_mock, moto_server, stream, app, tmp_path, 1000, call_log, fan_out))
     rows = sink_rows(tmp_path / "sink")
     assert sorted(r["id"] for r in rows) == producer.produced  # all that was there, once
     shards = kinesis.list_shards(StreamName=stream)["Shards"]
@@ -139,7 +154,7 @@ def test_fan_out_on_a_cluster_through_a_split_is_exactly_once_and_keeps_key_orde
 
 def test_an_executor_killed_mid_batch_on_a_cluster_loses_and_repeats_nothing(
     cluster: SparkCluster, moto_server: LocalServer, new_stream: Callable[[int], str], tmp_path: pathlib.Path,
-    call_log: pathlib.Path,
+    call_log: pathlib.Path, drivers: list[subprocess.Popen[str]],
 ) -> None:  # fmt: skip
     stream, app = new_stream(4), unique("app")
     kinesis = moto_server.client("kinesis")
@@ -153,7 +168,7 @@ def test_an_executor_killed_mid_batch_on_a_cluster_loses_and_repeats_nothing(
         lines = call_log.read_text().splitlines()[mark:] if call_log.exists() else []
         return sum(1 for line in lines if " GetRecords " in line and "pyspark.daemon" in line)
 
-    driver = start_driver(cluster, moto_server, moto_server, stream, app, tmp_path, 120, call_log)
+    driver = start_driver(drivers, cluster, moto_server, moto_server, stream, app, tmp_path, 120, call_log)
     wait_until(lambda: executor_reads() >= 12 or driver.poll() is not None, 180, "executors reading a later batch")
     assert driver.poll() is None, "the query ended before an executor could be killed"
     victim = cluster.executor_pids()[0]
