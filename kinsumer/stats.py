@@ -40,7 +40,8 @@ class StatReceiver:
 
     def error_abandoned(self, operation: str, error: str) -> None:
         """A transient error was not retried because the client (or that shard's reader) was
-        stopping; whoever next does the work (this client again, or another) starts over."""
+        stopping, or because the call's time was up (a round's, a commit's or a handoff's); whoever
+        next does the work (this client in a later round, or another client) starts over."""
 
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         """``count`` records started like KPL aggregates but were not valid ones (a wrong MD5, a body

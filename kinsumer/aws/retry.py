@@ -17,7 +17,7 @@ import tenacity
 from ..stats import StatReceiver
 from .error_codes import error_code, is_transient
 
-__all__ = ["Stopped", "retry_call"]
+__all__ = ["Stopped", "counted", "retry_call"]
 
 log = logging.getLogger("kinsumer.retry")
 T = TypeVar("T")
@@ -45,6 +45,9 @@ def retry_call(
     passes, in which case the last error is raised. ``should_stop()`` turning true ends the
     retries with :class:`Stopped`. ``sleep`` does the waiting, so a caller can keep other
     work (heartbeats, commits) going between attempts.
+
+    Every transient fault is counted once in ``stats``: retried, or abandoned when a stop or the
+    deadline ends the retries (the error raised then is marked: see :func:`counted`).
     """
     try:  # the usual case, without tenacity's machinery (a call of a busy reader costs less)
         return fn()
@@ -52,9 +55,10 @@ def retry_call(
         if not is_transient(exc):
             raise
         if should_stop():
-            stats.error_abandoned(operation, error_code(exc))
+            _abandon(exc, operation, stats)
             raise Stopped(operation) from exc
         if deadline is not None and time.monotonic() >= deadline:
+            _abandon(exc, operation, stats)
             raise
         code = error_code(exc)
         stats.error_retried(operation, code)
@@ -98,7 +102,22 @@ def _retrying(
     try:
         return retrying(fn)
     except Exception as exc:
-        if should_stop() and is_transient(exc):
-            stats.error_abandoned(operation, error_code(exc))
+        if not is_transient(exc):
+            raise
+        _abandon(exc, operation, stats)
+        if should_stop():
             raise Stopped(operation) from exc
-        raise
+        raise  # the deadline passed
+
+
+_COUNTED = "_kinsumer_counted"
+
+
+def _abandon(exc: BaseException, operation: str, stats: StatReceiver) -> None:
+    stats.error_abandoned(operation, error_code(exc))
+    setattr(exc, _COUNTED, True)
+
+
+def counted(exc: BaseException) -> bool:
+    """True if :func:`retry_call` already counted ``exc`` (as abandoned: its deadline passed)."""
+    return bool(getattr(exc, _COUNTED, False))

@@ -12,7 +12,7 @@ import attrs
 import botocore.exceptions
 
 from ..aws.error_codes import error_code, is_not_found, is_transient, to_kinsumer_error
-from ..aws.retry import retry_call
+from ..aws.retry import counted, retry_call
 from ..aws.tables import Tables, ensure_tables_ready
 from ..config import Config
 from ..delivery.delivery import Delivery
@@ -111,8 +111,8 @@ class Runtime:
         and will be tried again on the next round; False if it is not, for the caller to raise."""
         if not is_transient(exc):
             return False
-        operation = getattr(exc, "operation_name", None) or what
-        self.stats.error_retried(operation, error_code(exc))
+        if not counted(exc):  # retry_call counts what its deadline ended
+            self.stats.error_retried(getattr(exc, "operation_name", None) or what, error_code(exc))
         log.warning("%s failed (%s); trying again", what, error_code(exc))
         return True
 

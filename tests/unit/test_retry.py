@@ -2,7 +2,7 @@ import botocore.exceptions
 import pytest
 
 from kinsumer.aws.error_codes import is_transient
-from kinsumer.aws.retry import Stopped, retry_call
+from kinsumer.aws.retry import Stopped, counted, retry_call
 from tests.helpers import CountingStats
 
 
@@ -89,8 +89,38 @@ def test_the_deadline_ends_retrying_with_the_last_error() -> None:
     def always() -> None:
         raise client_error("InternalFailure", 500)
 
-    with pytest.raises(botocore.exceptions.ClientError, match="InternalFailure"):
-        retry_call(always, operation="Op", stats=CountingStats(), sleep=lambda s: None, deadline=0.0)
+    stats = CountingStats()
+    with pytest.raises(botocore.exceptions.ClientError, match="InternalFailure") as raised:
+        retry_call(always, operation="Op", stats=stats, sleep=lambda s: None, deadline=0.0)
+    # counted once, as abandoned, and marked so that whoever tries again next round does not count it again
+    assert stats.abandoned == [("Op", "InternalFailure")] and not stats.retried
+    assert counted(raised.value)
+
+
+def test_a_deadline_that_passes_while_retrying_counts_the_last_fault_as_abandoned() -> None:
+    clock = [0.0]
+
+    def always() -> None:
+        clock[0] += 1.0
+        raise client_error("ThrottlingException")
+
+    stats = CountingStats()
+    with pytest.raises(botocore.exceptions.ClientError) as raised, pytest.MonkeyPatch.context() as patch:
+        patch.setattr("kinsumer.aws.retry.time.monotonic", lambda: clock[0])
+        retry_call(always, operation="Op", stats=stats, sleep=lambda s: None, deadline=3.5)
+    # attempts at t=1, 2, 3 were retried; the one at t=4 was past the deadline
+    assert stats.retried[("Op", "ThrottlingException")] == 3
+    assert stats.abandoned == [("Op", "ThrottlingException")]
+    assert counted(raised.value)
+
+
+def test_an_error_raised_at_once_is_not_marked_counted() -> None:
+    def denied() -> None:
+        raise client_error("AccessDeniedException")
+
+    with pytest.raises(botocore.exceptions.ClientError) as raised:
+        retry_call(denied, operation="Op", stats=CountingStats(), sleep=lambda s: None, deadline=0.0)
+    assert not counted(raised.value)
 
 
 def test_min_wait_is_a_floor_under_every_backoff() -> None:
