@@ -63,6 +63,18 @@ class FileStats(StatReceiver):
         self.write("abandoned", operation, error)
 
 
+def record_client_table_calls(dynamodb: Any, stats: FileStats) -> None:
+    """A ``call`` event for each API call on the clients table (not for botocore's retries of it): the
+    heartbeats (PutItem) and the membership reads (Scan, GetItem), which the tests count rounds by."""
+
+    def note(params: dict[str, Any], model: Any, **_: Any) -> None:
+        table = str(params.get("TableName", ""))
+        if table.endswith("_clients"):
+            stats.write("call", model.name, "clients")
+
+    dynamodb.meta.events.register("before-parameter-build.dynamodb", note)
+
+
 class Faults:
     """Injected with botocore hooks: error answers by operation, and connection resets."""
 
@@ -112,6 +124,7 @@ def main() -> int:
     options: dict[str, Any] = {"retries": {"total_max_attempts": 1}} if faults else {}
     kinesis = servers.client(spec["kinesis"], "kinesis", **options)
     dynamodb = servers.client(spec["dynamodb"], "dynamodb", **options)
+    record_client_table_calls(dynamodb, stats)
     if faults:
         faults.attach(kinesis)
         faults.attach(dynamodb)

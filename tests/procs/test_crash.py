@@ -10,10 +10,13 @@ import pytest
 
 from demo import servers
 from demo.servers import LocalServer
+from kinsumer import Config
 from tests.helpers import Producer, wait_until
 from tests.procs.harness import TUNED, ClientProcess, Deployment, ProcessAudit
 
 pytestmark = pytest.mark.server
+
+MAX_ROUNDS_TO_CAPTURE = 3
 
 
 def stored_checkpoints(deployment: Deployment) -> dict[str, tuple[str | None, int]]:
@@ -39,6 +42,25 @@ def failover_seconds(survivors: list[ClientProcess], shards: set[str], killed_at
     return max(first.values()) - killed_at if set(first) == shards else None
 
 
+def rounds_to_capture(
+    victim: ClientProcess, survivors: list[ClientProcess], shards: set[str], killed_at: float, max_age: float
+) -> dict[str, int]:
+    """Shard -> membership rounds its new owner made from the moment the victim's last heartbeat was
+    ``max_age`` old until it captured the shard. A leader scans the clients table each round; a
+    follower reads the leader's row each round (and scans when it tells of a silent client)."""
+    beats = [e.at for e in victim.events("call") if e.fields[0] == "PutItem" and e.at < killed_at]
+    expired_at = max(beats) + max_age
+    out: dict[str, int] = {}
+    for proc in survivors:
+        calls = [e for e in proc.events("call") if e.at > expired_at]
+        for gained in proc.events("gained"):
+            shard = gained.fields[0]
+            if shard in shards and gained.at > killed_at and shard not in out:
+                made = [e.fields[0] for e in calls if e.at <= gained.at]
+                out[shard] = max(made.count("Scan"), made.count("GetItem"))
+    return out
+
+
 def assert_duplicates_only_uncommitted(
     audit: ProcessAudit, victim: str, killed_at: float, committed: dict[str, tuple[str | None, int]]
 ) -> int:
@@ -53,15 +75,15 @@ def assert_duplicates_only_uncommitted(
 
 
 @pytest.mark.parametrize(
-    ("config", "bound", "server", "victim_index"),
+    ("config", "server", "victim_index"),
     [
         # client-0 sorts first: it leads, and the others find it dead from its own row
-        pytest.param({}, 15.0, "moto_server", 0, id="default-config"),
+        pytest.param({}, "moto_server", 0, id="default-config"),
         # client-1 follows: the others read the leader's roster until it says client-1 went silent
-        pytest.param({}, 15.0, "moto_server", 1, id="default-config-follower"),
-        pytest.param(TUNED, 3.0, "moto_server", 0, id="tuned-config"),
+        pytest.param({}, "moto_server", 1, id="default-config-follower"),
+        pytest.param(TUNED, "moto_server", 0, id="tuned-config"),
         # enhanced fan-out on kinesis-mock: it refuses the new owner's subscription for 1-2 s after the old one broke
-        pytest.param({**TUNED, "efo_consumer_name": "crash"}, 6.0, "kinesis_mock", 0, id="tuned-fan-out"),
+        pytest.param({**TUNED, "efo_consumer_name": "crash"}, "kinesis_mock", 0, id="tuned-fan-out"),
     ],
 )
 def test_sigkill_of_a_client_fails_over_and_loses_nothing(
@@ -69,7 +91,6 @@ def test_sigkill_of_a_client_fails_over_and_loses_nothing(
     request: pytest.FixtureRequest,
     processes: list[ClientProcess],
     config: dict[str, Any],
-    bound: float,
     server: str,
     victim_index: int,
     record_property: Callable[[str, object], None],
@@ -102,10 +123,17 @@ def test_sigkill_of_a_client_fails_over_and_loses_nothing(
     assert not audit.lost(produced)
     duplicated = assert_duplicates_only_uncommitted(audit, victim.name, killed_at, committed)
     record_property("duplicates", duplicated)
-    print(f"{len(produced)} records, 0 lost, {duplicated} duplicated")
+    print(f"{len(produced)} records, 0 lost, {duplicated} duplicated", end="; ")
     assert not audit.shard_order_violations()
     assert not audit.key_order_violations()
-    assert failover <= bound
+    # How soon, in the survivors' membership rounds (seconds are for `make bench --only failover`: a
+    # loaded machine makes rounds late, not more of them). Once the victim's last heartbeat is max_age
+    # old, a survivor may see it dead a round late (it saw that heartbeat a round after it was written),
+    # and then assigns and captures in the round after that
+    rounds = rounds_to_capture(victim, survivors, shards, killed_at, Config(**config).effective_client_record_max_age)
+    record_property("rounds_to_capture", rounds)
+    print(f"captured within {rounds} rounds after the victim's heartbeat expired")
+    assert set(rounds) == shards and max(rounds.values()) <= MAX_ROUNDS_TO_CAPTURE, rounds
 
 
 def test_sigkill_of_a_client_of_two_streams_moves_its_shards_of_both(
