@@ -490,6 +490,7 @@ class Kinsumer:
         max_backoff: float = 30.0,
         dead_letter: Callable[[Failure], object] | None = None,
         concurrency: int = 1,
+        max_record_age: float | None = None,
     ) -> None:
         """Call ``handler(record)`` for every record until :meth:`stop` (from another thread, a signal).
 
@@ -506,8 +507,12 @@ class Kinsumer:
 
         ``concurrency``: up to this many handler calls at once (threads), never two records of one
         shard at once. Errors the consumer cannot retry are raised as from :meth:`next`.
+
+        ``max_record_age`` (seconds): a record that reached the stream longer ago than that when its
+        turn comes (its first call or a retry) goes to ``dead_letter`` with ``reason="expired"``, and
+        the handler never sees it (so a consumer far behind catches up); it needs a ``dead_letter``.
         """
-        options = self._options(max_attempts, backoff, max_backoff, dead_letter, concurrency)
+        options = self._options(max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age)
         self._process(handler, options, batches=False)
 
     def process_batches(
@@ -521,6 +526,7 @@ class Kinsumer:
         max_backoff: float = 30.0,
         dead_letter: Callable[[Failure], object] | None = None,
         concurrency: int = 1,
+        max_record_age: float | None = None,
     ) -> None:
         """Like :meth:`process`, with lists of up to ``max_records`` consecutive records of one shard
         (gathered for up to ``max_wait`` seconds).
@@ -531,8 +537,9 @@ class Kinsumer:
         bisect on error); only those count attempts.
         """
         options = self._options(
-            max_attempts, backoff, max_backoff, dead_letter, concurrency, max_records=max_records, max_wait=max_wait
-        )
+            max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
+            max_records=max_records, max_wait=max_wait,
+        )  # fmt: skip
         self._process(handler, options, batches=True)
 
     async def aprocess(
@@ -544,6 +551,7 @@ class Kinsumer:
         max_backoff: float = 30.0,
         dead_letter: Callable[[Failure], object] | None = None,
         concurrency: int = 1,
+        max_record_age: float | None = None,
     ) -> None:
         """:meth:`process` with an async handler, awaited on the calling event loop: the same retries, dead
         letters, crash-loop guard, shard order and ``concurrency`` (handlers under way at once). The
@@ -551,7 +559,7 @@ class Kinsumer:
         an async ``dead_letter`` is awaited on it. Cancelling it cancels the handlers under way: their
         records go back (the shards' next owners deliver them), nothing more is handled, and the
         cancellation goes on to the caller (``async with`` stops the consumer)."""
-        options = self._options(max_attempts, backoff, max_backoff, dead_letter, concurrency)
+        options = self._options(max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age)
         await self._aprocess(handler, options, batches=False)
 
     async def aprocess_batches(
@@ -565,11 +573,13 @@ class Kinsumer:
         max_backoff: float = 30.0,
         dead_letter: Callable[[Failure], object] | None = None,
         concurrency: int = 1,
+        max_record_age: float | None = None,
     ) -> None:
         """:meth:`process_batches` with an async handler (see :meth:`aprocess`)."""
         options = self._options(
-            max_attempts, backoff, max_backoff, dead_letter, concurrency, max_records=max_records, max_wait=max_wait
-        )
+            max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
+            max_records=max_records, max_wait=max_wait,
+        )  # fmt: skip
         await self._aprocess(handler, options, batches=True)
 
     async def _aprocess(
@@ -598,12 +608,14 @@ class Kinsumer:
 
     @staticmethod
     def _options(
-        max_attempts: int, backoff: float, max_backoff: float, dead_letter: object, concurrency: int, **batches: float
-    ) -> ProcessOptions:
+        max_attempts: int, backoff: float, max_backoff: float, dead_letter: object, concurrency: int,
+        max_record_age: float | None, **batches: float,
+    ) -> ProcessOptions:  # fmt: skip
         """``process*()``'s options (``batches``: ``max_records`` and ``max_wait`` of the batch calls)."""
         return ProcessOptions(
             max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff,
-            dead_letter=dead_letter, concurrency=concurrency, **batches,  # type: ignore[arg-type]
+            dead_letter=dead_letter,  # type: ignore[arg-type]
+            concurrency=concurrency, max_record_age=max_record_age, **batches,  # type: ignore[arg-type]
         )  # fmt: skip
 
     def _process(self, handler: Callable[..., object], options: ProcessOptions, *, batches: bool) -> None:
@@ -643,7 +655,7 @@ def _owned(worker: ShardWorker, reading: str) -> OwnedShard:
     sequence_number, sub_sequence = checkpoint if checkpoint is not None else (None, None)
     return OwnedShard(
         worker.stream_shard_id, worker.captured, sequence_number, worker.millis_behind_latest, sub_sequence,
-        reading, worker.retrying, worker.scope.name,
+        reading, worker.retrying, worker.scope.name, worker.expired,
     )  # fmt: skip
 
 

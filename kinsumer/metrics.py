@@ -55,13 +55,14 @@ class _Window:
         self.handler_failures = 0
         self.handler_retries = 0
         self.dead_lettered: defaultdict[str, int] = defaultdict(int)  # by reason
+        self.expired = 0
 
     @property
     def empty(self) -> bool:
         """Nothing was counted."""
         counts = (
             self.checkpoints, self.gained, self.lost, self.handoffs_clean, self.handoffs_timed_out,
-            self.handler_failures, self.handler_retries, sum(self.dead_lettered.values()),
+            self.handler_failures, self.handler_retries, sum(self.dead_lettered.values()), self.expired,
         )  # fmt: skip
         return not (self.fetched or self.delivered or self.retried or self.malformed_aggregates or any(counts))
 
@@ -192,6 +193,9 @@ class LoggingStatReceiver(StatReceiver):
     def dead_lettered(self, shard_id: str, reason: str) -> None:
         self._count(lambda w: w.dead_lettered.__setitem__(reason, w.dead_lettered[reason] + 1))
 
+    def record_expired(self, shard_id: str, age_seconds: float) -> None:
+        self._count(lambda w: setattr(w, "expired", w.expired + 1))
+
     def _count(self, add: Callable[[_Window], object]) -> None:
         now = self._clock()
         with self._lock:
@@ -215,7 +219,7 @@ class LoggingStatReceiver(StatReceiver):
         ``shards_gained``, ``shards_lost``, ``handoffs_clean``, ``handoffs_timed_out``,
         ``errors_retried`` ({(operation, error): count}), ``malformed_aggregates``,
         ``delivery_latency_avg_seconds``, ``delivery_latency_max_seconds``, and ``process()``'s
-        ``handler_failures``, ``handler_retries`` and ``dead_lettered`` ({reason: count}).
+        ``handler_failures``, ``handler_retries``, ``dead_lettered`` ({reason: count}) and ``records_expired``.
         """
         with self._lock:
             t = self._total
@@ -235,6 +239,7 @@ class LoggingStatReceiver(StatReceiver):
                 "handler_failures": t.handler_failures,
                 "handler_retries": t.handler_retries,
                 "dead_lettered": dict(t.dead_lettered),
+                "records_expired": t.expired,
             }
 
     def flush(self) -> None:
@@ -292,6 +297,8 @@ class LoggingStatReceiver(StatReceiver):
             parts.append(f"handler_failures={w.handler_failures}")
             parts.append(f"handler_retries={w.handler_retries}")
             parts.append(f"dead_lettered={sum(w.dead_lettered.values())}")
+        if t.expired:
+            parts.append(f"records_expired={w.expired}")
         parts.extend(f"retried[{op}/{err}]={n}" for (op, err), n in sorted(w.retried.items()))
         shards = sorted(set(w.fetched) | set(w.delivered) | set(self._lag))
         for shard in shards[:_SHARDS_SHOWN]:
@@ -387,8 +394,15 @@ class PrometheusStatReceiver(StatReceiver):
         )
         self._dead_lettered = Counter(
             "dead_lettered",
-            "Records handed to process()'s dead-letter sink, by reason (raised or crashed)",
+            "Records handed to process()'s dead-letter sink, by reason (raised, crashed or expired)",
             ["shard", "reason"],
+            namespace=ns,
+            registry=reg,
+        )
+        self._expired = Counter(
+            "records_expired",
+            "Records older than process()'s max_record_age when their turn came (sent to the sink, never handled)",
+            ["shard"],
             namespace=ns,
             registry=reg,
         )
@@ -439,6 +453,9 @@ class PrometheusStatReceiver(StatReceiver):
 
     def dead_lettered(self, shard_id: str, reason: str) -> None:
         self._dead_lettered.labels(shard_id, reason).inc()
+
+    def record_expired(self, shard_id: str, age_seconds: float) -> None:
+        self._expired.labels(shard_id).inc()
 
     def flush(self) -> None:
         """The consumer stopped: it owns no shard, so no lag series is left standing (counters stay)."""

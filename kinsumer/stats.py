@@ -54,7 +54,13 @@ class StatReceiver:
         """``process()`` will call the handler again for a record of ``shard_id`` that failed."""
 
     def dead_lettered(self, shard_id: str, reason: str) -> None:
-        """A record of ``shard_id`` went to the dead-letter sink (``reason``: ``raised`` or ``crashed``)."""
+        """A record of ``shard_id`` went to the dead-letter sink (``reason``: ``raised``, ``crashed`` or
+        ``expired``)."""
+
+    def record_expired(self, shard_id: str, age_seconds: float) -> None:
+        """``process()`` found a record of ``shard_id`` older than its ``max_record_age`` (``age_seconds``
+        since it reached the stream) when its turn came: it goes to the sink (``dead_lettered`` follows)
+        without a handler call."""
 
     def flush(self) -> None:
         """The Kinsumer stopped: called once, as ``stop()`` ends (after its threads' last calls), to
@@ -117,6 +123,9 @@ class GuardedStats(StatReceiver):
     def dead_lettered(self, shard_id: str, reason: str) -> None:
         self._call("dead_lettered", shard_id, reason)
 
+    def record_expired(self, shard_id: str, age_seconds: float) -> None:
+        self._call("record_expired", shard_id, age_seconds)
+
     def flush(self) -> None:
         self._call("flush")
 
@@ -125,7 +134,7 @@ class GuardedStats(StatReceiver):
 _BY_SHARD = frozenset(
     {
         "records_fetched", "record_delivered", "checkpoint_written", "shard_gained", "shard_lost", "handoff",
-        "malformed_aggregates", "handler_failed", "handler_retried", "dead_lettered",
+        "malformed_aggregates", "handler_failed", "handler_retried", "dead_lettered", "record_expired",
     }
 )  # fmt: skip
 

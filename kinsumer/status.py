@@ -34,6 +34,8 @@ class OwnedShard:
     retrying: int | None = None
     #: the name of the shard's stream
     stream: str = ""
+    #: records ``process()`` sent to the sink as older than its ``max_record_age`` (this capture)
+    expired: int = 0
 
 
 @attrs.frozen

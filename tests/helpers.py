@@ -199,6 +199,7 @@ class CountingStats(StatReceiver):
         self.retried: dict[tuple[str, str], int] = defaultdict(int)
         self.abandoned: list[tuple[str, str]] = []
         self.handoffs: list[tuple[str, float, bool]] = []
+        self.expired_ages: list[float] = []
 
     def _count(self, name: str) -> None:
         with self._lock:
@@ -243,6 +244,11 @@ class CountingStats(StatReceiver):
 
     def dead_lettered(self, shard_id: str, reason: str) -> None:
         self._count("dead_lettered")
+
+    def record_expired(self, shard_id: str, age_seconds: float) -> None:
+        with self._lock:
+            self.calls["record_expired"] += 1
+            self.expired_ages.append(age_seconds)
 
 
 class StreamAudits(Audit):

@@ -130,6 +130,12 @@ class ShardWorker:
         progress = self._progress
         return progress.retrying if progress is not None else None
 
+    @property
+    def expired(self) -> int:
+        """Records of the shard that ``process()`` sent to the sink as too old (``max_record_age``), this capture."""
+        progress = self._progress
+        return progress.expired if progress is not None else 0
+
     def to_commit(self) -> Commit:
         """The checkpoint and lag, and the crash-loop guard (its new reservation is made under the
         lease's lock). In careful mode the guard's own writes move the checkpoint (with the markers),

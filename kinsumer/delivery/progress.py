@@ -70,6 +70,7 @@ class ShardProgress:
         "_version",
         "_waiting",
         "_watchers",
+        "expired",
         "failed",
         "fresh_until",
         "guard",
@@ -99,6 +100,8 @@ class ShardProgress:
         self.guard: ShardGuard | None = None
         #: ``process()`` is calling a failing handler again: the attempts so far (None: it is not).
         self.retrying: int | None = None
+        #: Records of this capture that ``process()`` sent to the sink as too old (``max_record_age``).
+        self.expired = 0
         #: A record of this capture failed for good in ``process()`` (RecordFailed): nothing more of
         #: it is handled in this process; the shard's next owner tries the record again.
         self.failed = False

@@ -7,6 +7,9 @@ before ``max_attempts`` the next call waits ``backoff`` seconds, doubled each ti
 sink, or when the sink fails too, :class:`~kinsumer.RecordFailed` is raised and the record stays
 unacknowledged. A wait ends early when the consumer stops or the shard is being given up: the
 record is then *left* (not handled here; the shard's next owner delivers it).
+
+With ``max_record_age``, a record older than that when its turn comes (before each call, the first
+or a retry) goes to the sink as ``expired`` without a call (:meth:`Attempts.expired`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from .options import Options, Origin
 __all__ = ["Attempts", "Outcome"]
 
 log = logging.getLogger("kinsumer.process")
+
+_now = time.time  # the clock a record's age is read on (a module global: tests set their own)
 
 #: How handling a record ended: done (acknowledge it), or left (not handled here: its shard's next owner will).
 Outcome = Literal["done", "left"]
@@ -57,6 +62,8 @@ class Attempts:
         self._section = section
         self._stopping = stopping
         self._closed = closed
+        #: None without ``max_record_age``: the callers skip the check (a record's age costs a clock read)
+        self.max_age = options.max_record_age
 
     def until_done(
         self, record: Record, progress: ShardProgress, *, exclusive: bool = False, first: int = 1
@@ -66,6 +73,8 @@ class Attempts:
         attempt = first - 1
         while True:
             attempt += 1
+            if self.max_age is not None and self.expired(record, progress, attempt - 1):
+                return "done"
             try:
                 if exclusive:
                     self._call(record)
@@ -80,6 +89,22 @@ class Attempts:
             else:
                 self.retried(progress, attempt)
                 return "done"
+
+    def expired(self, record: Record, progress: ShardProgress, calls: int = 0) -> bool:
+        """True if ``record`` is older than ``max_record_age``: it went to the sink (``calls``: the handler's
+        calls on it so far) and is done. Its age is counted from its arrival in the stream."""
+        max_age = self.max_age
+        if max_age is None:
+            return False
+        age = _now() - record.approximate_arrival_timestamp.timestamp()
+        if age <= max_age:
+            return False
+        progress.expired += 1
+        self._stats.record_expired(progress.shard_id, age)
+        self.retried(progress, calls + 1)  # after a failed call, its note goes
+        why = f"{age:.1f} s old when its turn came, older than max_record_age ({max_age:g} s)"
+        self.exhausted(Failure(record, calls, "expired", why, *self._origin.of(record)), progress)
+        return True
 
     def after_first(self, record: Record, progress: ShardProgress, error: Exception) -> Outcome:
         """The handler's first call on ``record`` (made by the caller) raised ``error``: go on as

@@ -82,22 +82,27 @@ class Batches:
 
     def handle(self, items: list[Taken]) -> int:
         """Handle ``items`` as a batch until every record is done; how many are (fewer only on a stop)."""
-        return self._batch(items, 0, len(items), {})
+        return self._batch(items, 0, len(items), {}, set())
 
-    def _batch(self, items: list[Taken], low: int, high: int, attempts: dict[int, int]) -> int:
+    def _batch(self, items: list[Taken], low: int, high: int, attempts: dict[int, int], gone: set[int]) -> int:
         """Handle ``items[low:high]`` as a batch until every record is done (partial failures retried from
-        the first failed one, a raising batch split in halves); how many from ``low`` are done."""
+        the first failed one, a raising batch split in halves); how many from ``low`` are done. ``gone``:
+        the indexes of records that expired (done: they went to the sink), left out of every call."""
         at = low
         while at < high:
-            records = [record for record, _, _ in items[at:high]]
+            live = self._live(items, at, high, attempts, gone)
+            if not live:
+                return high - low
+            at = live[0]
+            records = [items[i][0] for i in live]
             try:
                 with self._scheduler.section():
                     result = self._handler(records)
             except Exception as exc:  # noqa: BLE001 - split, or counted against the record alone
                 self._stats.handler_failed(items[at][1].shard_id, type(exc).__name__)
                 if len(records) > 1:  # halves, until the failing records are alone
-                    middle = at + len(records) // 2
-                    done = self._batch(items, at, middle, attempts)
+                    middle = live[len(live) // 2]
+                    done = self._batch(items, at, middle, attempts, gone)
                     if done < middle - at:
                         return at - low + done
                     at = middle
@@ -106,10 +111,10 @@ class Batches:
             else:
                 first = first_failed(result, records)
                 if first is None:
-                    _ack(items, at, high)
+                    _ack(items, live)
                     return high - low
-                _ack(items, at, at + first)  # done up to the first failed one; the rest goes again
-                at += first
+                _ack(items, live[:first])  # done up to the first failed one; the rest goes again
+                at = live[first]
                 error = "the batch handler returned it as failed"
                 self._stats.handler_failed(items[at][1].shard_id, "ReportedFailed")
             record, progress, _ = items[at]
@@ -118,9 +123,26 @@ class Batches:
             if outcome == "left":
                 return at - low
             if outcome == "done":
-                _ack(items, at, at + 1)
+                _ack(items, [at])
                 at += 1
         return high - low
+
+    def _live(self, items: list[Taken], low: int, high: int, attempts: dict[int, int], gone: set[int]) -> list[int]:
+        """The indexes in ``low:high`` of records to hand to the handler: those not gone, after the ones that
+        are too old now went to the sink (each done)."""
+        if self._attempts.max_age is None:
+            return list(range(low, high))
+        live = []
+        for i in range(low, high):
+            if i in gone:
+                continue
+            record, progress, token = items[i]
+            if self._attempts.expired(record, progress, attempts.get(i, 0)):
+                gone.add(i)
+                progress.ack(token)
+            else:
+                live.append(i)
+        return live
 
 
 def one_record(handler: BatchHandler) -> Callable[[Record], None]:
@@ -148,6 +170,7 @@ def first_failed(result: object, records: list[Record]) -> int | None:
     raise KinsumerError("the batch handler returned records that were not in its batch")
 
 
-def _ack(items: list[Taken], low: int, high: int) -> None:
-    for _, progress, token in items[low:high]:
+def _ack(items: list[Taken], indexes: list[int]) -> None:
+    for i in indexes:
+        _, progress, token = items[i]
         progress.ack(token)

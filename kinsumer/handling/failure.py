@@ -10,17 +10,19 @@ from ..record import Record
 
 __all__ = ["Failure", "Reason", "describe"]
 
-#: Why a record failed: its handler raised ``max_attempts`` times, or processes died while it was in their handler.
-Reason = Literal["raised", "crashed"]
+#: Why a record failed: its handler raised ``max_attempts`` times, processes died while it was in their
+#: handler, or it was older than ``max_record_age`` when its turn came (the handler never saw it).
+Reason = Literal["raised", "crashed", "expired"]
 
 
 @attrs.frozen
 class Failure:
     """A record whose handling failed for good, as handed to the dead-letter sink.
 
-    ``attempts``: the handler's calls (``raised``) or the deaths counted (``crashed``);
-    ``error``: the last error's type and message (``ValueError: bad payload``), or for a crash
-    what happened. ``stream``, ``application`` and ``client_id`` say where it came from.
+    ``attempts``: the handler's calls (``raised``; ``expired``: the calls before it expired) or the
+    deaths counted (``crashed``); ``error``: the last error's type and message (``ValueError: bad
+    payload``), or what happened (a crash, the record's age). ``stream``, ``application`` and
+    ``client_id`` say where it came from.
     """
 
     record: Record

@@ -59,6 +59,7 @@ class FastPath:
             self._the_general_way(run, 0)
             return
         hand, handler, delivery, monotonic = guard.hand, self._handler, self._delivery, time.monotonic
+        expired = self._attempts.expired if self._attempts.max_age is not None else None
         for i in range(run.end):
             if progress.revoked:
                 return  # the shard is being given up: the rest is not handed over
@@ -69,11 +70,14 @@ class FastPath:
                 return
             run.handed = i + 1
             try:
-                try:
-                    handler(record)
-                    outcome: Outcome = "done"
-                except Exception as exc:  # noqa: BLE001 - the first failure: tried again, then the sink
-                    outcome = self._attempts.after_first(record, progress, exc)
+                if expired is not None and expired(record, progress):
+                    outcome: Outcome = "done"  # it went to the sink
+                else:
+                    try:
+                        handler(record)
+                        outcome = "done"
+                    except Exception as exc:  # noqa: BLE001 - the first failure: tried again, then the sink
+                        outcome = self._attempts.after_first(record, progress, exc)
             except BaseException:
                 progress.retract(base + i)  # not done: given back, not waited for
                 raise

@@ -18,11 +18,15 @@ BatchHandler = Callable[[list[Record]], Any]
 Sink = Callable[[Failure], Any]
 
 
-def _positive(name: str, minimum: float, *, whole: bool = False) -> Callable[[Any, Any, Any], None]:
+def _positive(
+    name: str, minimum: float, *, whole: bool = False, above: bool = False
+) -> Callable[[Any, Any, Any], None]:
+    """A validator: a number (``whole``: an int) >= ``minimum`` (``above``: > ``minimum``)."""
+
     def check(instance: Any, attribute: Any, value: object) -> None:
         kind = int if whole else (int, float)
-        if isinstance(value, bool) or not isinstance(value, kind) or value < minimum:
-            rule = f"must be {'a whole number' if whole else 'a number'} >= {minimum:g}"
+        if isinstance(value, bool) or not isinstance(value, kind) or value < minimum or (above and value == minimum):
+            rule = f"must be {'a whole number' if whole else 'a number'} {'>' if above else '>='} {minimum:g}"
             raise ConfigError(name, rule, value)
 
     return check
@@ -39,12 +43,18 @@ class Options:
     concurrency: int = attrs.field(default=1, validator=_positive("concurrency", 1, whole=True))
     max_records: int = attrs.field(default=1, validator=_positive("max_records", 1, whole=True))
     max_wait: float = attrs.field(default=0.0, validator=_positive("max_wait", 0))
+    max_record_age: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_positive("max_record_age", 0, above=True))
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.dead_letter is not None and not callable(self.dead_letter):
             raise ConfigError("dead_letter", "must be a callable taking a kinsumer.Failure (or None)", self.dead_letter)
         if self.max_backoff < self.backoff:
             raise ConfigError("max_backoff", f"must be >= backoff ({self.backoff:g} s)", self.max_backoff)
+        if self.max_record_age is not None and self.dead_letter is None:
+            rule = "needs a dead_letter sink: a record older than that goes there (reason 'expired'), never skipped"
+            raise ConfigError("max_record_age", rule, self.max_record_age)
 
     def delay(self, attempt: int) -> float:
         """Seconds before call ``attempt + 1``: ``backoff`` doubled each time, at most ``max_backoff``."""
