@@ -102,7 +102,7 @@ def test_batches_leave_out_the_expired_records_of_a_batch_and_of_its_retries(
     record 20 as failed and the clock moves on: nothing is handed out again, 20 and the records after it
     go to the sink."""
     k = make(kinesis, db, shards=1)
-    olds, news, frozen = old_then_new(kinesis, 10, 20)
+    olds, _, frozen = old_then_new(kinesis, 10, 20)
     clock = [frozen]
     monkeypatch.setattr(attempts, "_now", lambda: clock[0])
     batches: list[list[int]] = []
@@ -133,7 +133,9 @@ def test_batches_leave_out_the_expired_records_of_a_batch_and_of_its_retries(
     assert [(f.reason, f.attempts) for f in dead[len(olds) :]] == [("expired", 1)] + [("expired", 0)] * 9
 
 
-def test_aprocess_sends_expired_records_to_an_async_sink(kinesis: Any, db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_aprocess_sends_expired_records_to_an_async_sink(
+    kinesis: Any, db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     k = make(kinesis, db, shards=1)
     olds, news, frozen = old_then_new(kinesis, 5, 5)
     monkeypatch.setattr(attempts, "_now", lambda: frozen)
