@@ -176,4 +176,3 @@ class Attempts:
             return True
         progress.retrying = None
         return False
-

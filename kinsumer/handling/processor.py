@@ -33,6 +33,7 @@ from .shard_jobs import ShardJobs, blocked, give_back
 
 __all__ = ["Options", "Origin", "Processor"]
 
+
 class Processor:
     """Runs one call of ``process()`` / ``process_batches()`` (see the module's description)."""
 
