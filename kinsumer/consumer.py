@@ -17,7 +17,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from threading import get_ident
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import boto3
@@ -491,6 +491,9 @@ class Kinsumer:
         dead_letter: Callable[[Failure], object] | None = None,
         concurrency: int = 1,
         max_record_age: float | None = None,
+        on_assigned: Callable[[str], object] | None = None,
+        on_revoked: Callable[[str], object] | None = None,
+        on_lost: Callable[[str], object] | None = None,
     ) -> None:
         """Call ``handler(record)`` for every record until :meth:`stop` (from another thread, a signal).
 
@@ -511,8 +514,17 @@ class Kinsumer:
         ``max_record_age`` (seconds): a record that reached the stream longer ago than that when its
         turn comes (its first call or a retry) goes to ``dead_letter`` with ``reason="expired"``, and
         the handler never sees it (so a consumer far behind catches up); it needs a ``dead_letter``.
+
+        Shard lifecycle hooks, each called with the shard's ID (see :mod:`kinsumer.handling.hooks`):
+        ``on_assigned`` before a capture's first record goes to the handler; ``on_revoked`` when the
+        shard is given up cleanly, after its last handed record is done and before its final
+        checkpoint (flush per-shard state there); ``on_lost`` when it went without a clean handoff
+        (drop per-shard state). A hook that raises is logged and counted, nothing more.
         """
-        options = self._options(max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age)
+        options = self._options(
+            max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
+            on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+        )  # fmt: skip
         self._process(handler, options, batches=False)
 
     def process_batches(
@@ -527,6 +539,9 @@ class Kinsumer:
         dead_letter: Callable[[Failure], object] | None = None,
         concurrency: int = 1,
         max_record_age: float | None = None,
+        on_assigned: Callable[[str], object] | None = None,
+        on_revoked: Callable[[str], object] | None = None,
+        on_lost: Callable[[str], object] | None = None,
     ) -> None:
         """Like :meth:`process`, with lists of up to ``max_records`` consecutive records of one shard
         (gathered for up to ``max_wait`` seconds).
@@ -538,7 +553,7 @@ class Kinsumer:
         """
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            max_records=max_records, max_wait=max_wait,
+            max_records=max_records, max_wait=max_wait, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
         )  # fmt: skip
         self._process(handler, options, batches=True)
 
@@ -552,6 +567,9 @@ class Kinsumer:
         dead_letter: Callable[[Failure], object] | None = None,
         concurrency: int = 1,
         max_record_age: float | None = None,
+        on_assigned: Callable[[str], object] | None = None,
+        on_revoked: Callable[[str], object] | None = None,
+        on_lost: Callable[[str], object] | None = None,
     ) -> None:
         """:meth:`process` with an async handler, awaited on the calling event loop: the same retries, dead
         letters, crash-loop guard, shard order and ``concurrency`` (handlers under way at once). The
@@ -559,7 +577,10 @@ class Kinsumer:
         an async ``dead_letter`` is awaited on it. Cancelling it cancels the handlers under way: their
         records go back (the shards' next owners deliver them), nothing more is handled, and the
         cancellation goes on to the caller (``async with`` stops the consumer)."""
-        options = self._options(max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age)
+        options = self._options(
+            max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
+            on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+        )  # fmt: skip
         await self._aprocess(handler, options, batches=False)
 
     async def aprocess_batches(
@@ -574,11 +595,14 @@ class Kinsumer:
         dead_letter: Callable[[Failure], object] | None = None,
         concurrency: int = 1,
         max_record_age: float | None = None,
+        on_assigned: Callable[[str], object] | None = None,
+        on_revoked: Callable[[str], object] | None = None,
+        on_lost: Callable[[str], object] | None = None,
     ) -> None:
         """:meth:`process_batches` with an async handler (see :meth:`aprocess`)."""
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            max_records=max_records, max_wait=max_wait,
+            max_records=max_records, max_wait=max_wait, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
         )  # fmt: skip
         await self._aprocess(handler, options, batches=True)
 
@@ -592,9 +616,11 @@ class Kinsumer:
             )
             raise ConfigError("handler", rule, handler)
         calls = LoopCalls(asyncio.get_running_loop())
-        sink = options.dead_letter
-        if sink is not None and _is_async(sink):
-            options = attrs.evolve(options, dead_letter=calls.plain(sink))
+        for name in ("dead_letter", "on_assigned", "on_revoked", "on_lost"):  # async ones awaited on the loop
+            function = getattr(options, name)
+            if function is not None and _is_async(function):
+                changes: dict[str, Any] = {name: calls.plain(function)}
+                options = attrs.evolve(options, **changes)
         work = asyncio.ensure_future(asyncio.to_thread(self._process, calls.plain(handler), options, batches=batches))
         try:
             await asyncio.shield(work)
@@ -609,13 +635,13 @@ class Kinsumer:
     @staticmethod
     def _options(
         max_attempts: int, backoff: float, max_backoff: float, dead_letter: object, concurrency: int,
-        max_record_age: float | None, **batches: float,
+        max_record_age: float | None, **more: Any,
     ) -> ProcessOptions:  # fmt: skip
-        """``process*()``'s options (``batches``: ``max_records`` and ``max_wait`` of the batch calls)."""
+        """``process*()``'s options (``more``: the hooks, and ``max_records`` and ``max_wait`` of the batch calls)."""
         return ProcessOptions(
             max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff,
             dead_letter=dead_letter,  # type: ignore[arg-type]
-            concurrency=concurrency, max_record_age=max_record_age, **batches,  # type: ignore[arg-type]
+            concurrency=concurrency, max_record_age=max_record_age, **more,
         )  # fmt: skip
 
     def _process(self, handler: Callable[..., object], options: ProcessOptions, *, batches: bool) -> None:

@@ -56,6 +56,7 @@ class _Window:
         self.handler_retries = 0
         self.dead_lettered: defaultdict[str, int] = defaultdict(int)  # by reason
         self.expired = 0
+        self.hook_failures = 0
 
     @property
     def empty(self) -> bool:
@@ -63,6 +64,7 @@ class _Window:
         counts = (
             self.checkpoints, self.gained, self.lost, self.handoffs_clean, self.handoffs_timed_out,
             self.handler_failures, self.handler_retries, sum(self.dead_lettered.values()), self.expired,
+            self.hook_failures,
         )  # fmt: skip
         return not (self.fetched or self.delivered or self.retried or self.malformed_aggregates or any(counts))
 
@@ -196,6 +198,9 @@ class LoggingStatReceiver(StatReceiver):
     def record_expired(self, shard_id: str, age_seconds: float) -> None:
         self._count(lambda w: setattr(w, "expired", w.expired + 1))
 
+    def hook_failed(self, shard_id: str, hook: str, error: str) -> None:
+        self._count(lambda w: setattr(w, "hook_failures", w.hook_failures + 1))
+
     def _count(self, add: Callable[[_Window], object]) -> None:
         now = self._clock()
         with self._lock:
@@ -219,7 +224,8 @@ class LoggingStatReceiver(StatReceiver):
         ``shards_gained``, ``shards_lost``, ``handoffs_clean``, ``handoffs_timed_out``,
         ``errors_retried`` ({(operation, error): count}), ``malformed_aggregates``,
         ``delivery_latency_avg_seconds``, ``delivery_latency_max_seconds``, and ``process()``'s
-        ``handler_failures``, ``handler_retries``, ``dead_lettered`` ({reason: count}) and ``records_expired``.
+        ``handler_failures``, ``handler_retries``, ``dead_lettered`` ({reason: count}), ``records_expired``
+        and ``hook_failures``.
         """
         with self._lock:
             t = self._total
@@ -240,6 +246,7 @@ class LoggingStatReceiver(StatReceiver):
                 "handler_retries": t.handler_retries,
                 "dead_lettered": dict(t.dead_lettered),
                 "records_expired": t.expired,
+                "hook_failures": t.hook_failures,
             }
 
     def flush(self) -> None:
@@ -299,6 +306,8 @@ class LoggingStatReceiver(StatReceiver):
             parts.append(f"dead_lettered={sum(w.dead_lettered.values())}")
         if t.expired:
             parts.append(f"records_expired={w.expired}")
+        if t.hook_failures:
+            parts.append(f"hook_failures={w.hook_failures}")
         parts.extend(f"retried[{op}/{err}]={n}" for (op, err), n in sorted(w.retried.items()))
         shards = sorted(set(w.fetched) | set(w.delivered) | set(self._lag))
         for shard in shards[:_SHARDS_SHOWN]:
@@ -406,6 +415,13 @@ class PrometheusStatReceiver(StatReceiver):
             namespace=ns,
             registry=reg,
         )
+        self._hook_failures = Counter(
+            "hook_failures",
+            "Calls of process()'s lifecycle hooks that raised, by hook (on_assigned, on_revoked, on_lost)",
+            ["shard", "hook"],
+            namespace=ns,
+            registry=reg,
+        )
         self._start_http_server = prometheus_client.start_http_server
         self._server_lock = threading.Lock()
         self._server: WSGIServer | None = None
@@ -456,6 +472,9 @@ class PrometheusStatReceiver(StatReceiver):
 
     def record_expired(self, shard_id: str, age_seconds: float) -> None:
         self._expired.labels(shard_id).inc()
+
+    def hook_failed(self, shard_id: str, hook: str, error: str) -> None:
+        self._hook_failures.labels(shard_id, hook).inc()
 
     def flush(self) -> None:
         """The consumer stopped: it owns no shard, so no lag series is left standing (counters stay)."""

@@ -57,6 +57,10 @@ class StatReceiver:
         """A record of ``shard_id`` went to the dead-letter sink (``reason``: ``raised``, ``crashed`` or
         ``expired``)."""
 
+    def hook_failed(self, shard_id: str, hook: str, error: str) -> None:
+        """``process()``'s lifecycle hook ``hook`` (``on_assigned``, ``on_revoked`` or ``on_lost``) raised
+        ``error`` (an exception's type name) for ``shard_id``."""
+
     def record_expired(self, shard_id: str, age_seconds: float) -> None:
         """``process()`` found a record of ``shard_id`` older than its ``max_record_age`` (``age_seconds``
         since it reached the stream) when its turn came: it goes to the sink (``dead_lettered`` follows)
@@ -126,6 +130,9 @@ class GuardedStats(StatReceiver):
     def record_expired(self, shard_id: str, age_seconds: float) -> None:
         self._call("record_expired", shard_id, age_seconds)
 
+    def hook_failed(self, shard_id: str, hook: str, error: str) -> None:
+        self._call("hook_failed", shard_id, hook, error)
+
     def flush(self) -> None:
         self._call("flush")
 
@@ -135,6 +142,7 @@ _BY_SHARD = frozenset(
     {
         "records_fetched", "record_delivered", "checkpoint_written", "shard_gained", "shard_lost", "handoff",
         "malformed_aggregates", "handler_failed", "handler_retried", "dead_lettered", "record_expired",
+        "hook_failed",
     }
 )  # fmt: skip
 

@@ -200,6 +200,7 @@ class CountingStats(StatReceiver):
         self.abandoned: list[tuple[str, str]] = []
         self.handoffs: list[tuple[str, float, bool]] = []
         self.expired_ages: list[float] = []
+        self.hooks_failed: list[tuple[str, str, str]] = []
 
     def _count(self, name: str) -> None:
         with self._lock:
@@ -244,6 +245,11 @@ class CountingStats(StatReceiver):
 
     def dead_lettered(self, shard_id: str, reason: str) -> None:
         self._count("dead_lettered")
+
+    def hook_failed(self, shard_id: str, hook: str, error: str) -> None:
+        with self._lock:
+            self.calls["hook_failed"] += 1
+            self.hooks_failed.append((shard_id, hook, error))
 
     def record_expired(self, shard_id: str, age_seconds: float) -> None:
         with self._lock:

@@ -406,6 +406,7 @@ class ShardWorker:
             await self._wait_for(progress.all_processed, None)
         except Stopped:
             return False
+        await self._revoked(progress, time.monotonic() + self._rt.config.handoff_timeout)
         final = progress.release()
         call = self._call
         try:
@@ -429,6 +430,10 @@ class ShardWorker:
         started = time.monotonic()
         dropped = rt.delivery.start_hand_off(progress)
         await self._wait_for(progress.all_acknowledged, rt.config.handoff_timeout, stoppable=False)
+        if progress.all_acknowledged():
+            await self._revoked(progress, started + rt.config.handoff_timeout)
+        else:
+            self._lost(progress)
         result = rt.delivery.end_hand_off(progress, dropped)
         if not result.clean:
             log.warning(
@@ -476,6 +481,26 @@ class ShardWorker:
         """Another client owns the shard (we were silent too long): drop everything of ours."""
         log.warning("%s is owned by another client now; dropping what this client still held", self.shard_id)
         self._rt.delivery.drop(progress)
+        self._lost(progress)
+
+    async def _revoked(self, progress: ShardProgress, deadline: float) -> None:
+        """``process()``'s ``on_revoked`` for a capture it announced, waited for until ``deadline`` (monotonic)."""
+        lifecycle = self._rt.delivery.lifecycle
+        if lifecycle is None or not progress.announced:
+            return
+        progress.announced = False  # told once
+        finished = lifecycle.start("on_revoked", self.shard_id, self._poke)
+        if finished is not None and not await self._wait_for(
+            finished.is_set, max(0.0, deadline - time.monotonic()), stoppable=False
+        ):
+            log.warning("on_revoked(%r) is still running at the end of the handoff; the shard goes on", self.shard_id)
+
+    def _lost(self, progress: ShardProgress) -> None:
+        """``process()``'s ``on_lost`` for a capture it announced (not waited for)."""
+        lifecycle = self._rt.delivery.lifecycle
+        if lifecycle is not None and progress.announced:
+            progress.announced = False
+            lifecycle.start("on_lost", self.shard_id, self._poke)
 
 
 def _fetch(reader: ShardReader, stream: str) -> tuple[Page, list[Record], int]:

@@ -17,6 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -28,6 +29,9 @@ from ..waiting import slice_of
 from .budget import ByteBudget
 from .progress import Checkpoint, Run, ShardProgress
 from .record_queue import CLOSED, Closed, RecordQueue
+
+if TYPE_CHECKING:
+    from ..handling.hooks import Lifecycle
 
 __all__ = ["DEFAULT_MAX_BUFFERED_BYTES", "Delivery", "ExplicitHolder", "HandoffResult"]
 
@@ -91,6 +95,8 @@ class Delivery:
         #: Holders whose record in hand goes back (an ``async for`` left): queued by finalizers, which may
         #: run in any thread at any time, so they only append here; ended at the next hand-over or stop.
         self._given_back: deque[Hashable] = deque()
+        #: ``process()``'s shard lifecycle hooks (set by it), which the shard workers call at handoffs.
+        self.lifecycle: Lifecycle | None = None
 
     # ----------------------------------------------------------------- the shard workers' side
 

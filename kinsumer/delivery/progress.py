@@ -70,6 +70,7 @@ class ShardProgress:
         "_version",
         "_waiting",
         "_watchers",
+        "announced",
         "expired",
         "failed",
         "fresh_until",
@@ -102,6 +103,8 @@ class ShardProgress:
         self.retrying: int | None = None
         #: Records of this capture that ``process()`` sent to the sink as too old (``max_record_age``).
         self.expired = 0
+        #: ``process()`` told its ``on_assigned`` hook of this capture (so it tells revoked or lost too).
+        self.announced = False
         #: A record of this capture failed for good in ``process()`` (RecordFailed): nothing more of
         #: it is handled in this process; the shard's next owner tries the record again.
         self.failed = False

@@ -46,10 +46,17 @@ class Options:
     max_record_age: float | None = attrs.field(
         default=None, validator=attrs.validators.optional(_positive("max_record_age", 0, above=True))
     )
+    on_assigned: Callable[[str], Any] | None = None
+    on_revoked: Callable[[str], Any] | None = None
+    on_lost: Callable[[str], Any] | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.dead_letter is not None and not callable(self.dead_letter):
             raise ConfigError("dead_letter", "must be a callable taking a kinsumer.Failure (or None)", self.dead_letter)
+        for hook in ("on_assigned", "on_revoked", "on_lost"):
+            value = getattr(self, hook)
+            if value is not None and not callable(value):
+                raise ConfigError(hook, "must be a callable taking a shard ID (or None)", value)
         if self.max_backoff < self.backoff:
             raise ConfigError("max_backoff", f"must be >= backoff ({self.backoff:g} s)", self.max_backoff)
         if self.max_record_age is not None and self.dead_letter is None:

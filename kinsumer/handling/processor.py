@@ -27,6 +27,7 @@ from ..waiting import WAKE
 from .attempts import Attempts
 from .batches import Batches, one_record
 from .fast_path import FastPath
+from .hooks import Lifecycle
 from .options import BatchHandler, Handler, Options, Origin
 from .scheduler import Scheduler
 from .shard_jobs import ShardJobs, blocked, give_back
@@ -66,7 +67,10 @@ class Processor:
             if batches
             else None
         )  # fmt: skip
-        self._jobs = ShardJobs(options, origin, attempts, self._scheduler, self._stopping, gathered)
+        hooks = (options.on_assigned, options.on_revoked, options.on_lost)
+        lifecycle = Lifecycle(*hooks, stats) if any(hook is not None for hook in hooks) else None
+        delivery.lifecycle = lifecycle  # the shard workers call revoked and lost at handoffs
+        self._jobs = ShardJobs(options, origin, attempts, self._scheduler, self._stopping, gathered, lifecycle)
         self._alone = (
             FastPath(delivery, single, attempts, self._jobs, self._stopping)
             if options.concurrency == 1 and not batches

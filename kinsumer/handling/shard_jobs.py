@@ -22,6 +22,7 @@ from .attempts import Attempts
 from .batches import Batches
 from .careful_mode import handle_carefully, position_of
 from .guard import ShardGuard
+from .hooks import Lifecycle
 from .options import Options, Origin
 from .scheduler import Scheduler
 
@@ -46,8 +47,10 @@ class ShardJobs:
         scheduler: Scheduler[Taken],
         stopping: threading.Event,
         batches: Batches | None,
+        lifecycle: Lifecycle | None = None,
     ) -> None:
         self._options = options
+        self._lifecycle = lifecycle
         self._origin = origin
         self._attempts = attempts
         self._scheduler = scheduler
@@ -104,12 +107,16 @@ class ShardJobs:
                 items = job.current = self._scheduler.more(shard, self._options.max_records)
 
     def begun(self, progress: ShardProgress) -> ShardGuard | None:
-        """The shard's crash-loop guard, begun; None if the shard is not ours any more."""
+        """The shard's crash-loop guard, begun (and ``on_assigned`` told of the capture, before its first
+        record goes out); None if the shard is not ours any more."""
         guard = progress.guard
         if guard is None:  # a capture made without one (tests that build deliveries by hand)
-            return _UNGUARDED
-        if not guard.began and not guard.begin(self._options.max_attempts):
+            guard = _UNGUARDED
+        elif not guard.began and not guard.begin(self._options.max_attempts):
             return None
+        if not progress.announced and self._lifecycle is not None and not progress.revoked:
+            progress.announced = True
+            self._lifecycle.call("on_assigned", progress.shard_id)
         return guard
 
     def _settle(self, items: list[Taken], guard: ShardGuard) -> int:
