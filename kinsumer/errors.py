@@ -203,11 +203,11 @@ class RecordFailed(KinsumerError):
         where = f"{record.shard_id} at {record.sequence_number}"
         if record.sub_sequence_number is not None:
             where += f":{record.sub_sequence_number}"
-        what = (
-            f"its handler raised {failure.attempts} times (last: {failure.error})"
-            if failure.reason == "raised"
-            else f"{failure.attempts} processes died while it was in their handler"
-        )
+        what = {
+            "raised": f"its handler raised {failure.attempts} times (last: {failure.error})",
+            "crashed": f"{failure.attempts} processes died while it was in their handler",
+            "expired": f"it expired ({failure.error})",
+        }.get(failure.reason, f"{failure.reason} after {failure.attempts} attempts ({failure.error})")
         if sink_error is None:
             fix = "pass dead_letter= to hand such records on, or fix the handler; the next owner tries it again"
         else:

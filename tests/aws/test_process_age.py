@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import pytest
 
-from kinsumer import ConfigError, Failure, Record
+from kinsumer import ConfigError, Failure, Record, RecordFailed
 from kinsumer.handling import attempts
 from tests.aws.test_process import FAST, QUICK, Handled, make, put, rid
 from tests.helpers import CountingStats, wait_until
@@ -174,3 +174,19 @@ def test_max_record_age_needs_a_sink_and_a_positive_number(
     with pytest.raises(ConfigError, match=rule) as info:
         k.process(lambda r: None, **kwargs)
     assert info.value.field == "max_record_age"
+
+
+def test_an_expired_record_whose_sink_fails_raises_record_failed_saying_it_expired(
+    kinesis: Any, db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    k = make(kinesis, db, shards=1)
+    olds, _, frozen = old_then_new(kinesis, 1, 0)
+    monkeypatch.setattr(attempts, "_now", lambda: frozen)
+
+    def broken_sink(failure: Failure) -> None:
+        raise OSError("the queue is gone")
+
+    with k, pytest.raises(RecordFailed) as raised:
+        k.process(lambda r: None, dead_letter=broken_sink, max_record_age=MAX_AGE, **QUICK)
+    assert raised.value.failure.reason == "expired" and rid(raised.value.failure.record) == olds[0]
+    assert "could not be handled: it expired (" in str(raised.value) and "OSError" in str(raised.value)
