@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
 from .errors import NoRecordWithin
+from .handling.timeouts import HandlerTimedOut
 from .record import Record
 
 __all__ = ["YIELD_EVERY", "AsyncFront", "AsyncRecords", "HandlerCancelled", "LoopCalls"]
@@ -156,8 +157,9 @@ class LoopCalls:
         self._running: set[concurrent.futures.Future[Any]] = set()
         self._cancelled = False
 
-    def plain(self, function: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
-        """``function`` (async) as a blocking callable for a worker thread."""
+    def plain(self, function: Callable[..., Awaitable[Any]], timeout: float | None = None) -> Callable[..., Any]:
+        """``function`` (async) as a blocking callable for a worker thread; a call that runs longer than
+        ``timeout`` seconds is cancelled and raises HandlerTimedOut."""
 
         def call(*args: Any) -> Any:
             with self._lock:
@@ -169,9 +171,13 @@ class LoopCalls:
                     raise HandlerCancelled() from None
                 self._running.add(future)
             try:
-                return future.result()
+                return future.result(timeout)
             except concurrent.futures.CancelledError:
                 raise HandlerCancelled() from None
+            except concurrent.futures.TimeoutError:
+                if not future.cancel() and future.done():  # it ended just now
+                    return future.result()
+                raise HandlerTimedOut(timeout or 0.0) from None
             finally:
                 with self._lock:
                     self._running.discard(future)

@@ -41,7 +41,7 @@ from .coordination.shard_worker import ShardWorker
 from .coordination.streams import StreamScope, scope_stats
 from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
-from .errors import AlreadyStarted, CheckpointModeError, ConfigError, KinsumerError, NotStarted
+from .errors import AlreadyStarted, CheckpointModeError, ConfigError, HandlerStuck, KinsumerError, NotStarted
 from .handling.failure import Failure
 from .handling.processor import Options as ProcessOptions
 from .handling.processor import Origin, Processor
@@ -491,6 +491,7 @@ class Kinsumer:
         dead_letter: Callable[[Failure], object] | None = None,
         concurrency: int = 1,
         max_record_age: float | None = None,
+        timeout: float | None = None,
         on_assigned: Callable[[str], object] | None = None,
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
@@ -520,10 +521,17 @@ class Kinsumer:
         shard is given up cleanly, after its last handed record is done and before its final
         checkpoint (flush per-shard state there); ``on_lost`` when it went without a clean handoff
         (drop per-shard state). A hook that raises is logged and counted, nothing more.
+
+        ``timeout`` (seconds): a handler call that runs longer is a failed attempt (``reason="timeout"``
+        when it is the last): retried with the backoff, then the sink. A sync call cannot be killed: it
+        goes on in the background (its late result is logged and ignored) while the shard goes on; once
+        more than ``concurrency * max_attempts`` such calls are still running, the client leaves (its
+        shards go to the others) and :class:`HandlerStuck` is raised, for a supervisor to restart the
+        process. An async handler (``aprocess()``) is cancelled at its timeout.
         """
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+            timeout=timeout, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
         )  # fmt: skip
         self._process(handler, options, batches=False)
 
@@ -539,6 +547,7 @@ class Kinsumer:
         dead_letter: Callable[[Failure], object] | None = None,
         concurrency: int = 1,
         max_record_age: float | None = None,
+        timeout: float | None = None,
         on_assigned: Callable[[str], object] | None = None,
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
@@ -553,7 +562,8 @@ class Kinsumer:
         """
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            max_records=max_records, max_wait=max_wait, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+            max_records=max_records, max_wait=max_wait, timeout=timeout,
+            on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
         )  # fmt: skip
         self._process(handler, options, batches=True)
 
@@ -567,6 +577,7 @@ class Kinsumer:
         dead_letter: Callable[[Failure], object] | None = None,
         concurrency: int = 1,
         max_record_age: float | None = None,
+        timeout: float | None = None,
         on_assigned: Callable[[str], object] | None = None,
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
@@ -579,7 +590,7 @@ class Kinsumer:
         cancellation goes on to the caller (``async with`` stops the consumer)."""
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+            timeout=timeout, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
         )  # fmt: skip
         await self._aprocess(handler, options, batches=False)
 
@@ -595,6 +606,7 @@ class Kinsumer:
         dead_letter: Callable[[Failure], object] | None = None,
         concurrency: int = 1,
         max_record_age: float | None = None,
+        timeout: float | None = None,
         on_assigned: Callable[[str], object] | None = None,
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
@@ -602,7 +614,8 @@ class Kinsumer:
         """:meth:`process_batches` with an async handler (see :meth:`aprocess`)."""
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            max_records=max_records, max_wait=max_wait, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+            max_records=max_records, max_wait=max_wait, timeout=timeout,
+            on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
         )  # fmt: skip
         await self._aprocess(handler, options, batches=True)
 
@@ -616,12 +629,14 @@ class Kinsumer:
             )
             raise ConfigError("handler", rule, handler)
         calls = LoopCalls(asyncio.get_running_loop())
+        plain = calls.plain(handler, options.timeout)  # an async handler is cancelled at its timeout
+        options = attrs.evolve(options, timeout=None)
         for name in ("dead_letter", "on_assigned", "on_revoked", "on_lost"):  # async ones awaited on the loop
             function = getattr(options, name)
             if function is not None and _is_async(function):
                 changes: dict[str, Any] = {name: calls.plain(function)}
                 options = attrs.evolve(options, **changes)
-        work = asyncio.ensure_future(asyncio.to_thread(self._process, calls.plain(handler), options, batches=batches))
+        work = asyncio.ensure_future(asyncio.to_thread(self._process, plain, options, batches=batches))
         try:
             await asyncio.shield(work)
         except asyncio.CancelledError:
@@ -654,7 +669,11 @@ class Kinsumer:
             self._delivery, handler, options, origin, self._stats, batches=batches,
             buffer_size=self.config.buffer_size,
         )  # fmt: skip
-        processor.run()
+        try:
+            processor.run()
+        except HandlerStuck:
+            self.stop()  # the client leaves: its shards go to the others, the records in hand with them
+            raise
 
     def _check_mode(self, called: str, *, manual: bool) -> None:
         if self.config.manual_checkpointing != manual:

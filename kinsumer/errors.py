@@ -24,6 +24,7 @@ __all__ = [
     "MissingDependency",
     "NoRecordWithin",
     "NotStarted",
+    "HandlerStuck",
     "RecordFailed",
     "ReplayError",
     "StreamNotFound",
@@ -187,6 +188,25 @@ class TableConflict(KinsumerError):
     Another process writes it at the same moment (a second process with this client ID, say):
     the write was tried again and gave up.
     """
+
+
+class HandlerStuck(KinsumerError):
+    """``process()`` stopped: more handler calls ran past its ``timeout`` and are still running than it
+    allows (``concurrency`` times ``max_attempts``). A sync call cannot be killed: the client left
+    (its shards went to the others, the records in hand are delivered again there), and the process
+    should be restarted (by a supervisor).
+
+    ``stuck``: (shard ID, seconds running) of each stuck call; ``bound``: how many were allowed.
+    """
+
+    def __init__(self, stuck: list[tuple[str, float]], bound: int) -> None:
+        self.stuck = stuck
+        self.bound = bound
+        calls = ", ".join(f"{shard} for {seconds:.0f} s" for shard, seconds in stuck)
+        super().__init__(
+            f"{len(stuck)} handler calls are stuck past their timeout (at most {bound} allowed): {calls}; "
+            "the client left, restart the process"
+        )
 
 
 class RecordFailed(KinsumerError):

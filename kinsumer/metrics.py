@@ -57,6 +57,7 @@ class _Window:
         self.dead_lettered: defaultdict[str, int] = defaultdict(int)  # by reason
         self.expired = 0
         self.hook_failures = 0
+        self.timed_out = 0
 
     @property
     def empty(self) -> bool:
@@ -64,7 +65,7 @@ class _Window:
         counts = (
             self.checkpoints, self.gained, self.lost, self.handoffs_clean, self.handoffs_timed_out,
             self.handler_failures, self.handler_retries, sum(self.dead_lettered.values()), self.expired,
-            self.hook_failures,
+            self.hook_failures, self.timed_out,
         )  # fmt: skip
         return not (self.fetched or self.delivered or self.retried or self.malformed_aggregates or any(counts))
 
@@ -201,6 +202,9 @@ class LoggingStatReceiver(StatReceiver):
     def hook_failed(self, shard_id: str, hook: str, error: str) -> None:
         self._count(lambda w: setattr(w, "hook_failures", w.hook_failures + 1))
 
+    def handler_timed_out(self, shard_id: str, timeout: float) -> None:
+        self._count(lambda w: setattr(w, "timed_out", w.timed_out + 1))
+
     def _count(self, add: Callable[[_Window], object]) -> None:
         now = self._clock()
         with self._lock:
@@ -224,8 +228,8 @@ class LoggingStatReceiver(StatReceiver):
         ``shards_gained``, ``shards_lost``, ``handoffs_clean``, ``handoffs_timed_out``,
         ``errors_retried`` ({(operation, error): count}), ``malformed_aggregates``,
         ``delivery_latency_avg_seconds``, ``delivery_latency_max_seconds``, and ``process()``'s
-        ``handler_failures``, ``handler_retries``, ``dead_lettered`` ({reason: count}), ``records_expired``
-        and ``hook_failures``.
+        ``handler_failures``, ``handler_retries``, ``dead_lettered`` ({reason: count}), ``records_expired``,
+        ``handler_timeouts`` and ``hook_failures``.
         """
         with self._lock:
             t = self._total
@@ -247,6 +251,7 @@ class LoggingStatReceiver(StatReceiver):
                 "dead_lettered": dict(t.dead_lettered),
                 "records_expired": t.expired,
                 "hook_failures": t.hook_failures,
+                "handler_timeouts": t.timed_out,
             }
 
     def flush(self) -> None:
@@ -306,6 +311,8 @@ class LoggingStatReceiver(StatReceiver):
             parts.append(f"dead_lettered={sum(w.dead_lettered.values())}")
         if t.expired:
             parts.append(f"records_expired={w.expired}")
+        if t.timed_out:
+            parts.append(f"handler_timeouts={w.timed_out}")
         if t.hook_failures:
             parts.append(f"hook_failures={w.hook_failures}")
         parts.extend(f"retried[{op}/{err}]={n}" for (op, err), n in sorted(w.retried.items()))
@@ -422,6 +429,13 @@ class PrometheusStatReceiver(StatReceiver):
             namespace=ns,
             registry=reg,
         )
+        self._timeouts = Counter(
+            "handler_timeouts",
+            "Calls of process()'s handler that ran longer than its timeout",
+            ["shard"],
+            namespace=ns,
+            registry=reg,
+        )
         self._start_http_server = prometheus_client.start_http_server
         self._server_lock = threading.Lock()
         self._server: WSGIServer | None = None
@@ -475,6 +489,9 @@ class PrometheusStatReceiver(StatReceiver):
 
     def hook_failed(self, shard_id: str, hook: str, error: str) -> None:
         self._hook_failures.labels(shard_id, hook).inc()
+
+    def handler_timed_out(self, shard_id: str, timeout: float) -> None:
+        self._timeouts.labels(shard_id).inc()
 
     def flush(self) -> None:
         """The consumer stopped: it owns no shard, so no lag series is left standing (counters stay)."""

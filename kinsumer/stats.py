@@ -57,6 +57,10 @@ class StatReceiver:
         """A record of ``shard_id`` went to the dead-letter sink (``reason``: ``raised``, ``crashed`` or
         ``expired``)."""
 
+    def handler_timed_out(self, shard_id: str, timeout: float) -> None:
+        """A call of ``process()``'s handler on a record of ``shard_id`` ran longer than ``timeout`` seconds:
+        a failed attempt (a sync call goes on in the background; an async one is cancelled)."""
+
     def hook_failed(self, shard_id: str, hook: str, error: str) -> None:
         """``process()``'s lifecycle hook ``hook`` (``on_assigned``, ``on_revoked`` or ``on_lost``) raised
         ``error`` (an exception's type name) for ``shard_id``."""
@@ -133,6 +137,9 @@ class GuardedStats(StatReceiver):
     def hook_failed(self, shard_id: str, hook: str, error: str) -> None:
         self._call("hook_failed", shard_id, hook, error)
 
+    def handler_timed_out(self, shard_id: str, timeout: float) -> None:
+        self._call("handler_timed_out", shard_id, timeout)
+
     def flush(self) -> None:
         self._call("flush")
 
@@ -142,7 +149,7 @@ _BY_SHARD = frozenset(
     {
         "records_fetched", "record_delivered", "checkpoint_written", "shard_gained", "shard_lost", "handoff",
         "malformed_aggregates", "handler_failed", "handler_retried", "dead_lettered", "record_expired",
-        "hook_failed",
+        "hook_failed", "handler_timed_out",
     }
 )  # fmt: skip
 

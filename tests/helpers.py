@@ -246,6 +246,9 @@ class CountingStats(StatReceiver):
     def dead_lettered(self, shard_id: str, reason: str) -> None:
         self._count("dead_lettered")
 
+    def handler_timed_out(self, shard_id: str, timeout: float) -> None:
+        self._count("handler_timed_out")
+
     def hook_failed(self, shard_id: str, hook: str, error: str) -> None:
         with self._lock:
             self.calls["hook_failed"] += 1

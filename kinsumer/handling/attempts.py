@@ -28,6 +28,7 @@ from ..stats import StatReceiver
 from ..waiting import WAKE
 from .failure import Failure, Reason, describe
 from .options import Options, Origin
+from .timeouts import HandlerTimedOut
 
 __all__ = ["Attempts", "Outcome"]
 
@@ -82,13 +83,23 @@ class Attempts:
                     with self._section():
                         self._call(record)
             except Exception as exc:  # noqa: BLE001 - the handler's failure: tried again, then the sink
-                self._stats.handler_failed(progress.shard_id, type(exc).__name__)
-                outcome = self.failed(record, progress, attempt, describe(exc), type(exc).__name__)
+                reason = self.count(exc, progress)
+                outcome = self.failed(record, progress, attempt, describe(exc), type(exc).__name__, reason)
                 if outcome is not None:
                     return outcome
             else:
                 self.retried(progress, attempt)
                 return "done"
+
+    def count(self, error: Exception, progress: ShardProgress) -> Reason:
+        """Count a failed call (a timeout too); the reason it gives its record if it is the last."""
+        self._stats.handler_failed(progress.shard_id, type(error).__name__)
+        if isinstance(error, HandlerTimedOut):
+            self._stats.handler_timed_out(progress.shard_id, error.timeout)
+            if error.too_many is not None:  # the client leaves; the record goes back
+                raise error.too_many
+            return "timeout"
+        return "raised"
 
     def expired(self, record: Record, progress: ShardProgress, calls: int = 0) -> bool:
         """True if ``record`` is older than ``max_record_age``: it went to the sink (``calls``: the handler's
@@ -109,8 +120,8 @@ class Attempts:
     def after_first(self, record: Record, progress: ShardProgress, error: Exception) -> Outcome:
         """The handler's first call on ``record`` (made by the caller) raised ``error``: go on as
         :meth:`until_done` does."""
-        self._stats.handler_failed(progress.shard_id, type(error).__name__)
-        outcome = self.failed(record, progress, 1, describe(error), type(error).__name__)
+        reason = self.count(error, progress)
+        outcome = self.failed(record, progress, 1, describe(error), type(error).__name__, reason)
         if outcome is not None:
             return outcome
         return self.until_done(record, progress, exclusive=True, first=2)

@@ -19,7 +19,7 @@ from ..record import Record
 from ..stats import StatReceiver
 from ..waiting import WAKE
 from .attempts import Attempts
-from .failure import describe
+from .failure import Reason, describe
 from .options import BatchHandler
 from .scheduler import Scheduler
 
@@ -95,11 +95,12 @@ class Batches:
                 return high - low
             at = live[0]
             records = [items[i][0] for i in live]
+            reason: Reason
             try:
                 with self._scheduler.section():
                     result = self._handler(records)
             except Exception as exc:  # noqa: BLE001 - split, or counted against the record alone
-                self._stats.handler_failed(items[at][1].shard_id, type(exc).__name__)
+                reason = self._attempts.count(exc, items[at][1])
                 if len(records) > 1:  # halves, until the failing records are alone
                     middle = live[len(live) // 2]
                     done = self._batch(items, at, middle, attempts, gone)
@@ -109,6 +110,7 @@ class Batches:
                     continue
                 error = describe(exc)
             else:
+                reason = "raised"
                 first = first_failed(result, records)
                 if first is None:
                     _ack(items, live)
@@ -119,7 +121,7 @@ class Batches:
                 self._stats.handler_failed(items[at][1].shard_id, "ReportedFailed")
             record, progress, _ = items[at]
             attempts[at] = count = attempts.get(at, 0) + 1
-            outcome = self._attempts.failed(record, progress, count, error, error)
+            outcome = self._attempts.failed(record, progress, count, error, error, reason)
             if outcome == "left":
                 return at - low
             if outcome == "done":

@@ -10,9 +10,9 @@ from ..record import Record
 
 __all__ = ["Failure", "Reason", "describe"]
 
-#: Why a record failed: its handler raised ``max_attempts`` times, processes died while it was in their
-#: handler, or it was older than ``max_record_age`` when its turn came (the handler never saw it).
-Reason = Literal["raised", "crashed", "expired"]
+#: Why a record failed: its handler raised ``max_attempts`` times (or ran past ``timeout``), processes
+#: died while it was in their handler, or it was older than ``max_record_age`` when its turn came.
+Reason = Literal["raised", "crashed", "expired", "timeout"]
 
 
 @attrs.frozen

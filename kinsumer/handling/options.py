@@ -46,6 +46,9 @@ class Options:
     max_record_age: float | None = attrs.field(
         default=None, validator=attrs.validators.optional(_positive("max_record_age", 0, above=True))
     )
+    timeout: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_positive("timeout", 0, above=True))
+    )
     on_assigned: Callable[[str], Any] | None = None
     on_revoked: Callable[[str], Any] | None = None
     on_lost: Callable[[str], Any] | None = None
@@ -62,6 +65,12 @@ class Options:
         if self.max_record_age is not None and self.dead_letter is None:
             rule = "needs a dead_letter sink: a record older than that goes there (reason 'expired'), never skipped"
             raise ConfigError("max_record_age", rule, self.max_record_age)
+
+    @property
+    def max_stuck(self) -> int:
+        """How many handler calls past their ``timeout`` may still run before HandlerStuck: every worker's
+        record timing out on every attempt."""
+        return self.concurrency * self.max_attempts
 
     def delay(self, attempt: int) -> float:
         """Seconds before call ``attempt + 1``: ``backoff`` doubled each time, at most ``max_backoff``."""

@@ -31,6 +31,7 @@ from .hooks import Lifecycle
 from .options import BatchHandler, Handler, Options, Origin
 from .scheduler import Scheduler
 from .shard_jobs import ShardJobs, blocked, give_back
+from .timeouts import TimedHandler, shard_of_batch, shard_of_record
 
 __all__ = ["Options", "Origin", "Processor"]
 
@@ -55,6 +56,10 @@ class Processor:
         self._take_lock = threading.Lock()
         self._failed: BaseException | None = None  # the first error of a worker: every worker ends, run() raises it
         self._stopping = threading.Event()
+        self._timed: TimedHandler | None = None
+        if options.timeout is not None:  # each worker calls the handler on a thread of its own
+            shard_of = shard_of_batch if batches else shard_of_record
+            handler = self._timed = TimedHandler(handler, options.timeout, options.max_stuck, shard_of)
         single = one_record(cast(BatchHandler, handler)) if batches else cast(Handler, handler)
         attempts = Attempts(
             options, origin, stats, single, self._scheduler.section, self._stopping, lambda: delivery.closed
@@ -103,6 +108,8 @@ class Processor:
                         thread.join(WAKE)
         finally:
             give_back(self._scheduler.drain())  # never handed to a handler
+            if self._timed is not None:
+                self._timed.close()
         if self._failed is not None:
             raise self._failed
 

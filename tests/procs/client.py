@@ -162,7 +162,7 @@ def consume_with_a_handler(
 ) -> None:
     """``process()`` with a handler that kills its process on ``poison`` ids (always) and on ``die_once``
     ids (the first time, anywhere: a marker file says it happened); failures go to ``N.dead``."""
-    poison, die_once = set(spec.get("poison", ())), set(spec.get("die_once", ()))
+    poison, die_once, hang = set(spec.get("poison", ())), set(spec.get("die_once", ())), set(spec.get("hang", ()))
     dead = os.open(out + ".dead", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def handler(record: Record) -> None:
@@ -173,6 +173,9 @@ def consume_with_a_handler(
                 open(once, "w").close()
             stats.write("dying", rid)
             os._exit(17)  # no cleanup, no release: as a native crash or the OOM killer
+        if rid in hang:  # a call that never returns (as a socket without a timeout)
+            stats.write("hanging", rid)
+            time.sleep(3600)
         os.write(deliveries, line(record))
 
     def sink(failure: Failure) -> None:
@@ -181,7 +184,7 @@ def consume_with_a_handler(
 
     consumer.process(
         handler, max_attempts=int(spec.get("max_attempts", 3)), dead_letter=sink, backoff=0.01,
-        concurrency=int(spec.get("concurrency", 1)),
+        concurrency=int(spec.get("concurrency", 1)), timeout=spec.get("timeout"),
     )  # fmt: skip
 
 
