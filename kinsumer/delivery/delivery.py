@@ -198,7 +198,10 @@ class Delivery:
                 if i < run.end and not progress.revoked and time.monotonic() < progress.fresh_until:
                     run.processed = i
                     run.handed = i + 1
-                    record = run.records[i]
+                    if progress.revoked:  # revoked since the look above (see _hand)
+                        run.handed = i
+                    else:
+                        record = run.records[i]
         if record is None:
             taken = self._taken(self._hand(holder, _deadline(timeout), auto=True), timeout)
             return None if taken is None else taken[0]
@@ -348,8 +351,14 @@ class Delivery:
                         run.processed = i  # asking again: the record in hand is processed
                     if i < run.end and not progress.revoked:
                         if time.monotonic() < progress.fresh_until:
+                            # handed first, then revoked looked at again: a handoff revokes, then counts
+                            # what is handed out; one of the two sees the other, so a record never goes
+                            # out that the handoff did not wait for
                             run.handed = i + 1
-                            return run, i
+                            if not progress.revoked:
+                                return run, i
+                            run.handed = i
+                            continue  # the shard is being handed off: the run ends
                         waiting_for = progress
                     else:  # handed over entirely, or its shard is being handed off: the new owner delivers the rest
                         self._next_run(holder)

@@ -69,6 +69,9 @@ class FastPath:
             if not hand((record.sequence_number, record.sub_sequence_number)):
                 return
             run.handed = i + 1
+            if progress.revoked:  # revoked since the look above: the handoff may not count it, so it stays
+                run.handed = i
+                return
             try:
                 if expired is not None and expired(record, progress):
                     outcome: Outcome = "done"  # it went to the sink
