@@ -16,6 +16,7 @@ Both are thread-safe and cheap per call. Neither ever sees a record's payload.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import threading
@@ -354,12 +355,9 @@ class PrometheusStatReceiver(StatReceiver):
         self.registry: CollectorRegistry = registry if registry is not None else prometheus_client.CollectorRegistry()
         self.namespace = namespace
         ns, reg = namespace, self.registry
-        self._fetched = Counter(
-            "records_fetched", "Records returned by GetRecords", ["shard"], namespace=ns, registry=reg
-        )
-        self._delivered = Counter(
-            "records_delivered", "Records handed over by next*()", ["shard"], namespace=ns, registry=reg
-        )
+        counter = functools.partial(Counter, namespace=ns, registry=reg)
+        self._fetched = counter("records_fetched", "Records returned by GetRecords", ["shard"])
+        self._delivered = counter("records_delivered", "Records handed over by next*()", ["shard"])
         self._latency = Histogram(
             "delivery_latency_seconds",
             "Time from a record's arrival in Kinesis to its delivery by next*()",
@@ -374,13 +372,9 @@ class PrometheusStatReceiver(StatReceiver):
             namespace=ns,
             registry=reg,
         )
-        self._checkpoints = Counter(
-            "checkpoints", "Checkpoints written to DynamoDB", ["shard"], namespace=ns, registry=reg
-        )
+        self._checkpoints = counter("checkpoints", "Checkpoints written to DynamoDB", ["shard"])
         self._owned = Gauge("shards_owned", "Shards this client currently owns", namespace=ns, registry=reg)
-        self._handoffs = Counter(
-            "handoffs", "Shard handoffs by outcome (clean or timed_out)", ["outcome"], namespace=ns, registry=reg
-        )
+        self._handoffs = counter("handoffs", "Shard handoffs by outcome (clean or timed_out)", ["outcome"])
         self._handoff_seconds = Histogram(
             "handoff_seconds",
             "Duration of shard handoffs",
@@ -388,53 +382,33 @@ class PrometheusStatReceiver(StatReceiver):
             registry=reg,
             buckets=_HANDOFF_BUCKETS,
         )
-        self._retried = Counter(
-            "errors_retried",
-            "Transient errors retried, by AWS operation and error code",
-            ["operation", "error"],
-            namespace=ns,
-            registry=reg,
+        self._retried = counter(
+            "errors_retried", "Transient errors retried, by AWS operation and error code", ["operation", "error"]
         )
-        self._malformed = Counter(
+        self._malformed = counter(
             "malformed_aggregates",
             "Records that started like KPL aggregates but were not valid ones (delivered as they are)",
             ["shard"],
-            namespace=ns,
-            registry=reg,
         )
-        self._handler_failures = Counter(
-            "handler_failures", "Calls of process()'s handler that raised", ["shard"], namespace=ns, registry=reg
-        )
-        self._handler_retries = Counter(
-            "handler_retries", "Records process() called its handler again for", ["shard"], namespace=ns, registry=reg
-        )
-        self._dead_lettered = Counter(
+        self._handler_failures = counter("handler_failures", "Calls of process()'s handler that raised", ["shard"])
+        self._handler_retries = counter("handler_retries", "Records process() called its handler again for", ["shard"])
+        self._dead_lettered = counter(
             "dead_lettered",
-            "Records handed to process()'s dead-letter sink, by reason (raised, crashed or expired)",
+            "Records handed to process()'s dead-letter sink, by reason (raised, crashed, expired or timeout)",
             ["shard", "reason"],
-            namespace=ns,
-            registry=reg,
         )
-        self._expired = Counter(
+        self._expired = counter(
             "records_expired",
             "Records older than process()'s max_record_age when their turn came (sent to the sink, never handled)",
             ["shard"],
-            namespace=ns,
-            registry=reg,
         )
-        self._hook_failures = Counter(
+        self._hook_failures = counter(
             "hook_failures",
             "Calls of process()'s lifecycle hooks that raised, by hook (on_assigned, on_revoked, on_lost)",
             ["shard", "hook"],
-            namespace=ns,
-            registry=reg,
         )
-        self._timeouts = Counter(
-            "handler_timeouts",
-            "Calls of process()'s handler that ran longer than its timeout",
-            ["shard"],
-            namespace=ns,
-            registry=reg,
+        self._timeouts = counter(
+            "handler_timeouts", "Calls of process()'s handler that ran longer than its timeout", ["shard"]
         )
         self._start_http_server = prometheus_client.start_http_server
         self._server_lock = threading.Lock()
