@@ -76,10 +76,15 @@ class _Caller:
             self._call = call
             self._cond.notify()
 
-    def abandon(self) -> None:
-        """The call under way went past its timeout: it finishes in the background, then the thread ends."""
+    def abandon(self, call: _Call, then: Callable[[], None]) -> bool:
+        """``call`` went past its timeout: unless it has just ended (False), it finishes in the background and
+        the thread ends after it. ``then()`` runs first, before the thread can see it abandoned."""
         with self._cond:
+            if call.done.is_set():
+                return False
             self.abandoned = True
+            then()
+            return True
 
     def retire(self) -> None:
         """No more calls (its worker ended): the thread ends."""
@@ -133,23 +138,15 @@ class TimedHandler:
         caller.start(call)
         if call.done.wait(self.timeout):
             return call.outcome()
-        with caller._cond:  # the call may be ending right now: then it is not stuck
-            finished = call.done.is_set()
-            if not finished:
-                caller.abandoned = True
-                with self._lock:  # before the caller thread can see it abandoned and report its end
-                    self._callers.remove(caller)
-                    self._stuck[caller] = call
-        if finished:
-            return call.outcome()
+        if not caller.abandon(call, lambda: self._count_stuck(caller, call)):
+            return call.outcome()  # it ended just now
         self._local.caller = None
         raise HandlerTimedOut(self.timeout, self._too_many(call))
 
-    def stuck(self) -> list[tuple[str, float]]:
-        """The abandoned calls still running: (shard, seconds since they began)."""
-        now = time.monotonic()
+    def _count_stuck(self, caller: _Caller, call: _Call) -> None:
         with self._lock:
-            return [(call.shard_id, now - call.started) for call in self._stuck.values()]
+            self._callers.remove(caller)
+            self._stuck[caller] = call
 
     def close(self) -> None:
         """``process()`` ends: the idle caller threads end (stuck ones end when their call does)."""
