@@ -197,8 +197,8 @@ class Delivery:
                 progress = run.progress
                 if i < run.end and not progress.revoked and time.monotonic() < progress.fresh_until:
                     run.processed = i
-                    run.handed = i + 1
-                    if progress.revoked:  # revoked since the look above (see _hand)
+                    run.handed = i + 1  # Run.hand_over, inline on next()'s per-record path
+                    if progress.revoked:
                         run.handed = i
                     else:
                         record = run.records[i]
@@ -351,13 +351,8 @@ class Delivery:
                         run.processed = i  # asking again: the record in hand is processed
                     if i < run.end and not progress.revoked:
                         if time.monotonic() < progress.fresh_until:
-                            # handed first, then revoked looked at again: a handoff revokes, then counts
-                            # what is handed out; one of the two sees the other, so a record never goes
-                            # out that the handoff did not wait for
-                            run.handed = i + 1
-                            if not progress.revoked:
+                            if run.hand_over(i):
                                 return run, i
-                            run.handed = i
                             continue  # the shard is being handed off: the run ends
                         waiting_for = progress
                     else:  # handed over entirely, or its shard is being handed off: the new owner delivers the rest

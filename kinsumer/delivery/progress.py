@@ -51,6 +51,19 @@ class Run:
         self.processed = 0
         self.folded = 0
 
+    def hand_over(self, i: int) -> bool:
+        """Count ``records[i]`` handed over, unless the shard was revoked meanwhile (False: it stays).
+
+        ``handed`` moves first and ``revoked`` is looked at after: a handoff revokes first and counts
+        what is handed over after, so one of the two sees the other, and no record goes out that the
+        handoff did not wait for (a look at ``revoked`` before moving ``handed`` could be overtaken).
+        """
+        self.handed = i + 1
+        if self.progress.revoked:
+            self.handed = i
+            return False
+        return True
+
 
 class ShardProgress:
     """What has been pushed, delivered and acknowledged under one capture of a shard.

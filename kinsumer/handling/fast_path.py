@@ -68,9 +68,7 @@ class FastPath:
             record = records[i]
             if not hand((record.sequence_number, record.sub_sequence_number)):
                 return
-            run.handed = i + 1
-            if progress.revoked:  # revoked since the look above: the handoff may not count it, so it stays
-                run.handed = i
+            if not run.hand_over(i):  # revoked since the look above
                 return
             try:
                 if expired is not None and expired(record, progress):

@@ -31,9 +31,13 @@ class Journal:
     def handler(self, record: Record) -> None:
         with self.lock:
             self.in_handler[record.shard_id] += 1
-            self.events.append(("record", record.shard_id, rid(record)))
-        with self.lock:
-            self.in_handler[record.shard_id] -= 1
+        try:
+            event = ("record", record.shard_id, rid(record))  # the handler's work, while counted under way
+            with self.lock:
+                self.events.append(event)
+        finally:
+            with self.lock:
+                self.in_handler[record.shard_id] -= 1
 
     def assigned(self, shard: str) -> None:
         with self.lock:
