@@ -26,6 +26,7 @@ from ..aws.tables import now_ms
 from ..delivery.budget import ByteBudget, Ticket
 from ..delivery.progress import ShardProgress
 from ..handling.guard import ShardGuard
+from ..handling.hooks import Hook
 from ..reading.position import Position, StartPosition
 from ..reading.reader import Page, ReaderFactory, ShardReader
 from ..record import Record
@@ -485,11 +486,7 @@ class ShardWorker:
 
     async def _revoked(self, progress: ShardProgress, deadline: float) -> None:
         """``process()``'s ``on_revoked`` for a capture it announced, waited for until ``deadline`` (monotonic)."""
-        lifecycle = self._rt.delivery.lifecycle
-        if lifecycle is None or not progress.announced:
-            return
-        progress.announced = False  # told once
-        finished = lifecycle.start("on_revoked", self.shard_id, self._poke)
+        finished = self._tell(progress, "on_revoked")
         if finished is not None and not await self._wait_for(
             finished.is_set, max(0.0, deadline - time.monotonic()), stoppable=False
         ):
@@ -497,10 +494,16 @@ class ShardWorker:
 
     def _lost(self, progress: ShardProgress) -> None:
         """``process()``'s ``on_lost`` for a capture it announced (not waited for)."""
+        self._tell(progress, "on_lost")
+
+    def _tell(self, progress: ShardProgress, hook: Hook) -> threading.Event | None:
+        """Start ``process()``'s ``hook`` for the end of a capture it announced (once per capture); set when it
+        returns. None if there is nothing to call."""
         lifecycle = self._rt.delivery.lifecycle
-        if lifecycle is not None and progress.announced:
-            progress.announced = False
-            lifecycle.start("on_lost", self.shard_id, self._poke)
+        if lifecycle is None or not progress.announced:
+            return None
+        progress.announced = False
+        return lifecycle.start(hook, self.shard_id, self._poke)
 
 
 def _fetch(reader: ShardReader, stream: str) -> tuple[Page, list[Record], int]:
