@@ -630,12 +630,12 @@ class Kinsumer:
             raise ConfigError("handler", rule, handler)
         calls = LoopCalls(asyncio.get_running_loop())
         plain = calls.plain(handler, options.timeout)  # an async handler is cancelled at its timeout
-        options = attrs.evolve(options, timeout=None)
-        for name in ("dead_letter", "on_assigned", "on_revoked", "on_lost"):  # async ones awaited on the loop
-            function = getattr(options, name)
-            if function is not None and _is_async(function):
-                changes: dict[str, Any] = {name: calls.plain(function)}
-                options = attrs.evolve(options, **changes)
+        awaited: dict[str, Any] = {  # an async sink or hook is awaited on the loop
+            name: calls.plain(function)
+            for name in ("dead_letter", "on_assigned", "on_revoked", "on_lost")
+            if (function := getattr(options, name)) is not None and _is_async(function)
+        }
+        options = attrs.evolve(options, timeout=None, **awaited)
         work = asyncio.ensure_future(asyncio.to_thread(self._process, plain, options, batches=batches))
         try:
             await asyncio.shield(work)
