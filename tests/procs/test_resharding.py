@@ -47,7 +47,9 @@ def assert_children_after_parents(
         for parent in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")):
             if parent and sid in first_at:
                 assert parent in done, f"{sid} was read but its parent {parent} is not Finished"
-                assert first_at[sid] > done[parent] >= last_at.get(parent, 0), (parent, sid)
+                # Finished is stored in whole milliseconds, rounded down: compare in milliseconds
+                last_ms = int(last_at.get(parent, 0) * 1000)
+                assert first_at[sid] > done[parent] and round(done[parent] * 1000) >= last_ms, (parent, sid)
                 checked += 1
     return checked
 
