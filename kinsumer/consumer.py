@@ -43,6 +43,7 @@ from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
 from .errors import AlreadyStarted, CheckpointModeError, ConfigError, HandlerStuck, KinsumerError, NotStarted
 from .handling.failure import Failure
+from .handling.options import Ordering
 from .handling.processor import Options as ProcessOptions
 from .handling.processor import Origin, Processor
 from .reading.fanout import fanout_readers
@@ -492,6 +493,7 @@ class Kinsumer:
         concurrency: int = 1,
         max_record_age: float | None = None,
         timeout: float | None = None,
+        ordering: Ordering = "shard",
         on_assigned: Callable[[str], object] | None = None,
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
@@ -512,6 +514,13 @@ class Kinsumer:
         ``concurrency``: up to this many handler calls at once (threads), never two records of one
         shard at once. Errors the consumer cannot retry are raised as from :meth:`next`.
 
+        ``ordering="key"``: records of one shard with different partition keys may be in handlers at
+        once (up to ``concurrency``), each key's strictly in order, for a hot shard whose handler
+        waits on I/O; the checkpoint advances over the contiguous prefix of done records. A failing
+        record holds back only the later records of its key. ``"shard"`` (the default): one record of a
+        shard at a time, in shard order. Either way the crash-loop guard is exact (during an episode a
+        shard's records go one at a time).
+
         ``max_record_age`` (seconds): a record that reached the stream longer ago than that when its
         turn comes (its first call or a retry) goes to ``dead_letter`` with ``reason="expired"``, and
         the handler never sees it (so a consumer far behind catches up); it needs a ``dead_letter``.
@@ -531,7 +540,7 @@ class Kinsumer:
         """
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            timeout=timeout, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+            timeout=timeout, ordering=ordering, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
         )  # fmt: skip
         self._process(handler, options, batches=False)
 
@@ -548,6 +557,7 @@ class Kinsumer:
         concurrency: int = 1,
         max_record_age: float | None = None,
         timeout: float | None = None,
+        ordering: Ordering = "shard",
         on_assigned: Callable[[str], object] | None = None,
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
@@ -559,10 +569,14 @@ class Kinsumer:
         first of them and the rest goes again (as Lambda's partial batch responses). A handler that
         raises gets the batch again split in halves, until the failing records are alone (as Lambda's
         bisect on error); only those count attempts.
+
+        ``ordering="key"``: a batch holds records of one of ``concurrency`` groups of partition keys of
+        its shard (by a hash of the key, the same in every process, as Lambda's ParallelizationFactor),
+        so up to ``concurrency`` batches of one shard run at once, each key's records in order.
         """
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            max_records=max_records, max_wait=max_wait, timeout=timeout,
+            max_records=max_records, max_wait=max_wait, timeout=timeout, ordering=ordering,
             on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
         )  # fmt: skip
         self._process(handler, options, batches=True)
@@ -578,6 +592,7 @@ class Kinsumer:
         concurrency: int = 1,
         max_record_age: float | None = None,
         timeout: float | None = None,
+        ordering: Ordering = "shard",
         on_assigned: Callable[[str], object] | None = None,
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
@@ -590,7 +605,7 @@ class Kinsumer:
         cancellation goes on to the caller (``async with`` stops the consumer)."""
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            timeout=timeout, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+            timeout=timeout, ordering=ordering, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
         )  # fmt: skip
         await self._aprocess(handler, options, batches=False)
 
@@ -607,6 +622,7 @@ class Kinsumer:
         concurrency: int = 1,
         max_record_age: float | None = None,
         timeout: float | None = None,
+        ordering: Ordering = "shard",
         on_assigned: Callable[[str], object] | None = None,
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
@@ -614,7 +630,7 @@ class Kinsumer:
         """:meth:`process_batches` with an async handler (see :meth:`aprocess`)."""
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            max_records=max_records, max_wait=max_wait, timeout=timeout,
+            max_records=max_records, max_wait=max_wait, timeout=timeout, ordering=ordering,
             on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
         )  # fmt: skip
         await self._aprocess(handler, options, batches=True)

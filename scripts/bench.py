@@ -28,6 +28,7 @@ from benchlib import (  # noqa: E402
     failover,
     fanout,
     go_contender,
+    handlers,
     membership,
     movement,
     overhead,
@@ -47,7 +48,7 @@ from tests.support.kinesis_mock import KINESIS_MOCK_DIR, start_kinesis_mock  # n
 
 SECTIONS = (
     "throughput", "kpl", "overhead", "spark", "failover", "rebalance", "movement", "steady", "fanout", "scale",
-    "members", "streams",
+    "members", "streams", "handlers",
 )  # fmt: skip
 KPL_PER_RECORD = 100  # user records per Kinesis record in the KPL line
 SHARDS = 8
@@ -338,6 +339,56 @@ def overhead_rows(server: servers.LocalServer, args: argparse.Namespace) -> list
     ]
 
 
+HOT_SHARD_RECORDS = 400  # one shard's records for the hot-shard rows (at 20 ms each: 8 s one at a time)
+PROCESS_SHARDS, PROCESS_RECORDS = 4, 100_000  # the stream of the process() overhead rows
+
+
+def handlers_rows(server: servers.LocalServer, args: argparse.Namespace) -> list[Row]:
+    """``process()``: a hot shard with a handler waiting on I/O, by shard and by key; the CPU per record of
+    the handler options, with a handler doing nothing (same run, one after the other)."""
+    hot = overhead.MemoryKinesis("hot", 1, HOT_SHARD_RECORDS, RECORD_SIZE, keys=100)
+    rates = {}
+    for ordering in ("shard", "key"):
+        result = runs_of(args.runs, f"hot shard, ordering={ordering}", lambda ordering=ordering: (
+            handlers.process_in_memory(server, hot, 0.02, concurrency=8, ordering=ordering)
+        ))  # fmt: skip
+        assert not isinstance(result, str)
+        rates[ordering] = median([(m.records - 1) / (m.seconds - (m.startup or 0.0)) for m in result])
+    rows = [
+        Row(
+            "`process()`, one hot shard (100 keys), handler waiting 20 ms, `concurrency=8`",
+            "none (DynamoDB: moto)",
+            f"{rates['key']:.0f} rec/s by key, {rates['shard']:.0f} rec/s by shard",
+            f'`ordering="key"` {rates["key"] / rates["shard"]:.1f} times `ordering="shard"` (goal: at least 5, '
+            f"at most 8 with 8 workers); {HOT_SHARD_RECORDS} records in memory, from the first record on",
+        )
+    ]
+    memory = overhead.MemoryKinesis("in-memory", PROCESS_SHARDS, PROCESS_RECORDS // PROCESS_SHARDS, RECORD_SIZE)
+    variants = {
+        "options unset": {},
+        "`max_record_age=3600`": {"max_record_age": 3600.0},
+        "`timeout=30`": {"timeout": 30.0},
+    }
+    cpu: dict[str, float] = {}
+    for name, options in variants.items():
+        result = runs_of(args.runs, f"process(), {name}", lambda options=options: handlers.process_in_memory(
+            server, memory, **options
+        ))  # fmt: skip
+        assert not isinstance(result, str)
+        cpu[name] = median([m.cpu / m.records * 1e6 for m in result if m.cpu])
+    base = cpu["options unset"]
+    rows.append(
+        Row(
+            "`process()` CPU per record, handler doing nothing, 1 worker",
+            "none (DynamoDB: moto)",
+            ", ".join(f"{name} {value:.2f} µs" for name, value in cpu.items()),
+            ", ".join(f"{name} {value / base - 1:+.0%}" for name, value in list(cpu.items())[1:])
+            + f" against options unset; {PROCESS_RECORDS} records over {PROCESS_SHARDS} shards, in memory",
+        )
+    )
+    return rows
+
+
 def failover_rows(server: servers.LocalServer, args: argparse.Namespace) -> list[Row]:
     rows = []
     for variant, bound in (("default", 15.0), ("tuned", 3.0)):
@@ -621,6 +672,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += overhead_rows(server, args)
         if "failover" in args.only:
             rows += failover_rows(server, args)
+        if "handlers" in args.only:
+            rows += handlers_rows(server, args)
         if "steady" in args.only:
             rows += steady_rows(server)
         if "members" in args.only:

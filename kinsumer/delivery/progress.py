@@ -137,6 +137,11 @@ class ShardProgress:
         return self.revoked or time.monotonic() < self.fresh_until
 
     @property
+    def released(self) -> bool:
+        """The capture is over (its shard given up): acknowledgements count no more."""
+        return self._released
+
+    @property
     def checkpoint(self) -> Position | None:
         with self._lock:
             return self._checkpoint()

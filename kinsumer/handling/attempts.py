@@ -50,19 +50,20 @@ class Attempts:
         stats: StatReceiver,
         call: Callable[[Record], object],
         section: Callable[[], AbstractContextManager[None]],
-        stopping: threading.Event,
-        closed: Callable[[], bool],
+        woken: threading.Event,
+        cut_short: Callable[[ShardProgress], bool],
     ) -> None:
         """``call``: the handler on one record; ``section``: the handler section a call runs in (beside
-        others, see :class:`~.scheduler.Scheduler`); ``stopping`` / ``closed``: ``process()`` ends, the
-        consumer stopped."""
+        others, see :class:`~.scheduler.Scheduler`); ``cut_short(progress)``: a wait before the next
+        call on a record of that capture ends, leaving the record (``process()`` ends, the consumer
+        stops, the shard is being given up); ``woken``: set when one may have to."""
         self._options = options
         self._origin = origin
         self._stats = stats
         self._call = call
         self._section = section
-        self._stopping = stopping
-        self._closed = closed
+        self._woken = woken
+        self._cut_short = cut_short
         #: None without ``max_record_age``: the callers skip the check (a record's age costs a clock read)
         self.max_age = options.max_record_age
 
@@ -157,15 +158,15 @@ class Attempts:
             return
 
     def pause(self, seconds: float, progress: ShardProgress) -> bool:
-        """Wait before trying again; False if the consumer stops or the shard is being given up."""
+        """Wait before trying again; False if the wait was cut short (see the constructor)."""
         deadline = time.monotonic() + seconds
         while True:
-            if self._stopping.is_set() or self._closed() or progress.revoked:
+            if self._cut_short(progress):
                 return False
             left = deadline - time.monotonic()
             if left <= 0:
                 return True
-            self._stopping.wait(min(WAKE, left))
+            self._woken.wait(min(WAKE, left))
 
     @staticmethod
     def retried(progress: ShardProgress, attempts: int) -> None:

@@ -40,34 +40,38 @@ class Batches:
         scheduler: Scheduler[Taken],
         stats: StatReceiver,
         take: Callable[[float], Taken | None],
+        park: Callable[[Taken], None],
         take_lock: threading.Lock,
         stopping: threading.Event,
         *,
         max_records: int,
         max_wait: float,
     ) -> None:
-        """``take(timeout)``: the delivery's next record, for the holder of ``take_lock``."""
+        """``take(timeout)``: the delivery's next record, for the holder of ``take_lock``; ``park``: parks it
+        in its lane."""
         self._handler = handler
         self._attempts = attempts
         self._scheduler = scheduler
         self._stats = stats
         self._take = take
+        self._park = park
         self._take_lock = take_lock
         self._stopping = stopping
         self._max_records = max_records
         self._max_wait = max_wait
 
-    def gather(self, shard: str, items: list[Taken]) -> list[Taken]:
-        """Up to ``max_records`` records of the shard's capture, waiting up to ``max_wait`` s for more to come."""
+    def gather(self, lane: str, items: list[Taken]) -> list[Taken]:
+        """Up to ``max_records`` records of the lane's capture of a shard, waiting up to ``max_wait`` s for
+        more to come."""
         most, progress = self._max_records, items[0][1]
         deadline = time.monotonic() + self._max_wait
         while True:
             if len(items) < most:
-                more = self._scheduler.more(shard, most - len(items))
+                more = self._scheduler.more(lane, most - len(items))
                 same = [taken for taken in more if taken[1] is progress]
                 items = items + same
                 if len(same) < len(more):  # a later capture of the shard: its records wait for the next job
-                    self._scheduler.put_back(shard, more[len(same) :])
+                    self._scheduler.put_back(lane, more[len(same) :])
                     return items
             left = deadline - time.monotonic()
             if len(items) >= most or left <= 0 or self._stopping.is_set() or progress.revoked:
@@ -75,10 +79,10 @@ class Batches:
             if self._take_lock.acquire(timeout=min(WAKE, left)):
                 try:
                     taken = self._take(min(WAKE, left))
+                    if taken is not None:  # parked as the taker: the next taker's records come after it
+                        self._park(taken)  # this lane's too: behind what is parked
                 finally:
                     self._take_lock.release()
-                if taken is not None:
-                    self._scheduler.put(taken[1].shard_id, taken)  # this shard's too: behind what is parked
 
     def handle(self, items: list[Taken]) -> int:
         """Handle ``items`` as a batch until every record is done; how many are (fewer only on a stop)."""

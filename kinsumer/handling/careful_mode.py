@@ -60,7 +60,7 @@ def handle_carefully(
             progress.ack(token)
             items = items[1:]
             job.current = items + [t for t in job.current if t[1] is not progress]
-            if not guard.finish(position_of(record), progress.checkpoint):
+            if not guard.finish(position_of(record), progress.checkpoint, token + 1):
                 return items
         if guard.careful:
             guard.leave(progress.checkpoint)  # nothing of the shard in a handler now

@@ -97,4 +97,4 @@ class FastPath:
         run.handed = run.end
         progress, base = run.progress, run.base
         if start < run.end:
-            self._jobs.run([(run.records[i], progress, base + i) for i in range(start, run.end)])
+            self._jobs.run(progress.shard_id, [(run.records[i], progress, base + i) for i in range(start, run.end)])

@@ -67,6 +67,7 @@ class ShardGuard:
         self._given_up = io.given_up  # once per record
         self._wait = wait
         self._lock = threading.Lock()
+        self._handing = threading.Lock()  # one hand_through() at a time
         self._began = False
         self._walk: Walk | None = None
         self._handed = 0  # records of this capture handed to a handler
@@ -112,9 +113,42 @@ class ShardGuard:
         time, and ``_allowed`` only grows. ``_last`` goes first, so a reservation made meanwhile
         never promises less than was handed out.
         """
+        if self._given_up() or not self._room(self._handed + 1):
+            return False
+        self._last = position
+        self._handed += 1
+        return True
+
+    def hand_through(self, position: Position, count: int) -> bool:
+        """:meth:`hand` for records handed out of shard order (``ordering="key"``, from several threads):
+        the record at ``position``, the capture's ``count``-th, goes to a handler, and the records before
+        it count as handed out too (they went, or go soon), so that the stored reservation still bounds
+        what may be in a handler. False if the shard is not ours any more (or is being given up).
+
+        The record counts before the write it may need: a reservation is made after the last record
+        counted, so one write covers a record far past the stored reservation's end too. A record before
+        one already handed out goes even while the shard is being given up: the handoff waits for it,
+        as the checkpoint cannot pass it (see :meth:`handed`).
+        """
+        if count <= self._handed:
+            return True
         if self._given_up():
             return False
-        while self._handed >= self._allowed:  # always so before begin() and in careful mode (none stored)
+        with self._handing:
+            with self._lock:
+                if count > self._handed:
+                    self._last, self._handed = position, count
+            return self._room(self._handed)
+
+    @property
+    def handed(self) -> int:
+        """How many records of this capture count as handed out (with ``ordering="key"``: up to the furthest)."""
+        return self._handed
+
+    def _room(self, count: int) -> bool:
+        """The stored reservation allows ``count`` records handed out, after writes if needed; False if
+        the shard is not ours any more."""
+        while count > self._allowed:  # always so before begin() and in careful mode (none stored)
             if not self._began or self.careful:
                 when = "in careful mode" if self._began else "before begin()"
                 raise AssertionError(f"a record of {self.shard_id} handed out {when}")
@@ -123,8 +157,6 @@ class ShardGuard:
                 return False
             if self._allowed == allowed:  # the commit stored no reservation: the lease was given up meanwhile
                 return False
-        self._last = position
-        self._handed += 1
         return True
 
     def reservation_due(self) -> bool:
@@ -175,19 +207,19 @@ class ShardGuard:
             return True
         return self._store(walk.leave().to_json(), checkpoint)
 
-    def finish(self, last: Position | None, checkpoint: Position | None) -> bool:
-        """If the window is over: back to normal mode (the episode removed, a reservation stored)."""
+    def finish(self, last: Position | None, checkpoint: Position | None, count: int) -> bool:
+        """If the window is over: back to normal mode (the episode removed, a reservation stored).
+        ``last``: the record just done, the capture's ``count``-th (every record before it is done)."""
         walk = self._walk
         if walk is None or not walk.done:
             return True
-        with self._lock:
-            handed = self._handed
+        handed = count
         reservation = Reservation(last, MIN_WINDOW)
         if not self._store(NO_EPISODE, checkpoint, reservation.to_text()):
             return False
         with self._lock:
             self._walk = None
-            self._last = last
+            self._last, self._handed = last, handed
             self._reserved_at, self._allowed = handed, handed + MIN_WINDOW
         return True
 

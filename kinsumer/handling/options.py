@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -11,11 +11,13 @@ from ..errors import ConfigError
 from ..record import Record
 from .failure import Failure
 
-__all__ = ["BatchHandler", "Handler", "Options", "Origin", "Sink"]
+__all__ = ["BatchHandler", "Handler", "Options", "Ordering", "Origin", "Sink"]
 
 Handler = Callable[[Record], Any]
 BatchHandler = Callable[[list[Record]], Any]
 Sink = Callable[[Failure], Any]
+#: ``process()``'s ``ordering``: what stays in order, a shard's records or each partition key's.
+Ordering = Literal["shard", "key"]
 
 
 def _positive(
@@ -49,6 +51,7 @@ class Options:
     timeout: float | None = attrs.field(
         default=None, validator=attrs.validators.optional(_positive("timeout", 0, above=True))
     )
+    ordering: Ordering = "shard"
     on_assigned: Callable[[str], Any] | None = None
     on_revoked: Callable[[str], Any] | None = None
     on_lost: Callable[[str], Any] | None = None
@@ -60,6 +63,9 @@ class Options:
             value = getattr(self, hook)
             if value is not None and not callable(value):
                 raise ConfigError(hook, "must be a callable taking a shard ID (or None)", value)
+        if self.ordering not in ("shard", "key"):
+            raise ConfigError("ordering", "must be 'shard' (one record of a shard at a time) or 'key' (one of a "
+                              "partition key at a time)", self.ordering)  # fmt: skip
         if self.max_backoff < self.backoff:
             raise ConfigError("max_backoff", f"must be >= backoff ({self.backoff:g} s)", self.max_backoff)
         if self.max_record_age is not None and self.dead_letter is None:

@@ -30,7 +30,7 @@ from .fast_path import FastPath
 from .hooks import Lifecycle
 from .options import BatchHandler, Handler, Options, Origin
 from .scheduler import Scheduler
-from .shard_jobs import ShardJobs, blocked, give_back
+from .shard_jobs import ShardJobs, blocked, by_key, by_key_group, give_back, in_shard_order
 from .timeouts import TimedHandler, shard_of_batch, shard_of_record
 
 __all__ = ["Options", "Origin", "Processor"]
@@ -52,21 +52,27 @@ class Processor:
     ) -> None:
         self._delivery = delivery
         self._options = options
-        self._scheduler: Scheduler[Taken] = Scheduler(buffer_size)
+        self._by_key = options.ordering == "key" and options.concurrency > 1
+        key_of = (by_key_group(options.concurrency) if batches else by_key) if self._by_key else None
+        self._scheduler: Scheduler[Taken] = Scheduler(buffer_size, key_of)
         self._take_lock = threading.Lock()
         self._failed: BaseException | None = None  # the first error of a worker: every worker ends, run() raises it
-        self._stopping = threading.Event()
+        self._stopping = threading.Event()  # process() ends: the consumer stops, or a worker failed
+        self._failing = threading.Event()  # ... because a worker failed (or the caller's thread was interrupted)
         self._timed: TimedHandler | None = None
         if options.timeout is not None:  # each worker calls the handler on a thread of its own
             shard_of = shard_of_batch if batches else shard_of_record
             handler = self._timed = TimedHandler(handler, options.timeout, options.max_stuck, shard_of)
         single = one_record(cast(BatchHandler, handler)) if batches else cast(Handler, handler)
-        attempts = Attempts(
-            options, origin, stats, single, self._scheduler.section, self._stopping, lambda: delivery.closed
-        )
+        if self._by_key:  # a record's wait ends only when its shard is released: later ones may be done
+            woken, cut_short = self._failing, lambda progress: self._failing.is_set() or progress.released
+        else:
+            woken = self._stopping
+            cut_short = lambda progress: self._stopping.is_set() or delivery.closed or progress.revoked  # noqa: E731
+        attempts = Attempts(options, origin, stats, single, self._scheduler.section, woken, cut_short)
         gathered = (
             Batches(
-                cast(BatchHandler, handler), attempts, self._scheduler, stats, self._take, self._take_lock,
+                cast(BatchHandler, handler), attempts, self._scheduler, stats, self._take, self._park, self._take_lock,
                 self._stopping, max_records=options.max_records, max_wait=options.max_wait,
             )
             if batches
@@ -75,7 +81,10 @@ class Processor:
         hooks = (options.on_assigned, options.on_revoked, options.on_lost)
         lifecycle = Lifecycle(*hooks, stats) if any(hook is not None for hook in hooks) else None
         delivery.lifecycle = lifecycle  # the shard workers call revoked and lost at handoffs
-        self._jobs = ShardJobs(options, origin, attempts, self._scheduler, self._stopping, gathered, lifecycle)
+        self._jobs = ShardJobs(
+            options, origin, attempts, self._scheduler, self._stopping, gathered, lifecycle,
+            failing=self._failing if self._by_key else None,
+        )  # fmt: skip
         self._alone = (
             FastPath(delivery, single, attempts, self._jobs, self._stopping)
             if options.concurrency == 1 and not batches
@@ -101,6 +110,9 @@ class Processor:
                     for thread in threads:
                         while thread.is_alive():
                             thread.join(WAKE)  # the caller's thread stays interruptible (Ctrl-C)
+                except BaseException:
+                    self._failing.set()
+                    raise
                 finally:
                     self._stopping.set()
                     self._scheduler.wake()
@@ -122,26 +134,30 @@ class Processor:
     def _fail(self, exc: BaseException) -> None:
         if self._failed is None:
             self._failed = exc
+        self._failing.set()
         self._stopping.set()
         self._scheduler.wake()
 
     def _work(self) -> None:
-        while not self._stopping.is_set():
-            job = self._next_job()
+        serial = in_shard_order if self._by_key else None
+        while True:
+            job = self._next_job() or self._last_jobs()
             if job is None:
                 return
-            shard, items = job
+            lane, items = job
             try:
-                self._jobs.run(items)
+                self._jobs.run(lane, items)
             except BaseException:
+                self._failing.set()
                 self._stopping.set()
                 raise
             finally:
-                self._scheduler.release(shard)
+                self._scheduler.release(lane, serial)
             del job, items  # a capture given up meanwhile is not kept alive while the next job is awaited
 
     def _next_job(self) -> tuple[str, list[Taken]] | None:
-        """A shard this worker now has to itself, with records of it in order; None once stopping.
+        """A lane (a shard, or a key of one) this worker now has to itself, with records of it in order;
+        None once stopping.
 
         One worker at a time takes records from the delivery: one it can have at once it keeps,
         others it parks for whoever is free; the other workers wait for parked records.
@@ -160,16 +176,51 @@ class Processor:
                 taken = self._take()
                 if taken is None:
                     continue
-                shard = taken[1].shard_id  # the capture's key: shard IDs repeat across streams
-                if blocked(taken[1]):
-                    give_back([taken])
+                lane = self._lane(taken)
+                if lane is None:
                     continue
-                if self._scheduler.claim_now(shard, taken):
-                    return shard, [taken]
-                self._scheduler.put(shard, taken)
+                if self._scheduler.claim_now(lane, taken):
+                    return lane, [taken]
+                self._scheduler.put(lane, taken)
             finally:
                 self._take_lock.release()
         return None
+
+    def _last_jobs(self) -> tuple[str, list[Taken]] | None:
+        """After a clean stop, with ordering by key: a lane with records parked, for its records before one
+        handed out (the checkpoint cannot pass them, so the handoff waits for them); None once none is
+        left, or with ordering by shard."""
+        while self._by_key and not self._failing.is_set():
+            claimed = self._scheduler.claim(self._options.max_records, WAKE)
+            if claimed is not None:
+                return claimed
+            if self._scheduler.idle:
+                return None
+        return None
+
+    def _lane(self, taken: Taken) -> str | None:
+        """The lane of a record just taken (by the taker); None if it was given back (not handled here).
+
+        With ordering by key, the record's capture begins here, before any of its records is parked:
+        whether they go in shard order (the crash-loop guard's careful mode) decides their lane.
+        """
+        progress = taken[1]
+        shard = progress.shard_id  # the capture's key: shard IDs repeat across streams
+        if blocked(progress):
+            give_back([taken])
+            return None
+        if not self._by_key:
+            return shard
+        if progress.revoked or self._jobs.begun(progress) is None:
+            give_back([taken])
+            return None
+        return self._scheduler.lane(shard, taken, in_shard_order(taken))
+
+    def _park(self, taken: Taken) -> None:
+        """Park a record taken while gathering a batch (behind what is parked of its lane)."""
+        lane = self._lane(taken)
+        if lane is not None:
+            self._scheduler.put(lane, taken)
 
     def _take(self, timeout: float = WAKE) -> Taken | None:
         """The delivery's next record (as the one taker); None if none came in ``timeout`` s (or at a stop)."""

@@ -23,7 +23,8 @@ __all__ = ["MemoryKinesis", "kinsumer_in_memory", "plain_loop_in_memory"]
 class MemoryKinesis:
     """A stream of open shards holding fixed records; iterators are ``shard:position``."""
 
-    def __init__(self, stream: str, shards: int, per_shard: int, size: int) -> None:
+    def __init__(self, stream: str, shards: int, per_shard: int, size: int, keys: int | None = None) -> None:
+        """``keys``: partition keys per shard, each record's the next in turn (None: a key per record)."""
         self.stream = stream
         arrival = dt.datetime.now(dt.UTC)
         pad = b"x" * max(0, size - 12)
@@ -35,7 +36,7 @@ class MemoryKinesis:
                     "SequenceNumber": str(49_000_000_000_000_000_000_000_000_000 + i * 1000 + s),
                     "ApproximateArrivalTimestamp": arrival,
                     "Data": b"%012d" % (s * per_shard + i) + pad,
-                    "PartitionKey": f"key-{i}",
+                    "PartitionKey": f"key-{i if keys is None else i % keys}",
                 }
                 for i in range(per_shard)
             ]

@@ -195,6 +195,7 @@ def test_concurrency_runs_shards_side_by_side_never_two_records_of_one_shard_and
         ({"backoff": 2.0, "max_backoff": 1.0}, "max_backoff"),
         ({"concurrency": 0}, "concurrency"),
         ({"dead_letter": "sqs"}, "dead_letter"),
+        ({"ordering": "partition_key"}, "ordering"),
     ],
 )
 def test_bad_options_are_config_errors_naming_the_argument(

@@ -185,6 +185,7 @@ def consume_with_a_handler(
     consumer.process(
         handler, max_attempts=int(spec.get("max_attempts", 3)), dead_letter=sink, backoff=0.01,
         concurrency=int(spec.get("concurrency", 1)), timeout=spec.get("timeout"),
+        ordering=spec.get("ordering", "shard"),
     )  # fmt: skip
 
 

@@ -8,6 +8,8 @@ of its records, right after it was captured from an owner that died.
 from __future__ import annotations
 
 import attrs
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kinsumer.coordination.checkpoints_table import NO_EPISODE, CheckpointRow
 from kinsumer.handling.careful import Episode, Range, Reservation
@@ -103,3 +105,61 @@ def test_a_clean_capture_given_up_before_handling_anything_leaves_the_row_as_it_
     empty = MemoryRow(at(5))
     empty.release(empty.capture(dead_owner=False))
     assert empty.careful is None
+
+
+@attrs.define
+class CommittingRow(MemoryRow):
+    """A row whose commits store the guard's reservation, as the shard's committer does."""
+
+    guard: ShardGuard | None = None
+    commits: int = 0
+
+    def commit_now(self) -> bool | None:
+        assert self.guard is not None
+        made = self.guard.reservation()
+        if made is not None:
+            self.handed, token = made
+            self.guard.reserved(token)
+        self.commits += 1
+        return True
+
+    def bound(self) -> int:
+        """The last record (its index) the stored reservation lets the owner hand out."""
+        assert self.handed is not None
+        reservation = Reservation.from_text(self.handed)
+        last = -1 if reservation.handed is None else int(reservation.handed[0]) - 100
+        return last + reservation.window
+
+
+@settings(max_examples=100, deadline=None)
+@given(order=st.permutations(range(350)), window_start=st.integers(0, 5))
+def test_records_handed_out_of_shard_order_stay_within_the_stored_reservation(
+    order: list[int], window_start: int
+) -> None:
+    """ordering="key" hands a shard's records out in any order: each counts the records before it too."""
+    row = CommittingRow()
+    guard = row.guard = row.capture(dead_owner=False)
+    assert guard.begin(max_attempts=3)
+    furthest = -1
+    for i in order:
+        assert guard.hand_through(at(i), i + 1)
+        furthest = max(furthest, i)
+        assert row.bound() >= furthest  # a death now: every record in a handler is within the window
+    assert row.commits <= 4  # a write per window used up, not per record
+
+
+def test_handing_through_goes_on_from_a_careful_window_at_the_record_after_it() -> None:
+    row = CommittingRow(at(-1), handed=Reservation(at(2), 5).to_text())  # died with up to record 7 handed
+    guard = row.guard = row.capture(dead_owner=True)
+    assert guard.begin(max_attempts=3) and guard.careful
+    i = 0
+    while guard.careful:
+        action, episode = guard.plan(at(i), [at(j) for j in range(i + 1, 20)])
+        if action == "mark":
+            assert episode is not None and guard.mark(episode, at(i - 1) if i else None)
+        assert guard.finish(at(i), at(i), i + 1)
+        i += 1
+    assert i == 8  # the window: records 0 to 7
+    for j in (12, 9, 8, 10):
+        assert guard.hand_through(at(j), j + 1)
+        assert row.bound() >= 12

@@ -1,0 +1,53 @@
+"""``process()`` measured over the in-memory Kinesis: a hot shard by key, and the cost per record of its options."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+from demo.servers import LocalServer
+from kinsumer import Failure, Kinsumer, Record
+
+from .common import Measure
+from .overhead import MemoryKinesis
+
+__all__ = ["process_in_memory"]
+
+
+def process_in_memory(server: LocalServer, kinesis: MemoryKinesis, work: float = 0.0, **options: Any) -> Measure:
+    """One client's ``process(handler, **options)`` over the in-memory stream until every record is handled;
+    the handler sleeps ``work`` seconds (a call waiting on I/O). The clock runs from ``run()`` to the last record."""
+    app = f"bench-{uuid.uuid4().hex[:8]}"
+    k = Kinsumer(kinesis.stream, app, "bench", kinesis=kinesis, dynamodb=server.client("dynamodb"))  # type: ignore[arg-type]
+    lock = threading.Lock()
+    handled = [0]
+    first: list[float] = []
+    ended: list[float] = []
+
+    def handler(record: Record) -> None:
+        if work:
+            time.sleep(work)
+        with lock:
+            handled[0] += 1
+            if not first:
+                first.append(time.perf_counter())
+            if handled[0] == kinesis.total:
+                ended.append(time.perf_counter())
+                threading.Thread(target=k.stop, daemon=True).start()
+
+    def sink(failure: Failure) -> None:
+        raise RuntimeError(f"a record failed in the benchmark: {failure.error}")
+
+    k.create_required_tables()
+    try:
+        started, cpu = time.perf_counter(), time.process_time()
+        with k:
+            k.process(handler, dead_letter=sink, **options)
+        cpu = time.process_time() - cpu
+    finally:
+        k.delete_tables()
+    if not ended:
+        raise RuntimeError(f"process() returned after {handled[0]} of {kinesis.total} records")
+    return Measure(kinesis.total, ended[0] - started, startup=first[0] - started, cpu=cpu)
