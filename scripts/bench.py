@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import functools
 import importlib.metadata
 import json
 import os
@@ -349,9 +350,8 @@ def handlers_rows(server: servers.LocalServer, args: argparse.Namespace) -> list
     hot = overhead.MemoryKinesis("hot", 1, HOT_SHARD_RECORDS, RECORD_SIZE, keys=100)
     rates = {}
     for ordering in ("shard", "key"):
-        result = runs_of(args.runs, f"hot shard, ordering={ordering}", lambda ordering=ordering: (
-            handlers.process_in_memory(server, hot, 0.02, concurrency=8, ordering=ordering)
-        ))  # fmt: skip
+        measure = functools.partial(handlers.process_in_memory, server, hot, 0.02, concurrency=8, ordering=ordering)
+        result = runs_of(args.runs, f"hot shard, ordering={ordering}", measure)
         assert not isinstance(result, str)
         rates[ordering] = median([(m.records - 1) / (m.seconds - (m.startup or 0.0)) for m in result])
     rows = [
@@ -371,9 +371,8 @@ def handlers_rows(server: servers.LocalServer, args: argparse.Namespace) -> list
     }
     cpu: dict[str, float] = {}
     for name, options in variants.items():
-        result = runs_of(args.runs, f"process(), {name}", lambda options=options: handlers.process_in_memory(
-            server, memory, **options
-        ))  # fmt: skip
+        measure = functools.partial(handlers.process_in_memory, server, memory, **options)
+        result = runs_of(args.runs, f"process(), {name}", measure)
         assert not isinstance(result, str)
         cpu[name] = median([m.cpu / m.records * 1e6 for m in result if m.cpu])
     base = cpu["options unset"]
