@@ -38,6 +38,7 @@ from .coordination.home_stream import establish_home_stream
 from .coordination.rewind import ResetPlan, apply_reset, plan_reset
 from .coordination.runtime import Runtime
 from .coordination.shard_worker import ShardWorker
+from .coordination.streams import SEPARATOR as STREAM_SEPARATOR
 from .coordination.streams import StreamScope, scope_stats
 from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
@@ -174,6 +175,7 @@ class Kinsumer:
         self._lifecycle = threading.Lock()
         self._stopped = threading.Event()
         self._coordinator: Coordinator | None = None
+        self._home: str | None = None  # the application's home stream, once run() established it
         self._async = AsyncFront(self._delivery)
 
     def __repr__(self) -> str:
@@ -249,7 +251,7 @@ class Kinsumer:
                 setup(functools.partial(ensure_stream_active, self._kinesis, name), "DescribeStreamSummary")
                 for name in self.streams
             ]
-            home = setup(self._check_home_stream, "PutItem")
+            home = self._home = setup(self._check_home_stream, "PutItem")
             scopes = tuple(StreamScope(n, i, n == home) for n, i in zip(self.streams, identities, strict=True))
             runtime = Runtime(
                 kinesis=self._kinesis,
@@ -400,6 +402,52 @@ class Kinsumer:
             client_count=coordinator.client_count,
             shards=tuple(_owned(w, reading) for w in coordinator.workers()),
         )
+
+    # ----------------------------------------------------------------- pausing shards
+
+    def pause(self, shard_id: str) -> None:
+        """Hand out no more records of the shard until :meth:`resume`, whatever consumes them (``next*()``,
+        ``process*()``, asyncio). The client keeps the shard (its lease and heartbeat go on); its reading
+        stops once the records read are held (the queue's and one page), within the buffer's bounds.
+        Records already handed out go on (a handler call under way finishes). ``shard_id``: a shard ID of
+        the home stream, or ``"<stream>/<shard ID>"``. The pause holds while this client runs, for the
+        next captures of the shard too; a shard that moves to another client is not paused there.
+        ``status()`` and ``kinsumer status`` show it. Idempotent; thread-safe."""
+        key = self._shard_key("pause", shard_id)
+        self._delivery.pause(key)
+        self._note_paused(key, True)
+
+    def resume(self, shard_id: str) -> None:
+        """Hand the shard's records out again, in order, from where they stopped. Idempotent; thread-safe."""
+        key = self._shard_key("resume", shard_id)
+        self._delivery.resume(key)
+        self._note_paused(key, False)
+
+    @property
+    def paused(self) -> frozenset[str]:
+        """The shards paused (as :meth:`pause` was given them, ``"<stream>/<shard ID>"`` for another stream)."""
+        return self._delivery.paused
+
+    def _shard_key(self, called: str, shard_id: object) -> str:
+        """The key of a shard given to pause() or resume(), checked."""
+        if not isinstance(shard_id, str) or not shard_id:
+            raise ConfigError("shard_id", f"{called}() takes a shard ID, or '<stream>/<shard ID>'", shard_id)
+        stream, separator, shard = shard_id.rpartition(STREAM_SEPARATOR)
+        if not separator:
+            return shard_id
+        if stream not in self.streams or not shard:
+            rule = f"names a stream this client does not read (it reads {', '.join(self.streams)})"
+            raise ConfigError("shard_id", rule, shard_id)
+        return shard if stream == (self._home or self.streams[0]) else shard_id  # the home stream's keys are bare
+
+    def _note_paused(self, key: str, paused: bool) -> None:
+        """Store the pause in the shard's row if this client owns it (a capture while paused stores its own)."""
+        coordinator = self._coordinator
+        if coordinator is None or self._stopped.is_set():
+            return
+        for worker in coordinator.workers():
+            if worker.shard_id == key and worker.captured:
+                worker.note_paused(paused)
 
     # ----------------------------------------------------------------- consuming
 
@@ -716,7 +764,7 @@ def _owned(worker: ShardWorker, reading: str) -> OwnedShard:
     sequence_number, sub_sequence = checkpoint if checkpoint is not None else (None, None)
     return OwnedShard(
         worker.stream_shard_id, worker.captured, sequence_number, worker.millis_behind_latest, sub_sequence,
-        reading, worker.retrying, worker.scope.name, worker.expired,
+        reading, worker.retrying, worker.scope.name, worker.expired, worker.paused, worker.oldest_call_age,
     )  # fmt: skip
 
 

@@ -36,6 +36,10 @@ class OwnedShard:
     stream: str = ""
     #: records ``process()`` sent to the sink as older than its ``max_record_age`` (this capture)
     expired: int = 0
+    #: paused by :meth:`~kinsumer.Kinsumer.pause`: none of its records is handed out until it is resumed
+    paused: bool = False
+    #: seconds the oldest ``process()`` handler call under way on it has run; None if none is
+    oldest_call_age: float | None = None
 
 
 @attrs.frozen
@@ -84,6 +88,8 @@ class ShardInfoRow:
     retrying: str | None = None
     #: the crash-loop guard is handling it record by record after a process died (see process())
     careful: bool = False
+    #: seconds since its owner paused it (``Kinsumer.pause()``); None when it is not paused
+    paused_for: float | None = None
 
 
 @attrs.frozen
@@ -157,6 +163,7 @@ def read_status(
                 reading=reading.get(row.owner_id) if row.owner_id else None,
                 retrying=row.retrying,
                 careful=row.careful is not None,
+                paused_for=_age(row.paused, now) if row.paused is not None and row.owner_id else None,
             )
         )
     return ApplicationStatus(

@@ -30,6 +30,8 @@ def _state(shard: ShardInfoRow) -> str:
         state += ", crash-loop guard on"
     if shard.retrying:
         state += f", retrying a record ({shard.retrying})"
+    if shard.paused_for is not None:
+        state += f", paused for {shard.paused_for:.0f} s"
     return state
 
 

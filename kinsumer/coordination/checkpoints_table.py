@@ -15,8 +15,8 @@ the row from, empty for a free row: a non-empty one means that owner ended uncle
 ``Handed`` (a ``process()`` owner's reservation) and ``Careful`` (an episode, JSON); and
 ``OwnerInstance``, the owner's process (the ``Instance`` of its client row) that captured the
 row: a client started again under its ``client_id`` never releases its earlier process's rows,
-which others take as a dead owner's. ``Retrying`` says what ``process()`` is calling again (for
-``kinsumer status``).
+which others take as a dead owner's. ``Retrying`` says what ``process()`` is calling again, and
+``Paused`` since when its owner paused the shard (``Kinsumer.pause()``), for ``kinsumer status``.
 
 Capture is conditional on the row being free, ours, or exactly as read while its owner was
 found dead (the caller decides that from the clients table: :mod:`.membership`); commit and
@@ -46,6 +46,7 @@ __all__ = [
     "commit",
     "delete_rows",
     "guard",
+    "note_paused",
     "note_retrying",
     "finished_shards",
     "load_rows",
@@ -70,6 +71,7 @@ _NAMES = {
     "#prev": "PreviousOwner",
     "#inst": "OwnerInstance",
     "#retry": "Retrying",
+    "#paused": "Paused",
     "#handed": "Handed",
     "#careful": "Careful",
 }
@@ -93,6 +95,7 @@ class CheckpointRow:
     retrying: str | None = None  # process() is calling a failing handler again: "attempt N: Error"
     handed: str | None = None  # the crash-loop guard's reservation (Reservation.to_text())
     careful: str | None = None  # the crash-loop guard's episode (Episode.to_json())
+    paused: int | None = None  # epoch ms: the owner paused the shard (Kinsumer.pause()) then
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> CheckpointRow:
@@ -113,6 +116,7 @@ class CheckpointRow:
             retrying=item.get("Retrying", {}).get("S"),
             handed=item.get("Handed", {}).get("S"),
             careful=item.get("Careful", {}).get("S"),
+            paused=int(item["Paused"]["N"]) if "Paused" in item else None,
         )
 
     @property
@@ -192,6 +196,7 @@ def capture(
         taken = " OR (#owner = :prev AND #lu = :prevlu)"
         values[":prev"] = {"S": taking.owner_id}
         values[":prevlu"] = {"N": str(taking.last_update)}
+    update += " REMOVE #paused"  # a pause is its owner's: the new one stores its own
     condition = f"{unfinished} AND (attribute_not_exists(#owner) OR #owner = :me{taken})"
     item = _conditional_update(db, table, shard_id, update, condition, values, return_new=True)
     return None if item is None else CheckpointRow.from_item(item)
@@ -354,6 +359,13 @@ def record_start(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str
     )
 
 
+def note_paused(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str, paused: bool) -> bool:
+    """Store that the owner paused the shard (or no longer does), for ``kinsumer status``. False: not ours."""
+    if not paused:
+        return _owned_update(db, table, shard_id, owner_id, "SET #lu = :now REMOVE #paused", {})
+    return _owned_update(db, table, shard_id, owner_id, "SET #lu = :now, #paused = :now", {})
+
+
 def note_retrying(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str, retrying: str | None) -> bool:
     """Store what ``process()`` is retrying (None: nothing any more), for ``kinsumer status``. False: not ours."""
     if retrying is None:
@@ -380,7 +392,7 @@ def release(
     if careful is not None:
         sets.append("#careful = :careful")
         values[":careful"] = {"S": careful}
-    update, values = _owner_update(checkpoint, sets, ["#owner", "#oname", "#handed", "#retry"], values)
+    update, values = _owner_update(checkpoint, sets, ["#owner", "#oname", "#handed", "#retry", "#paused"], values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
 
 

@@ -248,6 +248,19 @@ class ShardLease:
                 ),
             )
 
+    def note_paused(self, paused: bool, call: Call) -> bool:
+        """Store that the shard is paused (or no longer is); False once not owned."""
+        rt = self._rt
+        with self._lock:
+            if self.state is not LeaseState.OWNED:
+                return False
+            return self._owned_write(
+                call,
+                lambda: checkpoints_table.note_paused(
+                    rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id, paused=paused
+                ),
+            )
+
     def _forward(self, checkpoint: Position | None) -> Position | None:
         """``checkpoint`` if it is ahead of the stored one, else None (lock held)."""
         new = checkpoint if checkpoint is not None and checkpoint != self.committed else None

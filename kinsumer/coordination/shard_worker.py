@@ -132,6 +132,30 @@ class ShardWorker:
         return progress.retrying if progress is not None else None
 
     @property
+    def oldest_call_age(self) -> float | None:
+        """Seconds the oldest ``process()`` handler call under way on the shard has run; None if none is."""
+        progress = self._progress
+        return progress.oldest_call() if progress is not None else None
+
+    @property
+    def paused(self) -> bool:
+        """Paused (``Kinsumer.pause()``): none of its records is handed out."""
+        progress = self._progress
+        return progress is not None and progress.paused
+
+    def note_paused(self, paused: bool) -> None:
+        """Store in the shard's row that it is paused (or no longer is), for ``kinsumer status``; best effort."""
+        rt = self._rt
+        try:
+            call = rt.call_until(time.monotonic() + rt.config.commit_frequency, self._stop)
+            self.lease.note_paused(paused, call)
+        except Stopped:
+            pass
+        except Exception as exc:  # noqa: BLE001 - only for operators: a failed note is logged and left
+            if not rt.retry_later(exc, f"the note that {self.shard_id} is paused"):
+                log.warning("could not store that %s is paused: %s", self.shard_id, exc)
+
+    @property
     def expired(self) -> int:
         """Records of the shard that ``process()`` sent to the sink as too old (``max_record_age``), this capture."""
         progress = self._progress
@@ -170,6 +194,8 @@ class ShardWorker:
 
     async def _own(self, row: CheckpointRow) -> None:
         progress = self._open(row)
+        if progress.paused:  # captured while paused: so the row says
+            await self._io(functools.partial(self.note_paused, True))
         try:
             if await self._read(progress, row) and await self._finish(progress):
                 return

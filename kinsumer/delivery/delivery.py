@@ -97,12 +97,55 @@ class Delivery:
         self._given_back: deque[Hashable] = deque()
         #: ``process()``'s shard lifecycle hooks (set by it), which the shard workers call at handoffs.
         self.lifecycle: Lifecycle | None = None
+        # pauses (Kinsumer.pause()), by shard key; each key's open capture; runs of a paused capture set
+        # aside mid-way, which go back into the queue at resume(), before its chunks (hand lock)
+        self._paused: set[str] = set()
+        self._open: dict[str, ShardProgress] = {}
+        self._parked: dict[ShardProgress, list[Run]] = {}
 
     # ----------------------------------------------------------------- the shard workers' side
 
     def open_shard(self, shard_id: str, checkpoint: Position | None) -> ShardProgress:
-        """The bookkeeping of one capture of a shard, starting at its stored checkpoint."""
-        return ShardProgress(shard_id, checkpoint)
+        """The bookkeeping of one capture of a shard, starting at its stored checkpoint (held, if the
+        shard is paused)."""
+        progress = ShardProgress(shard_id, checkpoint)
+        with self._hand_lock:
+            self._open[shard_id] = progress
+            progress.paused = shard_id in self._paused
+        if progress.paused:
+            self._queue.hold(progress)
+        return progress
+
+    # ----------------------------------------------------------------- pauses
+
+    def pause(self, shard_id: str) -> ShardProgress | None:
+        """Hand out nothing more of the shard (its capture now, and the next ones) until :meth:`resume`;
+        its open capture, if there is one."""
+        with self._hand_lock:
+            self._paused.add(shard_id)
+            progress = self._open.get(shard_id)
+            if progress is None or progress.paused:
+                return progress
+            progress.paused = True
+        self._queue.hold(progress)  # its resumed runs not taken yet too
+        return progress
+
+    def resume(self, shard_id: str) -> ShardProgress | None:
+        """The shard's records are handed out again, in order: what was set aside first; its open capture."""
+        with self._hand_lock:
+            self._paused.discard(shard_id)
+            progress = self._open.get(shard_id)
+            if progress is None or not progress.paused:
+                return progress
+            progress.paused = False
+            parked = self._parked.pop(progress, [])
+        self._queue.release_held(progress, parked)
+        return progress
+
+    @property
+    def paused(self) -> frozenset[str]:
+        """The shard keys paused."""
+        return frozenset(self._paused)
 
     def offer(self, progress: ShardProgress, records: list[Record], start: int, wake: Callable[[], None]) -> int:
         """Queue as many of ``records[start:]`` as there is room for, in order; how many (0 once closed).
@@ -149,8 +192,11 @@ class Delivery:
 
     def _revoke(self, progress: ShardProgress) -> None:
         progress.revoke()
-        with self._hand_lock:
-            pass  # a record being handed over meanwhile is in its holder's hands now; none follows
+        with self._hand_lock:  # a record being handed over meanwhile is in its holder's hands now; none follows
+            if self._open.get(progress.shard_id) is progress:
+                del self._open[progress.shard_id]
+            for run in self._parked.pop(progress, []):  # set aside at a pause: the shard's next owner delivers the rest
+                progress.end_run(run)
 
     @staticmethod
     def wait_processed(progress: ShardProgress, should_stop: Callable[[], bool], poll: float = 1.0) -> bool:
@@ -195,7 +241,8 @@ class Delivery:
             if run is not None and not self._closed:
                 i = run.handed
                 progress = run.progress
-                if i < run.end and not progress.revoked and time.monotonic() < progress.fresh_until:
+                handing = i < run.end and not progress.revoked and not progress.paused
+                if handing and time.monotonic() < progress.fresh_until:
                     run.processed = i
                     run.handed = i + 1  # Run.hand_over, inline on next()'s per-record path
                     if progress.revoked:
@@ -267,6 +314,10 @@ class Delivery:
             self._end_given_back()
             runs, self._runs = self._runs, {}
             queued, self._next_runs = self._next_runs, {}
+            aside = [run for parked in self._parked.values() for run in parked]
+            self._parked = {}
+            for run in aside:  # set aside at a pause: what was processed counts, the rest goes back
+                run.progress.end_run(run)
             for holder, run in [*runs.items(), *((h, r) for h, rs in queued.items() for r in rs)]:
                 auto = holder is not _MANUAL and not isinstance(holder, ExplicitHolder)
                 if auto and processed:
@@ -304,11 +355,17 @@ class Delivery:
         return started
 
     def end_run(self, holder: ExplicitHolder) -> None:
-        """``holder`` is done with its run: what it processed counts, what it never handed over goes back."""
+        """``holder`` is done with its run: what it processed counts, what it never handed over goes back
+        (or, its shard paused, waits for resume())."""
         with self._hand_lock:
             run = self._runs.pop(holder, None)
-            if run is not None:
-                run.progress.end_run(run)
+            if run is None:
+                return
+            progress = run.progress
+            if progress.paused and run.handed < run.end and not progress.revoked and not self._closed:
+                self._parked.setdefault(progress, []).append(run)
+            else:
+                progress.end_run(run)
 
     def wait_for_lease(self, progress: ShardProgress) -> bool:
         """Wait until the shard's lease is confirmed or lost (a record may be handed over, or not);
@@ -349,6 +406,10 @@ class Delivery:
                     progress, i = run.progress, run.handed
                     if auto:
                         run.processed = i  # asking again: the record in hand is processed
+                    if i < run.end and not progress.revoked and progress.paused:  # the rest waits for resume()
+                        self._next_run(holder)
+                        self._parked.setdefault(progress, []).append(run)
+                        continue
                     if i < run.end and not progress.revoked:
                         if time.monotonic() < progress.fresh_until:
                             if run.hand_over(i):
@@ -395,12 +456,17 @@ class Delivery:
         try:
             while True:
                 taken = self._queue.get(None if deadline is None else max(0.0, deadline - time.monotonic()))
-                if not isinstance(taken, tuple):
+                if isinstance(taken, Run):  # set aside at a pause, resumed: registered already
+                    run = taken
+                elif not isinstance(taken, tuple):
                     return taken
-                records, progress = taken
-                run = progress.start_run(records)
-                if run is None:
-                    continue  # its shard is being handed off: the new owner delivers these
+                else:
+                    records, progress = taken
+                    started = progress.start_run(records)
+                    if started is None:
+                        continue  # its shard is being handed off: the new owner delivers these
+                    run = started
+                progress = run.progress
                 with self._hand_lock:
                     if self._closed:  # a stop came while it waited: nothing more is handed over
                         progress.end_run(run)

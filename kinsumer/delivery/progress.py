@@ -84,10 +84,12 @@ class ShardProgress:
         "_waiting",
         "_watchers",
         "announced",
+        "calls",
         "expired",
         "failed",
         "fresh_until",
         "guard",
+        "paused",
         "retrying",
         "revoked",
         "shard_id",
@@ -121,6 +123,19 @@ class ShardProgress:
         #: A record of this capture failed for good in ``process()`` (RecordFailed): nothing more of
         #: it is handled in this process; the shard's next owner tries the record again.
         self.failed = False
+        #: ``Kinsumer.pause()``: nothing more of this capture is handed out until it is resumed.
+        self.paused = False
+        #: ``process()``'s handler calls under way on this capture's records: when each began (monotonic),
+        #: by the identity of its record (or batch). Changed without the lock (one item at a time).
+        self.calls: dict[int, float] = {}
+
+    def oldest_call(self) -> float | None:
+        """Seconds the oldest handler call under way on this capture has run; None if none is."""
+        try:
+            started = min(list(self.calls.values()), default=None)
+        except RuntimeError:  # changed while copied (another thread): the next look sees it
+            return None
+        return None if started is None else max(0.0, time.monotonic() - started)
 
     def confirm(self, fresh_until: float) -> None:
         """The shard's lease was confirmed: records may be delivered until ``fresh_until`` (monotonic)."""

@@ -4,6 +4,13 @@ One queue for all shards of a client; FIFO, so each shard's order is kept. It ho
 of consecutive records of one capture of a shard, so that a reader and ``next*()`` pay its
 lock once per chunk rather than once per record. Its capacity is in records; the client's
 :class:`~.budget.ByteBudget` bounds the bytes. Closing it wakes every waiter.
+
+A capture of a shard may be *held* (``Kinsumer.pause()``): its chunks are set aside, nothing of
+it is offered or taken, and its reader waits as for room, until :meth:`RecordQueue.release_held`
+puts them back at the end of the queue (in order: nothing of the capture came in meanwhile),
+after the runs of it that its takers had set aside (:class:`~.progress.Run`, registered already:
+a taker hands them over as they are). Held chunks keep their bytes of the budget and do not count
+against the capacity.
 """
 
 from __future__ import annotations
@@ -11,17 +18,27 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 from ..record import Record
 from ..waiting import slice_of
 from .budget import ByteBudget
-from .progress import ShardProgress
+from .progress import Run, ShardProgress
 
-__all__ = ["CLOSED", "Closed", "Item", "RecordQueue"]
+__all__ = ["CLOSED", "Closed", "Entry", "Item", "RecordQueue"]
 
 #: Consecutive records of one capture of a shard.
 Item = tuple[list[Record], ShardProgress]
+#: What the queue holds: chunks, and runs set aside at a pause and resumed (registered already).
+Entry = Item | Run
+
+
+def _capture(entry: Entry) -> ShardProgress:
+    return entry.progress if isinstance(entry, Run) else entry[1]
+
+
+def _records(entry: Entry) -> int:
+    return 0 if isinstance(entry, Run) else len(entry[0])
 
 
 class Closed:
@@ -45,7 +62,7 @@ class RecordQueue:
         self._capacity = capacity
         self._chunk = chunk
         self._budget = budget
-        self._items: deque[Item] = deque()
+        self._items: deque[Entry] = deque()
         self._sizes: deque[int] = deque()  # bytes of record data of each chunk in _items
         self._count = 0  # records in self._items
         self._lock = threading.Lock()
@@ -55,6 +72,9 @@ class RecordQueue:
         self._ready_waiters: dict[Callable[[], None], None] = {}  # takers told when records come, once each
         self._low_water = capacity // 2
         self._closed = False
+        #: Captures held, with their chunks set aside (and those chunks' bytes), in order.
+        self._held: dict[ShardProgress, deque[tuple[Entry, int]]] = {}
+        self._held_waiters: dict[ShardProgress, Callable[[], None]] = {}  # their readers, told at release
 
     def __len__(self) -> int:
         """Records queued."""
@@ -78,6 +98,10 @@ class RecordQueue:
         """
         with self._lock:
             if self._closed:
+                return 0
+            if progress in self._held:  # paused: its reader waits until it is released
+                if wake is not None:
+                    self._held_waiters[progress] = wake
                 return 0
             end = min(len(records), start + self._capacity - self._count)
             if end < len(records) and wake is not None:
@@ -111,8 +135,8 @@ class RecordQueue:
         with self._lock:
             self._ready_waiters.pop(wake, None)
 
-    def get(self, timeout: float | None) -> Item | Closed | None:
-        """The oldest chunk; None after ``timeout`` s with nothing; CLOSED once closed."""
+    def get(self, timeout: float | None) -> Entry | Closed | None:
+        """The oldest chunk (or resumed run); None after ``timeout`` s with nothing; CLOSED once closed."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             items = self._items
@@ -129,7 +153,7 @@ class RecordQueue:
                 return CLOSED
             item = items.popleft()
             size = self._sizes.popleft()
-            self._count -= len(item[0])
+            self._count -= _records(item)
             waiters = self._take_waiters() if self._room_waiters and self._count <= self._low_water else None
         if self._budget is not None:
             self._budget.free(size)
@@ -138,29 +162,82 @@ class RecordQueue:
         return item
 
     def purge(self, progress: ShardProgress) -> int:
-        """Drop the queued records of one capture of a shard (it is being handed off); how many."""
+        """Drop the queued records of one capture of a shard (it is being handed off), held ones too (and end
+        its runs set aside: what they did not hand over goes back); how many records."""
         with self._lock:
-            pairs = zip(self._items, self._sizes, strict=True)
-            kept = [(item, size) for item, size in pairs if item[1] is not progress]
-            dropped = self._count - sum(len(item[0]) for item, _ in kept)
-            freed = sum(self._sizes) - sum(size for _, size in kept)
-            self._items.clear()  # in place: the deque is the queue's identity
-            self._items.extend(item for item, _ in kept)
-            self._sizes.clear()
-            self._sizes.extend(size for _, size in kept)
-            self._count -= dropped
+            kept, gone = self._split(progress)
+            self._count -= sum(_records(item) for item, _ in gone)
+            gone += self._held.pop(progress, ())
+            self._held_waiters.pop(progress, None)
+            self._keep(kept)
+            dropped = sum(_records(item) for item, _ in gone)
+            freed = sum(size for _, size in gone)
             waiters = self._take_waiters() if dropped else None
+        _end_runs(item for item, _ in gone)
         if self._budget is not None:
             self._budget.free(freed)
         if waiters:
             _call_all(waiters)
         return dropped
 
+    def hold(self, progress: ShardProgress) -> int:
+        """Set the capture's queued chunks aside, and take nothing more of it, until :meth:`release_held`;
+        how many records were set aside."""
+        with self._lock:
+            if self._closed or progress in self._held:
+                return 0
+            kept, held = self._split(progress)
+            self._keep(kept)
+            self._held[progress] = deque(held)
+            moved = sum(_records(item) for item, _ in held)
+            self._count -= moved
+            waiters = self._take_waiters() if moved else None
+        if waiters:
+            _call_all(waiters)
+        return moved
+
+    def release_held(self, progress: ShardProgress, runs: Sequence[Run] = ()) -> None:
+        """The capture is not held any more: ``runs`` of it set aside by its takers, then its chunks, go back
+        at the end of the queue, and its reader offers again."""
+        with self._lock:
+            held = self._held.pop(progress, None)
+            reader = self._held_waiters.pop(progress, None)
+            if held is None:
+                return
+            held.extendleft((run, 0) for run in reversed(runs))
+            for item, size in held:
+                self._items.append(item)
+                self._sizes.append(size)
+                self._count += _records(item)
+            if held and self._getters:
+                self._not_empty.notify(self._getters)
+            ready = self._take_ready() if held and self._ready_waiters else []
+        _call_all(ready + ([reader] if reader is not None else []))
+
+    def _split(self, progress: ShardProgress) -> tuple[list[tuple[Entry, int]], list[tuple[Entry, int]]]:
+        """The queued entries (with their sizes) of other captures, and of ``progress``, each in order (lock held)."""
+        kept: list[tuple[Entry, int]] = []
+        theirs: list[tuple[Entry, int]] = []
+        for pair in zip(self._items, self._sizes, strict=True):
+            (theirs if _capture(pair[0]) is progress else kept).append(pair)
+        return kept, theirs
+
+    def _keep(self, kept: list[tuple[Entry, int]]) -> None:
+        """The queue holds ``kept`` from now on (lock held)."""
+        self._items.clear()  # in place: the deque is the queue's identity
+        self._items.extend(item for item, _ in kept)
+        self._sizes.clear()
+        self._sizes.extend(size for _, size in kept)
+
     def close(self) -> None:
+        """Nothing more comes in or goes out; runs set aside at a pause end (what they processed counts)."""
         with self._lock:
             self._closed = True
             self._not_empty.notify_all()
-            waiters = self._take_waiters() + self._take_ready()
+            waiters = self._take_waiters() + self._take_ready() + list(self._held_waiters.values())
+            self._held_waiters.clear()
+            entries = [*self._items, *(item for held in self._held.values() for item, _ in held)]
+        _end_runs(entries)
         _call_all(waiters)
 
     def _take_waiters(self) -> list[Callable[[], None]]:
@@ -175,3 +252,9 @@ class RecordQueue:
 def _call_all(callbacks: list[Callable[[], None]]) -> None:
     for callback in callbacks:
         callback()
+
+
+def _end_runs(entries: Iterable[Entry]) -> None:
+    for entry in entries:
+        if isinstance(entry, Run):
+            entry.progress.end_run(entry)

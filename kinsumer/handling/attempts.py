@@ -77,13 +77,17 @@ class Attempts:
             attempt += 1
             if self.max_age is not None and self.expired(record, progress, attempt - 1):
                 return "done"
+            calls = progress.calls
             try:
                 if exclusive:
+                    calls[id(record)] = time.monotonic()
                     self._call(record)
                 else:
                     with self._section():
+                        calls[id(record)] = time.monotonic()
                         self._call(record)
             except Exception as exc:  # noqa: BLE001 - the handler's failure: tried again, then the sink
+                calls.pop(id(record), None)  # not under way while it waits for the next call
                 reason = self.count(exc, progress)
                 outcome = self.failed(record, progress, attempt, describe(exc), type(exc).__name__, reason)
                 if outcome is not None:
@@ -91,6 +95,8 @@ class Attempts:
             else:
                 self.retried(progress, attempt)
                 return "done"
+            finally:
+                calls.pop(id(record), None)  # a call that raised past Exception (HandlerStuck, Ctrl-C) too
 
     def count(self, error: Exception, progress: ShardProgress) -> Reason:
         """Count a failed call (a timeout too); the reason it gives its record if it is the last."""

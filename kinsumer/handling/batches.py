@@ -100,9 +100,14 @@ class Batches:
             at = live[0]
             records = [items[i][0] for i in live]
             reason: Reason
+            calls = items[at][1].calls
             try:
                 with self._scheduler.section():
-                    result = self._handler(records)
+                    calls[id(records)] = time.monotonic()
+                    try:
+                        result = self._handler(records)
+                    finally:
+                        calls.pop(id(records), None)
             except Exception as exc:  # noqa: BLE001 - split, or counted against the record alone
                 reason = self._attempts.count(exc, items[at][1])
                 if len(records) > 1:  # halves, until the failing records are alone

@@ -56,13 +56,14 @@ class FastPath:
         if guard is None or blocked(progress):
             return  # not handed over: the run's end gives them back
         if guard.careful:
-            self._the_general_way(run, 0)
+            self._the_general_way(run, run.handed)
             return
         hand, handler, delivery, monotonic = guard.hand, self._handler, self._delivery, time.monotonic
+        calls = progress.calls
         expired = self._attempts.expired if self._attempts.max_age is not None else None
-        for i in range(run.end):
-            if progress.revoked:
-                return  # the shard is being given up: the rest is not handed over
+        for i in range(run.handed, run.end):  # a run set aside at a pause goes on where it stopped
+            if progress.revoked or progress.paused:
+                return  # the shard is being given up (the rest is not handed over), or paused (the rest waits)
             if progress.fresh_until <= monotonic() and not delivery.wait_for_lease(progress):
                 return
             record = records[i]
@@ -74,12 +75,17 @@ class FastPath:
                 if expired is not None and expired(record, progress):
                     outcome: Outcome = "done"  # it went to the sink
                 else:
+                    calls[id(record)] = monotonic()
                     try:
                         handler(record)
                         outcome = "done"
                     except Exception as exc:  # noqa: BLE001 - the first failure: tried again, then the sink
+                        del calls[id(record)]
                         outcome = self._attempts.after_first(record, progress, exc)
+                    else:
+                        del calls[id(record)]
             except BaseException:
+                calls.pop(id(record), None)
                 progress.retract(base + i)  # not done: given back, not waited for
                 raise
             if outcome == "left":

@@ -30,7 +30,7 @@ from .fast_path import FastPath
 from .hooks import Lifecycle
 from .options import BatchHandler, Handler, Options, Origin
 from .scheduler import Scheduler
-from .shard_jobs import ShardJobs, blocked, by_key, by_key_group, give_back, in_shard_order
+from .shard_jobs import ShardJobs, blocked, by_key, by_key_group, give_back, in_shard_order, paused
 from .timeouts import TimedHandler, shard_of_batch, shard_of_record
 
 __all__ = ["Options", "Origin", "Processor"]
@@ -54,7 +54,7 @@ class Processor:
         self._options = options
         self._by_key = options.ordering == "key" and options.concurrency > 1
         key_of = (by_key_group(options.concurrency) if batches else by_key) if self._by_key else None
-        self._scheduler: Scheduler[Taken] = Scheduler(buffer_size, key_of)
+        self._scheduler: Scheduler[Taken] = Scheduler(buffer_size, key_of, held=paused)
         self._take_lock = threading.Lock()
         self._failed: BaseException | None = None  # the first error of a worker: every worker ends, run() raises it
         self._stopping = threading.Event()  # process() ends: the consumer stops, or a worker failed

@@ -39,11 +39,15 @@ T = TypeVar("T")
 class Scheduler(Generic[T]):
     """Parked records by lane, busy lanes, and the handler sections (see the module's description)."""
 
-    def __init__(self, limit: int, key_of: Callable[[T], str] | None = None) -> None:
+    def __init__(
+        self, limit: int, key_of: Callable[[T], str] | None = None, held: Callable[[T], bool] = lambda item: False
+    ) -> None:
         """``limit``: records parked at most (a taker waits for room); ``key_of``: a record's key, for
-        ``ordering="key"`` (None: a lane per shard)."""
+        ``ordering="key"`` (None: a lane per shard); ``held``: a record's shard is paused (its lane is
+        not claimed meanwhile)."""
         self._limit = max(1, limit)
         self._key_of = key_of
+        self._held = held
         self._cond = threading.Condition()
         self._pending: dict[str, deque[T]] = {}
         self._ready: deque[str] = deque()  # lanes with parked records and no worker, in order of arrival
@@ -97,11 +101,14 @@ class Scheduler(Generic[T]):
         """A lane with parked records and no worker, and up to ``most`` of its records (it is busy
         until :meth:`release`); None if there is none within ``timeout`` s."""
         with self._cond:
-            if not self._ready and timeout > 0:
-                self._cond.wait_for(lambda: bool(self._ready), timeout)
-            if not self._ready:
+            found = self._claimable()
+            if found is None and timeout > 0:
+                self._cond.wait_for(lambda: self._claimable() is not None, timeout)
+                found = self._claimable()
+            if found is None:
                 return None
-            lane = self._ready.popleft()
+            lane = self._ready[found]
+            del self._ready[found]
             self._busy.add(lane)
             return lane, self._take(lane, most)
 
@@ -172,6 +179,13 @@ class Scheduler(Generic[T]):
                 else:
                     self._sections -= 1
                 self._cond.notify_all()
+
+    def _claimable(self) -> int | None:
+        """The place in ``_ready`` of the first lane whose shard is not paused (lock held)."""
+        for i, lane in enumerate(self._ready):
+            if not self._held(self._pending[lane][0]):
+                return i
+        return None
 
     def _park(self, lane: str, item: T) -> None:
         queue = self._pending.get(lane)

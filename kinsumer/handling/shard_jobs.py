@@ -27,7 +27,7 @@ from .hooks import Lifecycle
 from .options import Options, Origin
 from .scheduler import LANE_SEPARATOR, Scheduler
 
-__all__ = ["JobRecords", "ShardJobs", "by_key", "by_key_group", "give_back", "in_shard_order"]
+__all__ = ["JobRecords", "ShardJobs", "by_key", "by_key_group", "give_back", "in_shard_order", "paused"]
 
 
 class JobRecords(threading.local):
@@ -124,6 +124,8 @@ class ShardJobs:
             if not items and (not self._stopping.is_set() or self._finishing()):
                 if serial_lane and not (guard is not None and guard.careful):
                     return  # what waits in the lane goes to the keys' lanes when it is released
+                if progress.paused and not self._stopping.is_set():
+                    return  # what waits in the lane waits for resume()
                 items = job.current = self._scheduler.more(lane, self._options.max_records)
 
     def _ending(self, progress: ShardProgress) -> bool:
@@ -195,6 +197,11 @@ def in_shard_order(taken: Taken) -> bool:
     the crash-loop guard's careful mode."""
     guard = taken[1].guard
     return guard is not None and (not guard.began or guard.careful)
+
+
+def paused(taken: Taken) -> bool:
+    """The record's shard is paused (``Kinsumer.pause()``): it waits."""
+    return taken[1].paused
 
 
 def by_key(taken: Taken) -> str:

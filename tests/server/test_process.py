@@ -142,3 +142,41 @@ def test_without_a_sink_the_record_fails_and_the_next_client_tries_it_again(
     stopper.join(60)
     assert [i for _, i, _ in application.handled] == list(range(10))  # 4 tried again, once, then the rest
     assert application.calls[4] == 3
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_status_shows_how_long_the_oldest_handler_call_under_way_on_a_shard_has_run(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str, concurrency: int
+) -> None:
+    stream = new_stream(1)
+    kinesis = moto_server.client("kinesis")
+    kinesis.put_records(StreamName=stream, Records=[
+        {"Data": json.dumps({"id": i}).encode(), "PartitionKey": "k"} for i in range(3)
+    ])  # fmt: skip
+    k = Kinsumer(stream, app, "w", SERVER_CONFIG, kinesis=kinesis, dynamodb=moto_server.client("dynamodb"))
+    release, handled = threading.Event(), []
+    ages: list[float | None] = []
+
+    def handler(record: Record) -> None:
+        if rid(record) == 1:
+            assert release.wait(30)
+        handled.append(rid(record))
+        if len(handled) == 3:
+            threading.Thread(target=k.stop, daemon=True).start()
+
+    def watch() -> None:
+        def age() -> float | None:
+            shards = k.status().shards
+            return shards[0].oldest_call_age if shards else None
+
+        wait_until(lambda: (age() or 0.0) >= 0.5, 30, "the call on record 1 to show as under way")
+        ages.append(age())
+        release.set()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    with k:
+        k.process(handler, concurrency=concurrency)
+    watcher.join(30)
+    assert handled == [0, 1, 2]
+    assert ages[0] is not None and 0.5 <= ages[0] < 30

@@ -24,3 +24,13 @@ def test_a_shard_retrying_a_record_or_under_the_crash_loop_guard_says_so() -> No
     assert any("shardId-000000000000" in line and "retrying a record (attempt 2: ValueError)" in line for line in lines)
     assert any("shardId-000000000001" in line and "crash-loop guard on" in line for line in lines)
     assert sum("retrying" in line or "guard" in line for line in lines) == 2
+
+
+def test_a_paused_shard_says_for_how_long() -> None:
+    status = ApplicationStatus(
+        "clicks", "app", (), None, None, (), None,
+        (shard(paused_for=42.4), shard(shard_id="shardId-000000000001")),
+    )  # fmt: skip
+    lines = render(status).splitlines()
+    assert any("shardId-000000000000" in line and "paused for 42 s" in line for line in lines)
+    assert sum("paused" in line for line in lines) == 1
