@@ -100,6 +100,7 @@ class Delivery:
         # pauses (Kinsumer.pause()), by shard key; each key's open capture; runs of a paused capture set
         # aside mid-way, which go back into the queue at resume(), before its chunks (hand lock)
         self._paused: set[str] = set()
+        self._pausing = threading.Lock()  # one pause() or resume() at a time, the queue's part included
         self._open: dict[str, ShardProgress] = {}
         self._parked: dict[ShardProgress, list[Run]] = {}
 
@@ -109,11 +110,12 @@ class Delivery:
         """The bookkeeping of one capture of a shard, starting at its stored checkpoint (held, if the
         shard is paused)."""
         progress = ShardProgress(shard_id, checkpoint)
-        with self._hand_lock:
-            self._open[shard_id] = progress
-            progress.paused = shard_id in self._paused
-        if progress.paused:
-            self._queue.hold(progress)
+        with self._pausing:
+            with self._hand_lock:
+                self._open[shard_id] = progress
+                progress.paused = shard_id in self._paused
+            if progress.paused:
+                self._queue.hold(progress)
         return progress
 
     # ----------------------------------------------------------------- pauses
@@ -121,26 +123,28 @@ class Delivery:
     def pause(self, shard_id: str) -> ShardProgress | None:
         """Hand out nothing more of the shard (its capture now, and the next ones) until :meth:`resume`;
         its open capture, if there is one."""
-        with self._hand_lock:
-            self._paused.add(shard_id)
-            progress = self._open.get(shard_id)
-            if progress is None or progress.paused:
-                return progress
-            progress.paused = True
-        self._queue.hold(progress)  # its resumed runs not taken yet too
-        return progress
+        with self._pausing:
+            with self._hand_lock:
+                self._paused.add(shard_id)
+                progress = self._open.get(shard_id)
+                if progress is None or progress.paused:
+                    return progress
+                progress.paused = True
+            self._queue.hold(progress)  # its resumed runs not taken yet too
+            return progress
 
     def resume(self, shard_id: str) -> ShardProgress | None:
         """The shard's records are handed out again, in order: what was set aside first; its open capture."""
-        with self._hand_lock:
-            self._paused.discard(shard_id)
-            progress = self._open.get(shard_id)
-            if progress is None or not progress.paused:
-                return progress
-            progress.paused = False
-            parked = self._parked.pop(progress, [])
-        self._queue.release_held(progress, parked)
-        return progress
+        with self._pausing:
+            with self._hand_lock:
+                self._paused.discard(shard_id)
+                progress = self._open.get(shard_id)
+                if progress is None or not progress.paused:
+                    return progress
+                progress.paused = False
+                parked = self._parked.pop(progress, [])
+            self._queue.release_held(progress, parked)
+            return progress
 
     @property
     def paused(self) -> frozenset[str]:

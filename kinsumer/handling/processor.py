@@ -189,9 +189,9 @@ class Processor:
     def _last_jobs(self) -> tuple[str, list[Taken]] | None:
         """After a clean stop, with ordering by key: a lane with records parked, for its records before one
         handed out (the checkpoint cannot pass them, so the handoff waits for them); None once none is
-        left, or with ordering by shard."""
+        left, or with ordering by shard. Those of a paused shard too: a clean stop repeats nothing."""
         while self._by_key and not self._failing.is_set():
-            claimed = self._scheduler.claim(self._options.max_records, WAKE)
+            claimed = self._scheduler.claim(self._options.max_records, WAKE, held_too=True)
             if claimed is not None:
                 return claimed
             if self._scheduler.idle:

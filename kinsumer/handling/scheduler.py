@@ -97,14 +97,15 @@ class Scheduler(Generic[T]):
             self._busy.add(lane)
             return True
 
-    def claim(self, most: int, timeout: float = 0.0) -> tuple[str, list[T]] | None:
+    def claim(self, most: int, timeout: float = 0.0, *, held_too: bool = False) -> tuple[str, list[T]] | None:
         """A lane with parked records and no worker, and up to ``most`` of its records (it is busy
-        until :meth:`release`); None if there is none within ``timeout`` s."""
+        until :meth:`release`); None if there is none within ``timeout`` s. A paused shard's lanes wait,
+        unless ``held_too``."""
         with self._cond:
-            found = self._claimable()
+            found = self._claimable(held_too)
             if found is None and timeout > 0:
-                self._cond.wait_for(lambda: self._claimable() is not None, timeout)
-                found = self._claimable()
+                self._cond.wait_for(lambda: self._claimable(held_too) is not None, timeout)
+                found = self._claimable(held_too)
             if found is None:
                 return None
             lane = self._ready[found]
@@ -180,10 +181,11 @@ class Scheduler(Generic[T]):
                     self._sections -= 1
                 self._cond.notify_all()
 
-    def _claimable(self) -> int | None:
-        """The place in ``_ready`` of the first lane whose shard is not paused (lock held)."""
+    def _claimable(self, held_too: bool = False) -> int | None:
+        """The place in ``_ready`` of the first lane whose shard is not paused (``held_too``: the first lane)
+        (lock held)."""
         for i, lane in enumerate(self._ready):
-            if not self._held(self._pending[lane][0]):
+            if held_too or not self._held(self._pending[lane][0]):
                 return i
         return None
 

@@ -29,12 +29,14 @@ def rid(record: Record) -> int:
     return int(json.loads(record.data)["id"])
 
 
-def put(kinesis: Any, stream: str, ids: range, shard: str | None = None) -> None:
-    """Records ``ids``, to ``shard`` only (by its hash key range) or spread over the shards."""
+def put(kinesis: Any, stream: str, ids: range, shard: str | None = None, keys: int = 1_000_000) -> None:
+    """Records ``ids``, to ``shard`` only (by its hash key range) or spread over the shards; ``keys``
+    partition keys in turn."""
     low = {SHARD0: "0", SHARD1: str(2**127 + 1)}
     for i in ids:
         extra = {"ExplicitHashKey": low[shard]} if shard else {}
-        kinesis.put_record(StreamName=stream, Data=json.dumps({"id": i}).encode(), PartitionKey=f"k{i}", **extra)
+        data, key = json.dumps({"id": i}).encode(), f"k{i % keys}"
+        kinesis.put_record(StreamName=stream, Data=data, PartitionKey=key, **extra)
 
 
 def make(moto_server: LocalServer, stream: str, app: str, name: str = "worker", **config: Any) -> Kinsumer:
@@ -195,3 +197,29 @@ def test_pause_names_a_shard_of_a_stream_it_reads(
     assert k.paused == {SHARD0}
     k.resume(SHARD0)
     assert k.paused == frozenset()
+
+
+def test_a_stop_while_a_shard_is_paused_ends_process_by_key_and_the_next_run_repeats_nothing(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    stream = new_stream(1)
+    put(moto_server.client("kinesis"), stream, range(400), keys=8)  # records of a key wait for its previous one
+    lock = threading.Lock()
+    handled: Counter[int] = Counter()
+    for name, target in (("first", 100), ("second", 400)):
+        k = make(moto_server, stream, app, name)
+
+        def handler(record: Record, k: Kinsumer = k, target: int = target) -> None:
+            time.sleep(0.05 if rid(record) % 8 == 0 else 0.002)  # one key slow: records of it wait, later ones go
+            with lock:
+                handled[rid(record)] += 1
+                reached = len(handled) == target
+            if reached and target < 400:
+                k.pause(SHARD0)
+                threading.Thread(target=k.stop, daemon=True).start()
+            elif reached:
+                threading.Thread(target=k.stop, daemon=True).start()
+
+        with k:
+            k.process(handler, concurrency=4, ordering="key")  # returns: the stop is not held up by the pause
+    assert set(handled) == set(range(400)) and set(handled.values()) == {1}, "a record was handled twice"
