@@ -90,6 +90,11 @@ class ShardInfoRow:
     careful: bool = False
     #: seconds since its owner paused it (``Kinsumer.pause()``); None when it is not paused
     paused_for: float | None = None
+    #: seconds a ``process()`` handler call under way on it has run, once that is more than two commit
+    #: periods (as its owner stored at its last commit); None otherwise
+    oldest_call_age: float | None = None
+    #: records its owner's ``process()`` sent to the sink as too old (``max_record_age``), this capture
+    expired: int = 0
 
 
 @attrs.frozen
@@ -164,6 +169,8 @@ def read_status(
                 retrying=row.retrying,
                 careful=row.careful is not None,
                 paused_for=_age(row.paused, now) if row.paused is not None and row.owner_id else None,
+                oldest_call_age=_age(row.busy_since, now) if row.busy_since is not None and row.owner_id else None,
+                expired=row.expired,
             )
         )
     return ApplicationStatus(

@@ -32,6 +32,10 @@ def _state(shard: ShardInfoRow) -> str:
         state += f", retrying a record ({shard.retrying})"
     if shard.paused_for is not None:
         state += f", paused for {shard.paused_for:.0f} s"
+    if shard.oldest_call_age is not None:
+        state += f", a handler call under way for {shard.oldest_call_age:.0f} s"
+    if shard.expired:
+        state += f", {shard.expired} expired"
     return state
 
 

@@ -16,7 +16,9 @@ the row from, empty for a free row: a non-empty one means that owner ended uncle
 ``OwnerInstance``, the owner's process (the ``Instance`` of its client row) that captured the
 row: a client started again under its ``client_id`` never releases its earlier process's rows,
 which others take as a dead owner's. ``Retrying`` says what ``process()`` is calling again, and
-``Paused`` since when its owner paused the shard (``Kinsumer.pause()``), for ``kinsumer status``.
+``Paused`` since when its owner paused the shard (``Kinsumer.pause()``), ``BusySince`` since when
+a handler call under way has run (once it has for long), and ``Expired`` the records sent to the
+sink as too old, all for ``kinsumer status``.
 
 Capture is conditional on the row being free, ours, or exactly as read while its owner was
 found dead (the caller decides that from the clients table: :mod:`.membership`); commit and
@@ -72,6 +74,8 @@ _NAMES = {
     "#inst": "OwnerInstance",
     "#retry": "Retrying",
     "#paused": "Paused",
+    "#busy": "BusySince",
+    "#expired": "Expired",
     "#handed": "Handed",
     "#careful": "Careful",
 }
@@ -96,6 +100,8 @@ class CheckpointRow:
     handed: str | None = None  # the crash-loop guard's reservation (Reservation.to_text())
     careful: str | None = None  # the crash-loop guard's episode (Episode.to_json())
     paused: int | None = None  # epoch ms: the owner paused the shard (Kinsumer.pause()) then
+    busy_since: int | None = None  # epoch ms: a process() handler call under way since then, for long
+    expired: int = 0  # records process() sent to the sink as too old (max_record_age), this capture
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> CheckpointRow:
@@ -117,6 +123,8 @@ class CheckpointRow:
             handed=item.get("Handed", {}).get("S"),
             careful=item.get("Careful", {}).get("S"),
             paused=int(item["Paused"]["N"]) if "Paused" in item else None,
+            busy_since=int(item["BusySince"]["N"]) if "BusySince" in item else None,
+            expired=int(item.get("Expired", {}).get("N", "0")),
         )
 
     @property
@@ -196,7 +204,7 @@ def capture(
         taken = " OR (#owner = :prev AND #lu = :prevlu)"
         values[":prev"] = {"S": taking.owner_id}
         values[":prevlu"] = {"N": str(taking.last_update)}
-    update += " REMOVE #paused"  # a pause is its owner's: the new one stores its own
+    update += " REMOVE #paused, #busy, #expired"  # its owner's: the new one stores its own
     condition = f"{unfinished} AND (attribute_not_exists(#owner) OR #owner = :me{taken})"
     item = _conditional_update(db, table, shard_id, update, condition, values, return_new=True)
     return None if item is None else CheckpointRow.from_item(item)
@@ -266,17 +274,28 @@ def commit(
     checkpoint: Position | None,
     millis_behind_latest: int | None = None,
     handed: str | None = None,
+    busy_since: int | None = None,
+    expired: int = 0,
 ) -> bool:
     """Refresh our lease and store ``checkpoint`` (and the lag, and the crash-loop guard's
-    reservation) if given. False: not ours."""
-    sets, values = [], {}
+    reservation) if given; and for operators since when a handler call under way has run, if it has
+    for long (removed otherwise), and the records sent to the sink as too old. False: not ours."""
+    sets, values, removes = [], {}, []
     if millis_behind_latest is not None:
         sets.append("#lag = :lag")
         values[":lag"] = {"N": str(millis_behind_latest)}
     if handed is not None:
         sets.append("#handed = :handed")
         values[":handed"] = {"S": handed}
-    update, values = _owner_update(checkpoint, sets, [], values)
+    if busy_since is not None:
+        sets.append("#busy = :busy")
+        values[":busy"] = {"N": str(busy_since)}
+    else:
+        removes.append("#busy")
+    if expired:
+        sets.append("#expired = :expired")
+        values[":expired"] = {"N": str(expired)}
+    update, values = _owner_update(checkpoint, sets, removes, values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
 
 
@@ -382,6 +401,7 @@ def release(
     checkpoint: Position | None,
     finished: bool = False,
     careful: str | None = None,
+    expired: int = 0,
 ) -> bool:
     """Give the shard up, storing the final checkpoint (and Finished). False: not ours any more.
 
@@ -392,7 +412,11 @@ def release(
     if careful is not None:
         sets.append("#careful = :careful")
         values[":careful"] = {"S": careful}
-    update, values = _owner_update(checkpoint, sets, ["#owner", "#oname", "#handed", "#retry", "#paused"], values)
+    if expired:
+        sets.append("#expired = :expired")
+        values[":expired"] = {"N": str(expired)}
+    removes = ["#owner", "#oname", "#handed", "#retry", "#paused", "#busy"]
+    update, values = _owner_update(checkpoint, sets, removes, values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
 
 

@@ -122,7 +122,7 @@ class Committer:
                     self._schedule.started(shard_id, now)
                     batch.append(self._shards[shard_id])
             plans = [(shard, shard.to_commit()) for shard in batch]
-            writes = [s for s, c in plans if s.lease.needs_commit(c.checkpoint, c.guard)]  # most are idle
+            writes = [s for s, c in plans if s.lease.needs_commit(c)]  # most are idle
             if writes:
                 self._round(writes, now + period)
 

@@ -71,6 +71,10 @@ class Commit:
     lag: int | None = None
     #: The crash-loop guard in normal mode: the commit also stores its new reservation, if one is due.
     guard: Reserving | None = None
+    #: Epoch ms since which a handler call under way has run, once it has for long (a write when it changes).
+    busy_since: int | None = None
+    #: Records sent to the sink as too old, this capture (stored with the writes that happen anyway).
+    expired: int = 0
 
 
 class LeaseState(enum.Enum):
@@ -95,6 +99,7 @@ class ShardLease:
         self._lock = threading.Lock()  # one write at a time
         self._liveness = runtime.liveness
         self._epoch = -1  # the heartbeat epoch in which a write last confirmed the lease
+        self._busy_since: int | None = None  # as stored in the row (a capture removes it)
         self.state = LeaseState.UNCLAIMED
         #: The checkpoint stored in the row (as captured, then as last written by us).
         self.committed: Position | None = None
@@ -143,6 +148,7 @@ class ShardLease:
             if row is not None:
                 self.state = LeaseState.OWNED
                 self.committed = row.checkpoint
+                self._busy_since = None
                 self._liveness.subscribe(self._heartbeat)
                 self._confirm(epoch)
             return row
@@ -171,19 +177,21 @@ class ShardLease:
         """Owned, but last confirmed before the heartbeat chain broke: a write must confirm it."""
         return self.state is LeaseState.OWNED and self._epoch != self._liveness.epoch
 
-    def needs_commit(self, checkpoint: Position | None, guard: Reserving | None = None) -> bool:
+    def needs_commit(self, commit: Commit) -> bool:
         """Whether :meth:`commit` would write anything now (the decision it takes, without the write)."""
         with self._lock:
-            reserving = guard is not None and guard.reservation_due()
-            return self.state is LeaseState.OWNED and self._to_write(checkpoint, reserving)[2]
+            guard = commit.guard
+            more = (guard is not None and guard.reservation_due()) or commit.busy_since != self._busy_since
+            return self.state is LeaseState.OWNED and self._to_write(commit.checkpoint, more)[2]
 
-    def _to_write(self, checkpoint: Position | None, reserving: bool) -> tuple[Position | None, int, bool]:
+    def _to_write(self, checkpoint: Position | None, more: bool) -> tuple[Position | None, int, bool]:
         """What a commit stores (lock held): the checkpoint if it moved forward, the heartbeat epoch it
-        writes in, and whether it writes at all (a new checkpoint, a reservation, or a lease to confirm)."""
+        writes in, and whether it writes at all (a new checkpoint, a lease to confirm, or ``more``: a
+        reservation, or a long handler call begun or ended)."""
         new = self._forward(checkpoint)
         epoch = self._liveness.epoch
         confirm = epoch != self._epoch and self._liveness.fresh()  # a write in this chain confirms it
-        return new, epoch, new is not None or confirm or reserving
+        return new, epoch, new is not None or confirm or more
 
     def commit(self, latest: Callable[[], Commit], call: Call) -> bool:
         """Store what ``latest()`` says, asked under the lease's lock (so of two commits racing, the
@@ -199,7 +207,8 @@ class ShardLease:
             checkpoint, millis_behind_latest, guard = commit.checkpoint, commit.lag, commit.guard
             reservation = guard.reservation() if guard is not None else None
             handed = None if reservation is None else reservation[0]
-            new, epoch, writes = self._to_write(checkpoint, handed is not None)
+            busy = commit.busy_since
+            new, epoch, writes = self._to_write(checkpoint, handed is not None or busy != self._busy_since)
             if not writes:
                 return True
             if not self._owned_write(
@@ -207,10 +216,12 @@ class ShardLease:
                 lambda: checkpoints_table.commit(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
                     checkpoint=new, millis_behind_latest=millis_behind_latest, handed=handed,
+                    busy_since=busy, expired=commit.expired,
                 ),
             ):  # fmt: skip
                 return False
             self._written(epoch, new)
+            self._busy_since = busy
             if guard is not None and reservation is not None:
                 guard.reserved(reservation[1])
             return True
@@ -290,9 +301,11 @@ class ShardLease:
                 ),
             )
 
-    def release(self, checkpoint: Position | None, *, finished: bool, call: Call, careful: str | None = None) -> bool:
-        """Store the final checkpoint (and Finished, and a crash-loop guard's episode to go on with)
-        and give the row up; False if it was not ours."""
+    def release(
+        self, checkpoint: Position | None, *, finished: bool, call: Call, careful: str | None = None, expired: int = 0
+    ) -> bool:
+        """Store the final checkpoint (and Finished, and a crash-loop guard's episode to go on with, and the
+        records sent to the sink as too old) and give the row up; False if it was not ours."""
         rt = self._rt
         with self._lock:
             if self.state is not LeaseState.OWNED:
@@ -302,7 +315,7 @@ class ShardLease:
                 call,
                 lambda: checkpoints_table.release(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
-                    checkpoint=moved, finished=finished, careful=careful,
+                    checkpoint=moved, finished=finished, careful=careful, expired=expired,
                 ),
             ):  # fmt: skip
                 return False

@@ -80,6 +80,7 @@ class ShardWorker:
         self.lease = ShardLease(runtime, shard_id, parents, scope)
         self.state = ShardState.CAPTURING
         self.millis_behind_latest: int | None = None  # from the last page read
+        self._busy: tuple[float, int] | None = None  # the long call's start: monotonic, and as stored (epoch ms)
         self._rt = runtime
         self._committer = committer
         self._readers = readers
@@ -167,11 +168,22 @@ class ShardWorker:
         so a commit leaves it."""
         progress = self._progress
         guard = progress.guard if progress is not None else None
+        busy, expired = self._busy_since(progress), progress.expired if progress is not None else 0
         if guard is None:
-            return Commit(self.checkpoint, self.millis_behind_latest)
+            return Commit(self.checkpoint, self.millis_behind_latest, busy_since=busy, expired=expired)
         if guard.careful:
-            return Commit(None, self.millis_behind_latest)
-        return Commit(self.checkpoint, self.millis_behind_latest, guard)
+            return Commit(None, self.millis_behind_latest, busy_since=busy, expired=expired)
+        return Commit(self.checkpoint, self.millis_behind_latest, guard, busy, expired)
+
+    def _busy_since(self, progress: ShardProgress | None) -> int | None:
+        """Epoch ms since which the oldest handler call under way has run, if that is longer than two commit
+        periods (so a write is made only for a call that runs long, and once more when it ends)."""
+        started = progress.oldest_call_start() if progress is not None else None
+        if started is None or time.monotonic() - started < 2 * self._rt.config.commit_frequency:
+            return None
+        if self._busy is None or self._busy[0] != started:  # a call not stored yet: its start, on the wall clock
+            self._busy = (started, int((time.time() - (time.monotonic() - started)) * 1000))
+        return self._busy[1]
 
     # ----------------------------------------------------------------- the coroutine
 
@@ -437,7 +449,9 @@ class ShardWorker:
         final = progress.release()
         call = self._call
         try:
-            finished = await self._io(lambda: self.lease.release(final, finished=True, call=call))
+            finished = await self._io(
+                lambda: self.lease.release(final, finished=True, call=call, expired=progress.expired)
+            )
         except Stopped:
             return False
         except Exception as exc:  # noqa: BLE001
@@ -492,7 +506,9 @@ class ShardWorker:
         while True:
             call = rt.call_until(time.monotonic() + _RELEASE_DEADLINE)
             try:
-                release = functools.partial(self.lease.release, checkpoint, finished=False, call=call, careful=careful)
+                release = functools.partial(
+                    self.lease.release, checkpoint, finished=False, call=call, careful=careful, expired=progress.expired
+                )
                 return await self._io(release)
             except Exception as exc:  # noqa: BLE001
                 if not rt.leaving.is_set() and rt.retry_later(exc, f"the release of {self.shard_id}"):

@@ -131,11 +131,15 @@ class ShardProgress:
 
     def oldest_call(self) -> float | None:
         """Seconds the oldest handler call under way on this capture has run; None if none is."""
+        started = self.oldest_call_start()
+        return None if started is None else max(0.0, time.monotonic() - started)
+
+    def oldest_call_start(self) -> float | None:
+        """When (monotonic) the oldest handler call under way on this capture began; None if none is."""
         try:
-            started = min(list(self.calls.values()), default=None)
+            return min(list(self.calls.values()), default=None)
         except RuntimeError:  # changed while copied (another thread): the next look sees it
             return None
-        return None if started is None else max(0.0, time.monotonic() - started)
 
     def confirm(self, fresh_until: float) -> None:
         """The shard's lease was confirmed: records may be delivered until ``fresh_until`` (monotonic)."""

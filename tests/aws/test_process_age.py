@@ -15,6 +15,7 @@ import attrs
 import pytest
 
 from kinsumer import ConfigError, Failure, Record, RecordFailed
+from kinsumer.coordination import checkpoints_table
 from kinsumer.handling import attempts
 from tests.aws.test_process import FAST, QUICK, Handled, make, put, rid
 from tests.helpers import CountingStats, wait_until
@@ -93,6 +94,8 @@ def test_status_counts_a_shards_expired_records(kinesis: Any, db: Any, monkeypat
     with k:
         k.process(handler, dead_letter=handled.sink, max_record_age=MAX_AGE)
     assert seen == [len(olds)] * len(news)  # the old ones came first, each counted
+    row = checkpoints_table.read_row(db, "app_checkpoints", "shardId-000000000000")
+    assert row is not None and row.expired == len(olds)  # for kinsumer status, stored with the commits
 
 
 def test_batches_leave_out_the_expired_records_of_a_batch_and_of_its_retries(

@@ -145,33 +145,43 @@ def test_without_a_sink_the_record_fails_and_the_next_client_tries_it_again(
 
 
 @pytest.mark.parametrize("concurrency", [1, 2])
-def test_status_shows_how_long_the_oldest_handler_call_under_way_on_a_shard_has_run(
+def test_status_and_kinsumer_status_show_how_long_the_oldest_handler_call_under_way_on_a_shard_has_run(
     moto_server: LocalServer, new_stream: Callable[[int], str], app: str, concurrency: int
 ) -> None:
+    from kinsumer.status import read_status
+
     stream = new_stream(1)
-    kinesis = moto_server.client("kinesis")
+    kinesis, db = moto_server.client("kinesis"), moto_server.client("dynamodb")
     kinesis.put_records(StreamName=stream, Records=[
         {"Data": json.dumps({"id": i}).encode(), "PartitionKey": "k"} for i in range(3)
     ])  # fmt: skip
-    k = Kinsumer(stream, app, "w", SERVER_CONFIG, kinesis=kinesis, dynamodb=moto_server.client("dynamodb"))
+    k = Kinsumer(stream, app, "w", SERVER_CONFIG, kinesis=kinesis, dynamodb=db)
     release, handled = threading.Event(), []
-    ages: list[float | None] = []
+    seen: dict[str, float | None] = {}
 
     def handler(record: Record) -> None:
         if rid(record) == 1:
             assert release.wait(30)
         handled.append(rid(record))
-        if len(handled) == 3:
-            threading.Thread(target=k.stop, daemon=True).start()
+
+    def stored() -> float | None:  # what kinsumer status shows, from the shard's row
+        return read_status(kinesis, db, stream, app, max_age=10).shards[0].oldest_call_age
 
     def watch() -> None:
         def age() -> float | None:
             shards = k.status().shards
             return shards[0].oldest_call_age if shards else None
 
-        wait_until(lambda: (age() or 0.0) >= 0.5, 30, "the call on record 1 to show as under way")
-        ages.append(age())
-        release.set()
+        try:
+            wait_until(lambda: (age() or 0.0) >= 0.5, 30, "the call on record 1 to show as under way")
+            seen["status"] = age()
+            wait_until(lambda: stored() is not None, 30, "the long call stored in the shard's row")
+            seen["row"] = stored()
+            release.set()
+            wait_until(lambda: len(handled) == 3 and stored() is None, 30, "the call's end stored")
+        finally:
+            release.set()
+            k.stop()
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -179,4 +189,5 @@ def test_status_shows_how_long_the_oldest_handler_call_under_way_on_a_shard_has_
         k.process(handler, concurrency=concurrency)
     watcher.join(30)
     assert handled == [0, 1, 2]
-    assert ages[0] is not None and 0.5 <= ages[0] < 30
+    assert seen["status"] is not None and 0.5 <= seen["status"] < 30
+    assert seen["row"] is not None and 2 * SERVER_CONFIG.commit_frequency <= seen["row"] + 0.1 < 30

@@ -34,3 +34,11 @@ def test_a_paused_shard_says_for_how_long() -> None:
     lines = render(status).splitlines()
     assert any("shardId-000000000000" in line and "paused for 42 s" in line for line in lines)
     assert sum("paused" in line for line in lines) == 1
+
+
+def test_a_long_handler_call_and_expired_records_show() -> None:
+    status = ApplicationStatus(
+        "clicks", "app", (), None, None, (), None, (shard(oldest_call_age=75.2, expired=12),)
+    )  # fmt: skip
+    (line,) = [line for line in render(status).splitlines() if "shardId-000000000000" in line]
+    assert "a handler call under way for 75 s" in line and "12 expired" in line
