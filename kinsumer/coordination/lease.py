@@ -248,29 +248,11 @@ class ShardLease:
 
     def note_retrying(self, retrying: str | None, call: Call) -> bool:
         """Store what ``process()`` retries on the shard (None: nothing); False once not owned."""
-        rt = self._rt
-        with self._lock:
-            if self.state is not LeaseState.OWNED:
-                return False
-            return self._owned_write(
-                call,
-                lambda: checkpoints_table.note_retrying(
-                    rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id, retrying=retrying
-                ),
-            )
+        return self._owned_field(call, checkpoints_table.note_retrying, retrying=retrying)
 
     def note_paused(self, paused: bool, call: Call) -> bool:
         """Store that the shard is paused (or no longer is); False once not owned."""
-        rt = self._rt
-        with self._lock:
-            if self.state is not LeaseState.OWNED:
-                return False
-            return self._owned_write(
-                call,
-                lambda: checkpoints_table.note_paused(
-                    rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id, paused=paused
-                ),
-            )
+        return self._owned_field(call, checkpoints_table.note_paused, paused=paused)
 
     def _forward(self, checkpoint: Position | None) -> Position | None:
         """``checkpoint`` if it is ahead of the stored one, else None (lock held)."""
@@ -290,15 +272,18 @@ class ShardLease:
 
     def record_start(self, start_at: int, call: Call) -> bool:
         """Store where the shard starts while it has no checkpoint (epoch ms); False once not owned."""
+        return self._owned_field(call, checkpoints_table.record_start, start_at=start_at)
+
+    def _owned_field(self, call: Call, write: Callable[..., bool], **fields: object) -> bool:
+        """One of the row's fields written by its owner through ``write`` (a function of
+        :mod:`.checkpoints_table`); False once not owned."""
         rt = self._rt
         with self._lock:
             if self.state is not LeaseState.OWNED:
                 return False
             return self._owned_write(
                 call,
-                lambda: checkpoints_table.record_start(
-                    rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id, start_at=start_at
-                ),
+                lambda: write(rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id, **fields),
             )
 
     def release(
