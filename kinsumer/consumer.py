@@ -560,7 +560,7 @@ class Kinsumer:
         ``reason="crashed"`` without calling the handler (see the README's "Records that fail").
 
         ``concurrency``: up to this many handler calls at once (threads), never two records of one
-        shard at once. Errors the consumer cannot retry are raised as from :meth:`next`.
+        shard at once (with ``ordering="shard"``). Errors the consumer cannot retry are raised as from :meth:`next`.
 
         ``ordering="key"``: records of one shard with different partition keys may be in handlers at
         once (up to ``concurrency``), each key's strictly in order, for a hot shard whose handler

@@ -33,7 +33,7 @@ from ..record import Record
 from ..waiting import wait_event
 from .checkpoints_table import CheckpointRow
 from .committer import Commit, Committer
-from .lease import LeaseState, ShardLease
+from .lease import Call, LeaseState, ShardLease
 from .runtime import Runtime
 from .shard_loop import ShardLoop
 from .streams import StreamScope
@@ -146,15 +146,20 @@ class ShardWorker:
 
     def note_paused(self, paused: bool) -> None:
         """Store in the shard's row that it is paused (or no longer is), for ``kinsumer status``; best effort."""
+        self.note(functools.partial(self.lease.note_paused, paused), f"that {self.shard_id} is paused")
+
+    def note(self, write: Callable[[Call], bool], what: str) -> bool | None:
+        """A write to the shard's row for operators only (``write(call)``, ``what``: what it stores, for the
+        log); None if it failed (a failed note is logged and left, not tried again) or a stop came."""
         rt = self._rt
         try:
-            call = rt.call_until(time.monotonic() + rt.config.commit_frequency, self._stop)
-            self.lease.note_paused(paused, call)
+            return write(rt.call_until(time.monotonic() + rt.config.commit_frequency, self._stop))
         except Stopped:
-            pass
+            return None
         except Exception as exc:  # noqa: BLE001 - only for operators: a failed note is logged and left
-            if not rt.retry_later(exc, f"the note that {self.shard_id} is paused"):
-                log.warning("could not store that %s is paused: %s", self.shard_id, exc)
+            if not rt.retry_later(exc, f"the note {what}"):
+                log.warning("could not store %s: %s", what, exc)
+            return None
 
     @property
     def expired(self) -> int:
@@ -608,16 +613,8 @@ class _GuardWrites:
 
     def note(self, retrying: str | None) -> bool | None:
         worker = self._worker
-        rt = worker._rt
-        try:
-            call = rt.call_until(time.monotonic() + rt.config.commit_frequency, worker._stop)
-            return worker.lease.note_retrying(retrying, call)
-        except Stopped:
-            return None
-        except Exception as exc:  # noqa: BLE001 - only for operators: a failed note is logged and left
-            if not rt.retry_later(exc, f"the note of a retried record of {worker.shard_id}"):
-                log.warning("could not store that a record of %s is being retried: %s", worker.shard_id, exc)
-            return None
+        write = functools.partial(worker.lease.note_retrying, retrying)
+        return worker.note(write, f"that a record of {worker.shard_id} is being retried")
 
     def given_up(self) -> bool:
         return self._worker._stop.is_set()

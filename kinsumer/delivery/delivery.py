@@ -146,6 +146,10 @@ class Delivery:
             self._queue.release_held(progress, parked)
             return progress
 
+    def _set_aside(self, run: Run) -> None:
+        """A run of a paused capture, not handed over entirely: it waits for resume() (hand lock held)."""
+        self._parked.setdefault(run.progress, []).append(run)
+
     @property
     def paused(self) -> frozenset[str]:
         """The shard keys paused."""
@@ -345,9 +349,10 @@ class Delivery:
         """The next chunk of the queue as a run of ``holder`` (registered as delivered), for it to hand
         over itself (``run.handed``) and count processed (``run.processed``) in order; None once closed.
 
-        The holder checks ``run.progress.revoked`` and ``fresh_until`` before each record, as
-        :meth:`next_auto` does, and ends the run with :meth:`end_run`. Raises :class:`NoRecordWithin`
-        after ``timeout`` s without one, and the error the delivery was closed with.
+        The holder checks ``run.progress.revoked``, ``paused`` and ``fresh_until`` before each record, as
+        :meth:`next_auto` does, begins at ``run.handed`` (a run set aside at a pause and resumed goes on
+        where it stopped), and ends the run with :meth:`end_run`. Raises :class:`NoRecordWithin` after
+        ``timeout`` s without one, and the error the delivery was closed with.
         """
         started = self._start_run(_deadline(timeout), holder)
         if started is None:
@@ -367,7 +372,7 @@ class Delivery:
                 return
             progress = run.progress
             if progress.paused and run.handed < run.end and not progress.revoked and not self._closed:
-                self._parked.setdefault(progress, []).append(run)
+                self._set_aside(run)
             else:
                 progress.end_run(run)
 
@@ -412,7 +417,7 @@ class Delivery:
                         run.processed = i  # asking again: the record in hand is processed
                     if i < run.end and not progress.revoked and progress.paused:  # the rest waits for resume()
                         self._next_run(holder)
-                        self._parked.setdefault(progress, []).append(run)
+                        self._set_aside(run)
                         continue
                     if i < run.end and not progress.revoked:
                         if time.monotonic() < progress.fresh_until:

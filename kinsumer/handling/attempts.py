@@ -2,10 +2,11 @@
 
 A call that fails is counted (``handler_failed``) and noted in the shard's row for operators;
 before ``max_attempts`` the next call waits ``backoff`` seconds, doubled each time up to
-``max_backoff`` (the later records of the shard wait too); after the last, the record becomes a
-:class:`~.failure.Failure` and goes to the dead-letter sink, tried like a handler; without a
-sink, or when the sink fails too, :class:`~kinsumer.RecordFailed` is raised and the record stays
-unacknowledged. A wait ends early when the consumer stops or the shard is being given up: the
+``max_backoff`` (the later records of the shard wait too; with ``ordering="key"``, of its key);
+after the last, the record becomes a :class:`~.failure.Failure` and goes to the dead-letter sink,
+tried like a handler; without a sink, or when the sink fails too, :class:`~kinsumer.RecordFailed`
+is raised and the record stays unacknowledged. A wait ends early when the consumer stops or the
+shard is being given up (by key: once it was released, see ``Processor``): the
 record is then *left* (not handled here; the shard's next owner delivers it).
 
 With ``max_record_age``, a record older than that when its turn comes (before each call, the first

@@ -3,12 +3,13 @@
 Workers (``concurrency`` of them; with one, the caller's own thread) take records from the
 delivery in shard order, one taker at a time, and hand them to the handler through the
 :class:`~.scheduler.Scheduler`: never two records (or batches) of one shard at once, each shard
-in order. A record is acknowledged when its handler returns (the shard's checkpoint advances
+in order; with ``ordering="key"``, never two of one partition key (or group of keys), each key in
+order. A record is acknowledged when its handler returns (the shard's checkpoint advances
 over the contiguous prefix of acknowledged records), or once it was handed to the dead-letter
 sink. The parts, each a module of ``handling/``:
 
 - here: the worker threads, and taking records from the delivery for them;
-- :mod:`.shard_jobs`: a worker's job, one shard's records in order, through its crash-loop guard;
+- :mod:`.shard_jobs`: a worker's job, one lane's records in order, through its shard's crash-loop guard;
 - :mod:`.fast_path`: one worker, one record at a time, on the caller's thread;
 - :mod:`.batches`: gathering batches, partial failures and bisection (``process_batches``);
 - :mod:`.careful_mode`: a shard during a crash-loop episode, one marker at a time, alone;
@@ -21,6 +22,7 @@ import threading
 from typing import cast
 
 from ..delivery.delivery import Delivery, Taken
+from ..delivery.progress import ShardProgress
 from ..errors import NoRecordWithin
 from ..stats import StatReceiver
 from ..waiting import WAKE
@@ -64,11 +66,8 @@ class Processor:
             shard_of = shard_of_batch if batches else shard_of_record
             handler = self._timed = TimedHandler(handler, options.timeout, options.max_stuck, shard_of)
         single = one_record(cast(BatchHandler, handler)) if batches else cast(Handler, handler)
-        if self._by_key:  # a record's wait ends only when its shard is released: later ones may be done
-            woken, cut_short = self._failing, lambda progress: self._failing.is_set() or progress.released
-        else:
-            woken = self._stopping
-            cut_short = lambda progress: self._stopping.is_set() or delivery.closed or progress.revoked  # noqa: E731
+        # by key, a record's wait for its next call ends only when its shard is released: later ones may be done
+        woken, cut_short = (self._failing, self._released) if self._by_key else (self._stopping, self._given_up)
         attempts = Attempts(options, origin, stats, single, self._scheduler.section, woken, cut_short)
         gathered = (
             Batches(
@@ -124,6 +123,15 @@ class Processor:
                 self._timed.close()
         if self._failed is not None:
             raise self._failed
+
+    def _given_up(self, progress: ShardProgress) -> bool:
+        """A wait between calls on a record of ``progress`` ends (ordering by shard): process() ends, the
+        consumer stops, or the shard is being given up."""
+        return self._stopping.is_set() or self._delivery.closed or progress.revoked
+
+    def _released(self, progress: ShardProgress) -> bool:
+        """The same by key: process() failed, or the shard was released (its handoff over)."""
+        return self._failing.is_set() or progress.released
 
     def _work_guarded(self) -> None:
         try:

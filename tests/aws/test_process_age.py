@@ -33,14 +33,20 @@ def old_then_new(kinesis: Any, old: int, new: int) -> tuple[list[int], list[int]
     return olds, news, after_old + 0.1 + MAX_AGE
 
 
+def old_ones_expired(kinesis: Any, old: int, new: int, monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
+    """:func:`old_then_new`, with the records' clock frozen where the old ones are too old, the new ones not."""
+    olds, news, frozen = old_then_new(kinesis, old, new)
+    monkeypatch.setattr(attempts, "_now", lambda: frozen)
+    return olds, news
+
+
 @pytest.mark.parametrize("concurrency", [1, 3])
 def test_records_older_than_max_record_age_go_to_the_sink_as_expired_and_the_handler_never_sees_them(
     kinesis: Any, db: Any, monkeypatch: pytest.MonkeyPatch, concurrency: int
 ) -> None:
     stats = CountingStats()
     k = make(kinesis, db, config=attrs.evolve(FAST, stats=stats))
-    olds, news, frozen = old_then_new(kinesis, 12, 20)
-    monkeypatch.setattr(attempts, "_now", lambda: frozen)
+    olds, news = old_ones_expired(kinesis, 12, 20, monkeypatch)
     handled = Handled(k, len(olds) + len(news))
     with k:
         k.process(handled, dead_letter=handled.sink, max_record_age=MAX_AGE, concurrency=concurrency, **QUICK)
@@ -82,8 +88,7 @@ def test_a_record_that_expires_while_it_waits_for_a_retry_goes_to_the_sink_with_
 
 def test_status_counts_a_shards_expired_records(kinesis: Any, db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     k = make(kinesis, db, shards=1)
-    olds, news, frozen = old_then_new(kinesis, 7, 3)
-    monkeypatch.setattr(attempts, "_now", lambda: frozen)
+    olds, news = old_ones_expired(kinesis, 7, 3, monkeypatch)
     seen: list[int] = []
     handled = Handled(k, len(olds) + len(news))
 
@@ -140,8 +145,7 @@ def test_aprocess_sends_expired_records_to_an_async_sink(
     kinesis: Any, db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     k = make(kinesis, db, shards=1)
-    olds, news, frozen = old_then_new(kinesis, 5, 5)
-    monkeypatch.setattr(attempts, "_now", lambda: frozen)
+    olds, news = old_ones_expired(kinesis, 5, 5, monkeypatch)
     done: list[int] = []
     dead: list[tuple[int, str]] = []
 
@@ -183,8 +187,7 @@ def test_an_expired_record_whose_sink_fails_raises_record_failed_saying_it_expir
     kinesis: Any, db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     k = make(kinesis, db, shards=1)
-    olds, _, frozen = old_then_new(kinesis, 1, 0)
-    monkeypatch.setattr(attempts, "_now", lambda: frozen)
+    olds, _ = old_ones_expired(kinesis, 1, 0, monkeypatch)
 
     def broken_sink(failure: Failure) -> None:
         raise OSError("the queue is gone")
