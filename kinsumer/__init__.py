@@ -23,7 +23,7 @@ from .errors import (
     WriteError,
     WrongTableSchema,
 )
-from .handling.failure import Failure
+from .failure import Failure
 from .record import Record
 from .stats import StatReceiver
 

@@ -1,4 +1,7 @@
-"""The consumer's configuration: a frozen, validated value object."""
+"""The consumer's configuration: a frozen, validated value object, and every default it starts from.
+
+A base module: it imports only :mod:`.errors` and :mod:`.stats`, and the layers below the consumer take
+their defaults from here."""
 
 from __future__ import annotations
 
@@ -9,13 +12,23 @@ from typing import Any, Literal
 
 import attrs
 
-from .coordination.assignment import ASSIGNMENTS, Assignment
-from .coordination.shard_loop import DEFAULT_THREADS
-from .delivery.delivery import DEFAULT_MAX_BUFFERED_BYTES
 from .errors import ConfigError
-from .reading.reader import DEFAULT_IDLE_POLL_INTERVAL, DEFAULT_THROTTLE_DELAY, MAX_RECORDS_PER_CALL
 from .stats import StatReceiver
 
+#: Seconds between two GetRecords calls on one shard (Kinesis allows 5 per second per shard).
+DEFAULT_THROTTLE_DELAY = 0.25
+#: The most records one GetRecords call may return (Kinesis' limit).
+MAX_RECORDS_PER_CALL = 10_000
+#: The longest wait between two reads of a shard whose reads come back empty.
+DEFAULT_IDLE_POLL_INTERVAL = 1.0
+#: The default bound on bytes of record data read from Kinesis and not yet taken
+#: (see :class:`~kinsumer.delivery.budget.ByteBudget`).
+DEFAULT_MAX_BUFFERED_BYTES = 64 * 2**20
+#: Threads that make a client's blocking calls at most (Kinesis reads, DynamoDB writes of the shards).
+DEFAULT_THREADS = 32
+#: How the shards are shared out among the clients (see :mod:`kinsumer.coordination.assignment`).
+Assignment = Literal["modulo", "balanced"]
+ASSIGNMENTS: tuple[Assignment, ...] = ("modulo", "balanced")
 #: The longest handoff_timeout: stop() waits about this long at most for a shard's records.
 MAX_HANDOFF_TIMEOUT = 300.0
 

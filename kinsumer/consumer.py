@@ -43,7 +43,7 @@ from .coordination.streams import StreamScope, scope_stats
 from .delivery.delivery import Delivery
 from .delivery.progress import Checkpoint
 from .errors import AlreadyStarted, CheckpointModeError, ConfigError, HandlerStuck, KinsumerError, NotStarted
-from .handling.failure import Failure
+from .failure import Failure
 from .handling.options import Ordering
 from .handling.processor import Options as ProcessOptions
 from .handling.processor import Origin, Processor

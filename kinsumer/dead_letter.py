@@ -27,7 +27,7 @@ from typing import Any
 import boto3
 
 from .errors import WriteError
-from .handling.failure import Failure
+from .failure import Failure
 from .writing.aggregation import MAX_RECORD_BYTES
 
 __all__ = ["KinesisStream", "SqsQueue", "envelope"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .handling.failure import Failure
+    from .failure import Failure
 
 __all__ = [
     "AWSError",

@@ -16,15 +16,10 @@ Two assignments, chosen with ``Config(assignment=...)``:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
 from ..errors import KinsumerError
 
-__all__ = ["ASSIGNMENTS", "Assignment", "assigned_shards", "balanced_assignment", "client_index"]
-
-Assignment = Literal["modulo", "balanced"]
-ASSIGNMENTS: tuple[Assignment, ...] = ("modulo", "balanced")
-
+__all__ = ["assigned_shards", "balanced_assignment", "client_index"]
 
 def client_index(client_ids: Sequence[str], me: str) -> tuple[int, int]:
     """Return ``(my_index, client_count)`` in the sorted live-client list.

@@ -36,13 +36,13 @@ import botocore.exceptions
 
 from ..aws.error_codes import is_condition_failure
 from ..aws.tables import now_ms
+from ..handling.careful import NO_EPISODE
 from ..reading.position import Position, StartPosition
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
-    "NO_EPISODE",
     "CheckpointRow",
     "capture",
     "commit",
@@ -297,10 +297,6 @@ def commit(
         values[":expired"] = {"N": str(expired)}
     update, values = _owner_update(checkpoint, sets, removes, values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
-
-
-#: ``careful`` of :func:`guard`: remove the episode.
-NO_EPISODE = ""
 
 
 def guard(

@@ -22,11 +22,11 @@ import time
 from typing import Protocol
 
 from ..aws.retry import Stopped
+from ..reading.shard_loop import ThreadPool
 from ..waiting import join_thread
 from .commit_schedule import CommitSchedule
 from .lease import Commit, ShardLease
 from .runtime import Runtime
-from .shard_loop import ThreadPool
 
 __all__ = ["COMMIT_THREADS", "WRITES_PER_LANE", "Commit", "Committable", "Committer"]
 

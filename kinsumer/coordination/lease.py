@@ -227,7 +227,7 @@ class ShardLease:
             return True
 
     def guard(self, checkpoint: Position | None, careful: str, call: Call, handed: str | None = None) -> bool:
-        """Store the crash-loop guard's episode (``checkpoints_table.NO_EPISODE``: remove it) with the
+        """Store the crash-loop guard's episode (``NO_EPISODE``: remove it) with the
         checkpoint (if it moved forward), and a reservation if given. False once not owned."""
         rt = self._rt
         with self._lock:

@@ -3,7 +3,7 @@
 The coordinator tells the pool which shards this client is assigned; the pool starts a
 worker for each new one and asks the workers of shards no longer assigned to hand off.
 Workers end by themselves; a shard being handed off is not started again until its old
-worker is done. The pool owns the :class:`~.shard_loop.ShardLoop` and the committer and
+worker is done. The pool owns the :class:`~kinsumer.reading.shard_loop.ShardLoop` and the committer and
 stops them after the last worker.
 """
 
@@ -16,9 +16,9 @@ from collections.abc import Mapping
 
 from ..reading.polling import polling_readers
 from ..reading.reader import ReaderFactory
+from ..reading.shard_loop import ShardLoop
 from .committer import Committer
 from .runtime import Runtime
-from .shard_loop import ShardLoop
 from .shard_worker import ShardWorker
 from .streams import StreamScope, scope_stats
 

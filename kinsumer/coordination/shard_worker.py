@@ -2,7 +2,7 @@
 
 The worker ties together the shard's :class:`~.lease.ShardLease` (the row in DynamoDB), a
 :class:`~kinsumer.reading.reader.ShardReader` (records from Kinesis) and the delivery's
-bookkeeping of the capture. It is a coroutine on the client's :class:`~.shard_loop.ShardLoop`:
+bookkeeping of the capture. It is a coroutine on the client's :class:`~kinsumer.reading.shard_loop.ShardLoop`:
 its waits are timers and wake-ups there, its AWS calls run on the loop's pool, so a shard
 holds no thread of its own. Its commits run on the client's :class:`~.committer.Committer`.
 The :class:`~.shard_pool.ShardPool` starts it; it ends on its own: when the shard is
@@ -24,18 +24,18 @@ from typing import Any, TypeVar
 from ..aws.retry import Stopped
 from ..aws.tables import now_ms
 from ..delivery.budget import ByteBudget, Ticket
+from ..delivery.delivery import EndHook
 from ..delivery.progress import ShardProgress
-from ..handling.guard import ShardGuard
-from ..handling.hooks import Hook
+from ..handling.guard import ShardGuard, attach_guard, guard_of
 from ..reading.position import Position, StartPosition
 from ..reading.reader import Page, ReaderFactory, ShardReader
+from ..reading.shard_loop import ShardLoop
 from ..record import Record
 from ..waiting import wait_event
 from .checkpoints_table import CheckpointRow
 from .committer import Commit, Committer
 from .lease import Call, LeaseState, ShardLease
 from .runtime import Runtime
-from .shard_loop import ShardLoop
 from .streams import StreamScope
 
 __all__ = ["ShardState", "ShardWorker"]
@@ -60,7 +60,8 @@ class ShardState(enum.Enum):
 
 
 class ShardWorker:
-    """Captures, reads and gives up one shard, as a coroutine on the client's :class:`~.shard_loop.ShardLoop`."""
+    """Captures, reads and gives up one shard, as a coroutine on the client's
+    :class:`~kinsumer.reading.shard_loop.ShardLoop`."""
 
     def __init__(
         self,
@@ -172,7 +173,7 @@ class ShardWorker:
         lease's lock). In careful mode the guard's own writes move the checkpoint (with the markers),
         so a commit leaves it."""
         progress = self._progress
-        guard = progress.guard if progress is not None else None
+        guard = guard_of(progress) if progress is not None else None
         busy, expired = self._busy_since(progress), progress.expired if progress is not None else 0
         if guard is None:
             return Commit(self.checkpoint, self.millis_behind_latest, busy_since=busy, expired=expired)
@@ -224,7 +225,8 @@ class ShardWorker:
         """The shard was captured as ``row``: its delivery bookkeeping and crash-loop guard, and commits."""
         rt = self._rt
         self._progress = progress = rt.delivery.open_shard(self.shard_id, row.checkpoint)
-        progress.guard = ShardGuard(row, _GuardWrites(self), self._wait_unless_stopping, rt.config.commit_frequency)
+        guard = ShardGuard(row, _GuardWrites(self), self._wait_unless_stopping, rt.config.commit_frequency)
+        attach_guard(progress, guard)
         progress.confirm(self.lease.fresh_until)
         progress.watch(self._poke)  # acknowledgements, for the handoff's and the end's waits
         self.lease.on_confirmed = progress.confirm  # deliveries wait while the lease is not confirmed
@@ -507,7 +509,8 @@ class ShardWorker:
         client row is deleted, and the shard's row is taken once it is ``max_age`` old.
         """
         rt = self._rt
-        careful = progress.guard.release_state() if progress.guard is not None else None
+        guard = guard_of(progress)
+        careful = guard.release_state() if guard is not None else None
         while True:
             call = rt.call_until(time.monotonic() + _RELEASE_DEADLINE)
             try:
@@ -543,7 +546,7 @@ class ShardWorker:
         """``process()``'s ``on_lost`` for a capture it announced (not waited for)."""
         self._tell(progress, "on_lost")
 
-    def _tell(self, progress: ShardProgress, hook: Hook) -> threading.Event | None:
+    def _tell(self, progress: ShardProgress, hook: EndHook) -> threading.Event | None:
         """Start ``process()``'s ``hook`` for the end of a capture it announced (once per capture); set when it
         returns. None if there is nothing to call."""
         lifecycle = self._rt.delivery.lifecycle

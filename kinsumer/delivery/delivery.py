@@ -17,10 +17,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING
+from typing import Literal, Protocol
 
 import attrs
 
+from ..config import DEFAULT_MAX_BUFFERED_BYTES
 from ..errors import KinsumerError, NoRecordWithin
 from ..reading.position import Position
 from ..record import Record
@@ -30,16 +31,25 @@ from .budget import ByteBudget
 from .progress import Checkpoint, Run, ShardProgress
 from .record_queue import CLOSED, Closed, RecordQueue
 
-if TYPE_CHECKING:
-    from ..handling.hooks import Lifecycle
+__all__ = ["Delivery", "EndHook", "EndHooks", "ExplicitHolder", "HandoffResult"]
 
-__all__ = ["DEFAULT_MAX_BUFFERED_BYTES", "Delivery", "ExplicitHolder", "HandoffResult"]
-
-#: The default bound on bytes of record data read from Kinesis and not yet taken (see :class:`~.budget.ByteBudget`).
-DEFAULT_MAX_BUFFERED_BYTES = 64 * 2**20
 #: Records per chunk of the queue (next*() takes a chunk in one go): at most this many, and at most buffer_size / 16.
 MAX_BATCH = 64
 _LEASE_WAIT = 0.5  # seconds between two looks at a closed delivery while waiting for a lease
+
+
+#: The hooks of a capture's end.
+EndHook = Literal["on_revoked", "on_lost"]
+
+
+class EndHooks(Protocol):
+    """What the shard workers call as a capture ends: ``process()``'s ``on_revoked`` and ``on_lost``
+    (:class:`~kinsumer.handling.hooks.Lifecycle`, which ``process()`` sets as :attr:`Delivery.lifecycle`)."""
+
+    def start(self, hook: EndHook, shard_id: str, done: Callable[[], None]) -> threading.Event | None:
+        """Call ``hook`` on a thread of its own; the event is set (and ``done()`` called) when it returns.
+        None if there is no such hook."""
+        ...
 
 
 @attrs.frozen
@@ -96,7 +106,7 @@ class Delivery:
         #: run in any thread at any time, so they only append here; ended at the next hand-over or stop.
         self._given_back: deque[Hashable] = deque()
         #: ``process()``'s shard lifecycle hooks (set by it), which the shard workers call at handoffs.
-        self.lifecycle: Lifecycle | None = None
+        self.lifecycle: EndHooks | None = None
         # pauses (Kinsumer.pause()), by shard key; each key's open capture; runs of a paused capture set
         # aside mid-way, which go back into the queue at resume(), before its chunks (hand lock)
         self._paused: set[str] = set()

@@ -13,16 +13,12 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import attrs
 
 from ..reading.position import Position
 from ..record import Record
 from .tracker import CheckpointTracker
-
-if TYPE_CHECKING:
-    from ..handling.guard import ShardGuard
 
 __all__ = ["Checkpoint", "Run", "ShardProgress"]
 
@@ -72,6 +68,7 @@ class ShardProgress:
     """
 
     __slots__ = (
+        "__weakref__",  # process()'s crash-loop guard of the capture is found by it (handling.guard.guard_of)
         "_cond",
         "_delivered",
         "_initial",
@@ -88,7 +85,6 @@ class ShardProgress:
         "expired",
         "failed",
         "fresh_until",
-        "guard",
         "paused",
         "retrying",
         "revoked",
@@ -112,8 +108,6 @@ class ShardProgress:
         self._released = False  # no more acknowledgements (shard given up)
         #: Monotonic time until which the shard's lease is known to be ours.
         self.fresh_until = math.inf
-        #: The crash-loop guard of this capture (``process()``'s), set by the shard's worker.
-        self.guard: ShardGuard | None = None
         #: ``process()`` is calling a failing handler again: the attempts so far (None: it is not).
         self.retrying: int | None = None
         #: Records of this capture that ``process()`` sent to the sink as too old (``max_record_age``).

@@ -24,10 +24,11 @@ from typing import Literal
 
 from ..delivery.progress import ShardProgress
 from ..errors import RecordFailed
+from ..failure import Failure, Reason, describe
 from ..record import Record
 from ..stats import StatReceiver
 from ..waiting import WAKE
-from .failure import Failure, Reason, describe
+from .guard import guard_of
 from .options import Options, Origin
 from .timeouts import HandlerTimedOut
 
@@ -179,14 +180,16 @@ class Attempts:
     def retried(progress: ShardProgress, attempts: int) -> None:
         """A record is done after ``attempts`` calls: if it was retried, the note of it goes."""
         progress.retrying = None
-        if attempts > 1 and progress.guard is not None:
-            progress.guard.note_retrying(None)
+        guard = guard_of(progress) if attempts > 1 else None
+        if guard is not None:
+            guard.note_retrying(None)
 
     def _retry_later(self, progress: ShardProgress, attempt: int, note: str) -> bool:
         """Count a failed call and wait before the next; False if the consumer stops or the shard goes."""
         progress.retrying = attempt
-        if progress.guard is not None:
-            progress.guard.note_retrying(attempt, note)
+        guard = guard_of(progress)
+        if guard is not None:
+            guard.note_retrying(attempt, note)
         self._stats.handler_retried(progress.shard_id)
         delay = self._options.delay(attempt)
         log.info("a record of %s failed (attempt %d of %d); trying again in %.2g s",

@@ -15,11 +15,11 @@ from collections.abc import Callable
 
 from ..delivery.delivery import Taken
 from ..errors import KinsumerError
+from ..failure import Reason, describe
 from ..record import Record
 from ..stats import StatReceiver
 from ..waiting import WAKE
 from .attempts import Attempts
-from .failure import Reason, describe
 from .options import BatchHandler
 from .scheduler import Scheduler
 

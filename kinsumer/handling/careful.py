@@ -36,10 +36,15 @@ import attrs
 
 from ..reading.position import Position, position_order
 
-__all__ = ["MAX_WINDOW", "MIN_WINDOW", "Episode", "Range", "Reservation", "Walk", "group_size", "key", "window_after"]
+__all__ = [
+    "MAX_WINDOW", "MIN_WINDOW", "NO_EPISODE", "Episode", "Range", "Reservation", "Walk", "group_size", "key",
+    "window_after",
+]  # fmt: skip
 
 #: The fewest records a reservation lets an owner hand out before its next write.
 MIN_WINDOW = 100
+#: A stored episode's text that means none: the row's episode is removed.
+NO_EPISODE = ""
 #: The most (a window is replayed carefully after a death: about its square root in writes).
 MAX_WINDOW = 1_000_000
 _MAX_GROUP = 1000

@@ -13,10 +13,10 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from ..delivery.delivery import Taken
+from ..failure import Failure
 from ..reading.position import Position
 from ..record import Record
 from .attempts import Attempts
-from .failure import Failure
 from .guard import ShardGuard
 from .options import Origin
 

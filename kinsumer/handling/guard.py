@@ -17,16 +17,33 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import attrs
 
-from ..coordination.checkpoints_table import NO_EPISODE, CheckpointRow
+from ..delivery.progress import ShardProgress
 from ..reading.position import Position
-from .careful import MIN_WINDOW, Episode, Reservation, Walk, key, window_after
+from .careful import MIN_WINDOW, NO_EPISODE, Episode, Reservation, Walk, key, window_after
 
-__all__ = ["GuardIO", "ShardGuard"]
+__all__ = ["GuardIO", "GuardedRow", "ShardGuard", "attach_guard", "guard_of"]
+
+
+class GuardedRow(Protocol):
+    """What a guard starts from: the shard's checkpoint row as its capture read it
+    (:class:`~kinsumer.coordination.checkpoints_table.CheckpointRow`)."""
+
+    @property
+    def shard_id(self) -> str: ...
+    @property
+    def checkpoint(self) -> Position | None: ...
+    @property
+    def careful(self) -> str | None: ...  # the stored episode (Episode.to_json())
+    @property
+    def handed(self) -> str | None: ...  # the stored reservation (Reservation.to_text())
+    @property
+    def previous_owner(self) -> str | None: ...  # the capture took the row from a live or dead owner
 
 
 class GuardIO(Protocol):
@@ -55,7 +72,7 @@ class ShardGuard:
     """The crash-loop guard of one capture of a shard (see the module's description)."""
 
     def __init__(
-        self, row: CheckpointRow, io: GuardIO, wait: Callable[[float], bool], commit_period: float = 3.0
+        self, row: GuardedRow, io: GuardIO, wait: Callable[[float], bool], commit_period: float = 3.0
     ) -> None:
         """``wait(seconds)``: sleep before trying a failed write again; False if the shard is being given up.
         ``commit_period``: how often commits come (the reservation's window covers twice that)."""
@@ -258,3 +275,18 @@ class ShardGuard:
                 return done
             if not self._wait(0.25):
                 return False
+
+
+#: The guard of each capture, by its delivery bookkeeping (the progress lives in a lower layer, which knows
+#: nothing of process()): set by the shard's worker at the capture, gone with the progress.
+_guards: weakref.WeakKeyDictionary[ShardProgress, ShardGuard] = weakref.WeakKeyDictionary()
+
+
+def attach_guard(progress: ShardProgress, guard: ShardGuard) -> None:
+    """Make ``guard`` the crash-loop guard of the capture ``progress`` keeps the deliveries of."""
+    _guards[progress] = guard
+
+
+def guard_of(progress: ShardProgress) -> ShardGuard | None:
+    """The capture's crash-loop guard; None for a capture made without one (tests that build deliveries by hand)."""
+    return _guards.get(progress)

@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 import attrs
 
+from ..failure import describe
 from ..stats import StatReceiver
-from .failure import describe
 
 __all__ = ["Hook", "Lifecycle"]
 

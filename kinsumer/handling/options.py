@@ -8,8 +8,8 @@ from typing import Any, Literal
 import attrs
 
 from ..errors import ConfigError
+from ..failure import Failure
 from ..record import Record
-from .failure import Failure
 
 __all__ = ["BatchHandler", "Handler", "Options", "Ordering", "Origin", "Sink"]
 

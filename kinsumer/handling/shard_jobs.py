@@ -22,7 +22,7 @@ from ..reading.position import Position
 from .attempts import Attempts
 from .batches import Batches
 from .careful_mode import handle_carefully, position_of
-from .guard import ShardGuard
+from .guard import ShardGuard, guard_of
 from .hooks import Lifecycle
 from .options import Options, Origin
 from .scheduler import LANE_SEPARATOR, Scheduler
@@ -142,7 +142,7 @@ class ShardJobs:
         handled twice on a clean handoff). The others are given back."""
         owed = 0
         if self._finishing():
-            guard = items[0][1].guard if items else None
+            guard = guard_of(items[0][1]) if items else None
             while owed < len(items) and guard is not None and not items[owed][1].released:
                 if items[owed][2] >= guard.handed:
                     break
@@ -153,7 +153,7 @@ class ShardJobs:
     def begun(self, progress: ShardProgress) -> ShardGuard | None:
         """The shard's crash-loop guard, begun (and ``on_assigned`` told of the capture, before its first
         record goes out); None if the shard is not ours any more."""
-        guard = progress.guard
+        guard = guard_of(progress)
         if guard is None:  # a capture made without one (tests that build deliveries by hand)
             guard = _UNGUARDED
         elif not guard.began and not guard.begin(self._options.max_attempts):
@@ -195,7 +195,7 @@ def blocked(progress: ShardProgress) -> bool:
 def in_shard_order(taken: Taken) -> bool:
     """The record must go in shard order, one at a time (with ``ordering="key"`` too): its capture is in
     the crash-loop guard's careful mode."""
-    guard = taken[1].guard
+    guard = guard_of(taken[1])
     return guard is not None and (not guard.began or guard.careful)
 
 

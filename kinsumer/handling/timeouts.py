@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import HandlerStuck
+from ..failure import describe
 from ..record import Record
-from .failure import describe
 
 __all__ = ["HandlerTimedOut", "TimedHandler"]
 

@@ -56,13 +56,13 @@ from ..aws.error_codes import error_code, is_in_use, is_transient
 from ..aws.event_stream import Subscription
 from ..aws.retry import Stopped, retry_call
 from ..aws.subscription_http import LeanSubscription
-from ..coordination.shard_loop import ShardLoop, ThreadPool
 from ..stats import StatReceiver
 from ..waiting import WAKE, wait_event
 from . import fanout_hub
 from .polling import PollingReader, latest_at
 from .position import StartPosition
 from .reader import ApiRecord, Page, user_records
+from .shard_loop import ShardLoop, ThreadPool
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient

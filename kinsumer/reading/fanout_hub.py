@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 
-from ..coordination.shard_loop import ShardLoop
+from .shard_loop import ShardLoop
 
 __all__ = ["THREADS", "hub"]
 

@@ -21,14 +21,13 @@ from typing import Any, Protocol
 
 import attrs
 
+from ..config import DEFAULT_IDLE_POLL_INTERVAL, DEFAULT_THROTTLE_DELAY, MAX_RECORDS_PER_CALL
 from ..record import Record, records_from_api
 from ..stats import StatReceiver
 from .kpl import deaggregate
 from .position import StartPosition
 
 __all__ = [
-    "DEFAULT_IDLE_POLL_INTERVAL",
-    "DEFAULT_THROTTLE_DELAY",
     "IDLE_AFTER",
     "ApiRecord",
     "Page",
@@ -45,10 +44,6 @@ log = logging.getLogger("kinsumer.reading")
 #: ``SequenceNumber``, ``ApproximateArrivalTimestamp``).
 ApiRecord = dict[str, Any]
 
-#: Seconds between two GetRecords calls on one shard (Kinesis allows 5 per second per shard).
-DEFAULT_THROTTLE_DELAY = 0.25
-#: The most records one GetRecords call may return.
-MAX_RECORDS_PER_CALL = 10_000
 #: Without the server's time, a LATEST start counts from this long before this host's clock.
 _LATEST_SLACK = dt.timedelta(seconds=1)
 
@@ -85,8 +80,6 @@ class Page:
         return records_from_api(self.raw, self.shard_id, self.retrieved_at, stream)
 
 
-#: The longest wait between two reads of a shard whose reads come back empty.
-DEFAULT_IDLE_POLL_INTERVAL = 1.0
 #: Seconds of empty reads at the full rate before an idle shard is read less often.
 IDLE_AFTER = 1.0
 

@@ -19,8 +19,9 @@ from typing import Any
 
 import attrs
 
+from ..aws.kinesis import ShardInfo
 from ..errors import ConfigError
-from ..reading.frontier import ShardInfo, consumable_frontier
+from ..reading.frontier import consumable_frontier
 from ..reading.position import StartPosition
 
 __all__ = [

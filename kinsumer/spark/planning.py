@@ -23,7 +23,7 @@ from typing import TypeVar
 
 import attrs
 
-from ..reading.frontier import ShardInfo
+from ..aws.kinesis import ShardInfo
 from .offsets import BatchOffset, ShardEnd, Stop, next_offset
 
 __all__ = ["Limits", "plan_next", "shards_to_probe", "task_groups"]

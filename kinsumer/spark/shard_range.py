@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..aws.retry import Stopped
+from ..config import MAX_RECORDS_PER_CALL
 from ..errors import ReplayError
 from ..reading.fanout import SubscriptionReader
 from ..reading.polling import PollingReader
-from ..reading.reader import MAX_RECORDS_PER_CALL, ApiRecord, ShardReader
+from ..reading.reader import ApiRecord, ShardReader
 from ..stats import StatReceiver
 from .batch_ends import BatchLedger
 from .offsets import SHARD_END, ShardEnd, Stop, after_record, end_index, to_start_position

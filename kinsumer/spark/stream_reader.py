@@ -20,10 +20,9 @@ from typing import Any
 import attrs
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from ..aws.kinesis import created_at, ensure_stream_active, list_shards
+from ..aws.kinesis import ShardInfo, created_at, ensure_stream_active, list_shards
 from ..aws.stream_consumers import ensure_stream_consumer, stream_arn
 from ..aws.tables import create_table
-from ..reading.frontier import ShardInfo
 from .batch_ends import BatchEnds, BatchLedger
 from .clients import clients, s3_client
 from .offsets import TRIM_HORIZON, BatchOffset, ShardEnd, at_timestamp

@@ -4,7 +4,7 @@ A shard given away and taken back is a new capture: a new :class:`~kinsumer.deli
 with a new crash-loop guard, made by the shard's worker (``ShardWorker._open``), whose reservations
 are written by the :class:`~kinsumer.coordination.committer.Committer` through the shard's lease.
 Here a :class:`Rig` makes the captures and hand-offs itself (the worker's own code, on a real
-:class:`~kinsumer.coordination.shard_loop.ShardLoop`), without a reader or a coordinator, on moto's
+:class:`~kinsumer.reading.shard_loop.ShardLoop`), without a reader or a coordinator, on moto's
 in-process DynamoDB, so the sequence is exactly the one written and nothing depends on timing.
 
 Found in a soak: ``process()`` kept the ids of the guards it had begun, so a new capture's guard that
@@ -35,7 +35,6 @@ from kinsumer.coordination.committer import Committer
 from kinsumer.coordination.lease import LeaseState
 from kinsumer.coordination.liveness import Liveness
 from kinsumer.coordination.runtime import Runtime
-from kinsumer.coordination.shard_loop import ShardLoop
 from kinsumer.coordination.shard_worker import ShardWorker
 from kinsumer.coordination.streams import StreamScope
 from kinsumer.delivery.delivery import Delivery
@@ -43,9 +42,10 @@ from kinsumer.delivery.progress import ShardProgress
 from kinsumer.errors import NoRecordWithin
 from kinsumer.handling import shard_jobs
 from kinsumer.handling.careful import Reservation
-from kinsumer.handling.guard import ShardGuard
+from kinsumer.handling.guard import ShardGuard, guard_of
 from kinsumer.handling.processor import Options, Origin, Processor
 from kinsumer.reading.position import Position
+from kinsumer.reading.shard_loop import ShardLoop
 from kinsumer.record import Record
 from kinsumer.stats import GuardedStats
 from tests.faults import FaultPlan
@@ -80,8 +80,9 @@ class Capture:
 
     @property
     def guard(self) -> ShardGuard:
-        assert self.progress.guard is not None
-        return self.progress.guard
+        guard = guard_of(self.progress)
+        assert guard is not None
+        return guard
 
 
 class Rig:

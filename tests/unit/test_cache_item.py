@@ -8,10 +8,11 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kinsumer.aws.kinesis import ShardInfo
 from kinsumer.coordination import cache_item
 from kinsumer.coordination.assignment import balanced_assignment
 from kinsumer.coordination.cache_item import MAX_ITEM_BYTES, PLAIN_LIMIT, decode, encode, item_size
-from kinsumer.reading.frontier import ShardInfo, consumable_frontier
+from kinsumer.reading.frontier import consumable_frontier
 
 
 def shard_id(n: int) -> str:

@@ -1,7 +1,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinsumer.reading.frontier import ShardInfo, consumable_frontier
+from kinsumer.aws.kinesis import ShardInfo
+from kinsumer.reading.frontier import consumable_frontier
 
 
 @st.composite

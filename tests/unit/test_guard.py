@@ -11,8 +11,8 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinsumer.coordination.checkpoints_table import NO_EPISODE, CheckpointRow
-from kinsumer.handling.careful import Episode, Range, Reservation
+from kinsumer.coordination.checkpoints_table import CheckpointRow
+from kinsumer.handling.careful import NO_EPISODE, Episode, Range, Reservation
 from kinsumer.handling.guard import ShardGuard
 from kinsumer.reading.position import Position
 

@@ -18,6 +18,7 @@ import threading
 from kinsumer import Record, StatReceiver
 from kinsumer.delivery.delivery import Delivery
 from kinsumer.delivery.progress import ShardProgress
+from kinsumer.handling.guard import attach_guard
 from kinsumer.handling.options import Options, Origin
 from kinsumer.handling.processor import Processor
 from kinsumer.handling.shard_jobs import _Unguarded
@@ -77,7 +78,7 @@ def delivery_with(count: int) -> tuple[Delivery, ShardProgress, Handoff]:
 
 def test_process_hands_out_nothing_the_handoff_did_not_wait_for() -> None:
     delivery, progress, handoff = delivery_with(3)
-    progress.guard = HandoffInHand(handoff)
+    attach_guard(progress, HandoffInHand(handoff))  # type: ignore[arg-type]
     handled: list[Record] = []
     stats = GuardedStats(StatReceiver())
     processor = Processor(delivery, handled.append, Options(), Origin("s", "app", "me"), stats)

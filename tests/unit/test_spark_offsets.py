@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kinsumer import ConfigError
-from kinsumer.reading.frontier import ShardInfo
+from kinsumer.aws.kinesis import ShardInfo
 from kinsumer.reading.position import StartPosition
 from kinsumer.spark.offsets import (
     SHARD_END,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")  # the package kinsumer.spark imports it
 
-from kinsumer.reading.frontier import ShardInfo
+from kinsumer.aws.kinesis import ShardInfo
 from kinsumer.spark.offsets import TRIM_HORIZON, BatchOffset, ShardEnd, Stop, after
 from kinsumer.spark.planning import Limits, plan_next, shards_to_probe, task_groups
 

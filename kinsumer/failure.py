@@ -6,7 +6,7 @@ from typing import Literal
 
 import attrs
 
-from ..record import Record
+from .record import Record
 
 __all__ = ["Failure", "Reason", "describe"]
 

@@ -21,15 +21,14 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from ..config import DEFAULT_THREADS
 from ..waiting import join_thread
 
-__all__ = ["DEFAULT_THREADS", "Poke", "ShardLoop", "ThreadPool"]
+__all__ = ["Poke", "ShardLoop", "ThreadPool"]
 
 log = logging.getLogger("kinsumer.coordinator")
 T = TypeVar("T")
 
-#: Threads that make a client's blocking calls at most (Kinesis reads, DynamoDB writes of the shards).
-DEFAULT_THREADS = 32
 _IDLE_THREAD = 10.0  # seconds a pool thread waits for a call before it ends
 
 
