@@ -13,6 +13,9 @@ from typing import Any
 import attrs
 
 from kinsumer import Record, StatReceiver
+from kinsumer.delivery import delivery as delivery_module
+from kinsumer.delivery.delivery import HandoffResult
+from kinsumer.delivery.progress import ShardProgress
 
 MAX_HASH = 2**128 - 1
 
@@ -24,6 +27,14 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str, poll: f
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(poll)
+
+
+def hand_off(delivery: delivery_module.Delivery, progress: ShardProgress, timeout: float) -> HandoffResult:
+    """A shard's handoff in the steps a shard worker takes (its queued records dropped, up to ``timeout`` s for
+    the delivered ones to be acknowledged, then no acknowledgement counts), on the caller's thread."""
+    dropped = delivery.start_hand_off(progress)
+    progress.wait(progress.all_acknowledged, timeout)
+    return delivery.end_hand_off(progress, dropped)
 
 
 def shard_hash_keys(kinesis: Any, stream: str) -> dict[str, str]:

@@ -7,9 +7,10 @@ leader computes it from the live clients and the assignment as published before)
 whose owner changed are stopped and started. It owns the :class:`ShardPool` and the client's
 :class:`~.heartbeat.Heartbeat`, which runs on a thread of its own so that no slow round delays it.
 
-The leader scans the clients table each round and publishes the roster; the others read it
-instead of scanning while they can trust it (:mod:`.roster`), so the table's reads grow with
-the clients, not with their square. Whoever scans finds a client that missed a heartbeat, and
+The first live client also does the leader's duties (:class:`~.leader.Leader`): the lease, the
+shard cache's refresh, the balanced assignment, the roster. The others read the roster instead of
+scanning while they can trust it (:mod:`.roster`), so the table's reads grow with the clients, not
+with their square. Whoever scans finds a client that missed a heartbeat, and
 rounds again when it will count as dead: that takes up to a round off the fail-over after a crash.
 """
 
@@ -23,22 +24,21 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-import attrs
-
 from ..aws.retry import Stopped
 from ..aws.tables import now_ms as tables_now_ms
 from ..reading.reader import ReaderFactory
 from ..waiting import join_thread
 from . import clients_table, metadata_table
-from .assignment import assigned_shards, balanced_assignment, client_index
-from .clients_table import ClientRow, Headline
+from .assignment import assigned_shards, client_index
+from .clients_table import ClientRow
 from .heartbeat import Heartbeat
 from .identity import claim_row, release_row
-from .leader import refresh_shard_cache
+from .leader import Leader
 from .membership import Membership
 from .metadata_table import ShardCache
 from .roster import Roster, headline_to_trust, silent_until
 from .runtime import Runtime
+from .shard_cache import refresh_shard_cache
 from .shard_pool import ShardPool
 from .shard_worker import ShardWorker
 from .streams import StreamScope, agreed_streams, combined_keys, listed_streams
@@ -48,8 +48,6 @@ __all__ = ["Coordinator"]
 log = logging.getLogger("kinsumer.coordinator")
 T = TypeVar("T")
 
-_REAP_AFTER = 600.0  # seconds of silence after which the leader deletes a client row (a crashed client's)
-_REAP_EVERY = 60.0  # seconds between two looks for such rows
 _FINAL_CALL_DEADLINE = 3.0  # seconds spent retrying deregistration at stop
 #: Followers read the leader's roster instead of scanning (the bench turns it off to compare).
 READ_ROSTER = True
@@ -66,22 +64,17 @@ class Coordinator:
         self._wake = threading.Event()
         self._refresh = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kinsumer-coordinator", daemon=True)
-        self._beats = Heartbeat(runtime, lambda: self._cache_version, self._leader_headline)
+        self._home = next(scope for scope in runtime.streams if scope.home)
+        self._leader = Leader(runtime, self._home.cache_key)
+        self._beats = Heartbeat(runtime, lambda: self._cache_version, self._leader.headline)
         self._caches: dict[str, ShardCache] = {}  # the shard cache of each stream read, by name
         self._cache_version = 0  # the sum of their versions: what the heartbeat announces
-        self._home = next(scope for scope in runtime.streams if scope.home)
         self._not_agreed: tuple[str, ...] = ()  # streams this client lists that some live client does not
-        self._next_leader_action = 0.0
-        self._next_reap = 0.0
         self._claimed = False  # the first heartbeat claimed our row in the clients table
-        self._renew_leadership_at = 0.0
         self._next_cache_read = 0.0  # the cache is read when a client has a newer one, or at least this often
         self._recheck_at = math.inf  # an extra round when a silent client turns stale
         self._leader_seen: str | None = None  # the first live client at the last round: the leader
         self._roster: tuple[str, Roster] | None = None  # the last roster read, and its digest
-        self._published: str | None = None  # the digest of the last roster this client published (leading)
-        self._headline: Headline | None = None  # what this client's heartbeat says of it (leading)
-        self.is_leader = False
         self.client_index = 0
         self.client_count = 1
 
@@ -118,6 +111,11 @@ class Coordinator:
             return False
         return True
 
+    @property
+    def is_leader(self) -> bool:
+        """This client holds the leader lease."""
+        return self._leader.leading
+
     def workers(self) -> list[ShardWorker]:
         """The workers of the shards this client is assigned, by shard ID."""
         return self._pool.workers()
@@ -152,7 +150,6 @@ class Coordinator:
     def tick(self) -> None:
         """One round: heartbeat, membership, leadership, shard cache, assignment."""
         rt, cfg = self._rt, self._cfg
-        db, tables = rt.dynamodb, rt.tables
         deadline = time.monotonic() + cfg.shard_check_frequency
         call = functools.partial(self._call, deadline=deadline)
 
@@ -165,23 +162,20 @@ class Coordinator:
         silent = scanned_at and silent_until(clients, rt.client_id, scanned_at, cfg.shard_check_frequency, rt.max_age)
         self._recheck_at = time.monotonic() + (silent - tables_now_ms()) / 1000 + 0.05 if silent else math.inf
         index, count = client_index([c.id for c in clients], rt.client_id)
-        self._lead(index == 0, call)
+        leader = self._leader
+        leader.lead(index == 0, call)
         agreed = self._agreed(clients)
         now = time.monotonic()
         newest = max((c.cache_version for c in clients), default=0)
         read_all = newest > self._cache_version or now >= self._next_cache_read
         if read_all:
             self._next_cache_read = now + cfg.leader_action_frequency
-        leader_due = self.is_leader and now >= self._next_leader_action
+        leader_due = leader.refresh_due()
         refresh = self._refresh.is_set() or leader_due
         self._refresh.clear()
         caches = {scope.name: self._shard_cache(scope, call, read=read_all, refresh=refresh) for scope in agreed}
         if leader_due:
-            self._next_leader_action = time.monotonic() + cfg.leader_action_frequency
-            if time.monotonic() >= self._next_reap:
-                self._next_reap = time.monotonic() + max(_REAP_EVERY, cfg.leader_action_frequency)
-                reap_after = max(_REAP_AFTER, 10 * rt.max_age)
-                call(lambda: clients_table.reap_clients(db, tables.clients, reap_after), "Scan")
+            leader.refreshed(call)
         if (index, count) != (self.client_index, self.client_count):
             log.info("client %s is %d of %d live clients", rt.client_id, index, count)
         self.client_index, self.client_count = index, count
@@ -189,8 +183,8 @@ class Coordinator:
         parents = {scope.key(s): p for scope in agreed for s, p in caches[scope.name].parents.items()}
         if self._cfg.assignment == "balanced":
             home = caches[self._home.name]
-            if self.is_leader:
-                caches[self._home.name] = home = self._publish_assignment(home, keys, [c.id for c in clients], call)
+            if leader.leading:
+                caches[self._home.name] = home = leader.publish_assignment(home, keys, [c.id for c in clients], call)
             shards = set(keys)
             wanted = sorted(s for s, owner in home.assignment.items() if owner == rt.client_id and s in shards)
         else:
@@ -204,8 +198,10 @@ class Coordinator:
             else:  # the first round: before the heartbeat's thread runs
                 self._beats.beat(deadline)
         self._leader_seen = clients[0].id if clients else None
-        if self.is_leader and scanned_at:
-            self._publish_roster(rows, membership, scanned_at, silent, call)
+        if leader.leading and scanned_at:
+            news = leader.publish_roster(rows, membership, scanned_at, silent, self._cache_version, call)
+            if news and self._thread.is_alive():
+                self._beats.beat_now()
         if not self._stopping.is_set():
             self._pool.assign(wanted, parents)
 
@@ -241,28 +237,6 @@ class Coordinator:
         roster = self._roster[1]
         return roster if roster.lists(rt.client_id, rt.instance) and roster.leader() == leader_id else None
 
-    def _publish_roster(
-        self, rows: list[ClientRow], membership: Membership, made_at: int, silent: int, call: Callable[..., Any]
-    ) -> None:
-        """The leader's part of the roster (:mod:`.roster`), from its scan at ``made_at``: publish it if it
-        changed (this client's own cache version as of now), and have the heartbeat say so, at once if the
-        followers must know (a new roster, or a client that went silent)."""
-        rt = self._rt
-        own = [attrs.evolve(r, cache_version=self._cache_version) if r.id == rt.client_id else r for r in rows]
-        roster = Roster.of(own, membership)
-        digest = roster.digest()
-        if digest != self._published:
-            call(lambda: metadata_table.write_roster(rt.dynamodb, rt.tables.metadata, roster, digest), "PutItem")
-            self._published = digest
-        previous, self._headline = self._headline, Headline(digest, made_at, silent)
-        news = previous is None or (previous.digest, previous.silent_until) != (digest, silent)
-        if news and self._thread.is_alive():
-            self._beats.beat_now()
-
-    def _leader_headline(self) -> Headline | None:
-        """What this client's heartbeat says of the roster: nothing unless it leads."""
-        return self._headline if self.is_leader else None
-
     def _shard_cache(self, scope: StreamScope, call: Callable[..., Any], *, read: bool, refresh: bool) -> ShardCache:
         """``scope``'s shard cache: as last read, read again (``read``, or never read), or listed from
         Kinesis and stored (``refresh``, or none yet, or one of another incarnation of the stream)."""
@@ -290,26 +264,6 @@ class Coordinator:
         self._claimed = True
         rt.liveness.heartbeat_done(started)
 
-    def _lead(self, first: bool, call: Callable[..., Any]) -> None:
-        """Take or renew the leader lease if we are first (renewed every half max age), else let it go."""
-        rt = self._rt
-        db, table = rt.dynamodb, rt.tables.metadata
-        if first and (not self.is_leader or time.monotonic() >= self._renew_leadership_at):
-            renew_at = time.monotonic() + rt.max_age / 2
-            leader = call(
-                lambda: metadata_table.take_leadership(db, table, rt.client_id, rt.client_name, rt.max_age), "PutItem"
-            )
-            if leader and not self.is_leader:
-                log.info("client %s is the leader", rt.client_id)
-                self._next_leader_action = 0.0
-                self._published = self._headline = None  # the roster is published again
-            self.is_leader = leader
-            self._renew_leadership_at = renew_at
-        elif not first and self.is_leader:
-            call(lambda: metadata_table.release_leadership(db, table, rt.client_id), "UpdateItem")
-            log.info("client %s is no longer the leader", rt.client_id)
-            self.is_leader = False
-
     def _agreed(self, clients: list[ClientRow]) -> list[StreamScope]:
         """The streams this client lists that every live client lists (a row without a list: the home
         stream only), in this client's order; says so when some are not read yet, or again."""
@@ -330,35 +284,6 @@ class Coordinator:
             self._not_agreed = waiting
         return [scope for scope in rt.streams if scope.name in agreed]
 
-    def _publish_assignment(
-        self, cache: ShardCache, keys: list[str], client_ids: list[str], call: Callable[..., Any]
-    ) -> ShardCache:
-        """The leader's part of the balanced assignment (of ``keys``, the shards of every stream read, kept
-        in the home stream's cache item): recompute it, publish it if it changed."""
-        rt = self._rt
-        live = sorted(set(client_ids) | {rt.client_id})
-        wanted = balanced_assignment(keys, live, cache.assignment)
-        if wanted == cache.assignment:
-            return cache
-        written: ShardCache | None = call(
-            lambda: metadata_table.write_shard_cache(
-                rt.dynamodb,
-                rt.tables.metadata,
-                list(cache.shard_ids),
-                cache.parents,
-                cache.version,
-                wanted,
-                stream=cache.stream,
-                key=self._home.cache_key,
-            ),
-            "PutItem",
-        )
-        if written is None:  # the cache changed meanwhile (a shard finished): again next round
-            return cache
-        moved = sum(1 for shard, owner in wanted.items() if cache.assignment.get(shard) != owner)
-        log.info("published the assignment of %d shards to %d clients (%d moved)", len(wanted), len(live), moved)
-        return written
-
     def _leave(self) -> None:
         """Stop path on the loop thread: hand every shard off, then leave the membership.
 
@@ -367,16 +292,7 @@ class Coordinator:
         """
         rt = self._rt
         self._pool.request_stop()
-        if self.is_leader:  # at once, so another client leads (and assigns) while we hand off
-            try:
-                rt.call(
-                    lambda: metadata_table.release_leadership(rt.dynamodb, rt.tables.metadata, rt.client_id),
-                    "UpdateItem",
-                    deadline=time.monotonic() + _FINAL_CALL_DEADLINE,
-                )
-                self.is_leader = False
-            except Exception as exc:  # noqa: BLE001 - the lease expires by itself
-                log.warning("could not give up the leadership: %s", exc)
+        self._leader.resign(time.monotonic() + _FINAL_CALL_DEADLINE)
         self._beats.leaving = True
         self._beats.beat_now()
         self._pool.wait(time.monotonic() + self._cfg.handoff_timeout + _FINAL_CALL_DEADLINE)

@@ -6,8 +6,15 @@ it off here: undelivered records are dropped and delivered ones waited for. Call
 records one at a time: in auto mode a record counts as processed when its holder asks for
 the next one (or at a clean stop); in manual mode each comes with its :class:`Checkpoint`.
 
-Nothing here blocks except the explicit waits, so a front end other than the threaded one
-(asyncio, say) can drive the same object with :meth:`Delivery.poll` and its own waiting.
+Nothing here blocks except the explicit waits (a ``timeout``), so a front end other than the
+threaded one drives the same object its own way: asyncio's (:mod:`kinsumer.asyncio_front`) asks
+for a record with a timeout of 0 and, when none is ready, registers a wake-up with
+:meth:`Delivery.when_ready` (called from a reader's thread once records are queued, or the
+delivery closes), which resolves a future on its loop; the loop never blocks on a lock held long.
+
+A shard worker gives a shard up in three steps, so that its waits are its own (timers on its
+loop): :meth:`Delivery.start_hand_off`, then wait for :meth:`ShardProgress.all_acknowledged`,
+then :meth:`Delivery.end_hand_off`.
 """
 
 from __future__ import annotations
@@ -193,15 +200,6 @@ class Delivery:
         outstanding = progress.outstanding
         return HandoffResult(outstanding == 0, progress.release(), dropped, outstanding)
 
-    def hand_off(self, progress: ShardProgress, timeout: float) -> HandoffResult:
-        """Give a shard's records up: drop the queued ones, wait up to ``timeout`` s for the delivered ones.
-
-        After this no record of ``progress`` is delivered and no acknowledgement counts.
-        """
-        dropped = self.start_hand_off(progress)
-        progress.wait(progress.all_acknowledged, timeout)
-        return self.end_hand_off(progress, dropped)
-
     def drop(self, progress: ShardProgress) -> None:
         """Forget a shard at once (another client owns it): no delivery, no acknowledgement, no wait."""
         self._revoke(progress)
@@ -215,18 +213,6 @@ class Delivery:
                 del self._open[progress.shard_id]
             for run in self._parked.pop(progress, []):  # set aside at a pause: the shard's next owner delivers the rest
                 progress.end_run(run)
-
-    @staticmethod
-    def wait_processed(progress: ShardProgress, should_stop: Callable[[], bool], poll: float = 1.0) -> bool:
-        """Wait until every pushed record was delivered and acknowledged; False if stopped first.
-
-        A stop revokes the progress, which wakes this wait; ``poll`` bounds it regardless.
-        """
-        while not progress.all_processed():
-            if should_stop():
-                return False
-            progress.wait(progress.all_processed, poll)
-        return True
 
     # ----------------------------------------------------------------- the caller's side
 
@@ -349,11 +335,6 @@ class Delivery:
         delivery was closed with.
         """
         return self._taken(self._hand(_MANUAL, _deadline(timeout), auto=False), timeout)
-
-    def poll(self) -> Taken | None:
-        """Like :meth:`take` without waiting: None when nothing is ready, or once :attr:`closed`."""
-        handed = self._hand(_MANUAL, time.monotonic(), auto=False)
-        return None if handed is None else self._taken(handed, 0.0)
 
     def take_run(self, holder: ExplicitHolder, timeout: float | None) -> Run | None:
         """The next chunk of the queue as a run of ``holder`` (registered as delivered), for it to hand

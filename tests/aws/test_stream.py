@@ -7,7 +7,7 @@ import pytest
 from kinsumer.aws.kinesis import ensure_stream_active, list_shards
 from kinsumer.aws.tables import Tables
 from kinsumer.coordination import checkpoints_table, metadata_table
-from kinsumer.coordination.leader import refresh_shard_cache
+from kinsumer.coordination.shard_cache import refresh_shard_cache
 from kinsumer.coordination.streams import StreamScope
 from kinsumer.errors import StreamNotFound
 

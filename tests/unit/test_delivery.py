@@ -11,6 +11,7 @@ from kinsumer.delivery.progress import Checkpoint, ShardProgress
 from kinsumer.delivery.record_queue import CLOSED, RecordQueue
 from kinsumer.record import Record
 from kinsumer.stats import GuardedStats
+from tests.helpers import hand_off
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -239,15 +240,6 @@ def test_a_timeout_is_both_a_kinsumer_error_and_a_timeout_error() -> None:
     assert isinstance(info.value, TimeoutError) and isinstance(info.value, KinsumerError)
 
 
-def test_poll_never_waits() -> None:
-    d = delivery()
-    assert d.poll() is None
-    progress = d.open_shard("s", None)
-    push(d, progress, [record(1)])
-    taken = d.poll()
-    assert taken is not None and taken[0] == record(1)
-
-
 def test_close_with_an_error_raises_it_until_a_stop_closes_again() -> None:
     d = delivery()
     failure = KinsumerError("table deleted")
@@ -281,7 +273,7 @@ def test_a_handoff_drops_queued_records_and_waits_for_delivered_ones() -> None:
     assert cp1 is not None and cp2 is not None
     acker = threading.Timer(0.05, lambda: (cp1(), cp2()))
     acker.start()
-    result = d.hand_off(progress, timeout=10)
+    result = hand_off(d, progress, timeout=10)
     acker.join()
     assert result == HandoffResult(clean=True, checkpoint=("2", None), dropped=1, outstanding=0)
     assert d.next_manual(1)[0] == record(1, "t")  # record 3 of s went with the handoff
@@ -294,30 +286,10 @@ def test_a_handoff_that_times_out_keeps_the_acknowledged_prefix() -> None:
     (_, cp1), (_, cp2) = d.next_manual(1), d.next_manual(1)
     assert cp1 is not None and cp2 is not None
     cp1()
-    result = d.hand_off(progress, timeout=0.05)
+    result = hand_off(d, progress, timeout=0.05)
     assert result == HandoffResult(clean=False, checkpoint=("1", None), dropped=0, outstanding=1)
     cp2()  # too late: the shard was released
     assert progress.checkpoint == ("1", None)
-
-
-def test_waiting_for_a_finished_shard_ends_on_a_stop_request() -> None:
-    d = delivery()
-    progress = d.open_shard("s", None)
-    push(d, progress, [record(1)])
-    stop = threading.Event()
-    results: list[bool] = []
-    waiter = threading.Thread(target=lambda: results.append(d.wait_processed(progress, stop.is_set)))
-    waiter.start()
-    stop.set()
-    progress.revoke()  # what a stop request does: it wakes the wait
-    waiter.join(10)
-    assert results == [False]
-    d2 = delivery()
-    done = d2.open_shard("s", None)
-    push(d2, done, [record(1)])
-    d2.next_auto("h", 1)
-    d2.acknowledge_held()
-    assert d2.wait_processed(done, lambda: False)
 
 
 def test_a_record_of_a_lease_not_confirmed_lately_waits_for_the_lease_to_be_confirmed() -> None:
@@ -327,7 +299,6 @@ def test_a_record_of_a_lease_not_confirmed_lately_waits_for_the_lease_to_be_conf
     progress.confirm(time.monotonic() - 1)  # last confirmed long enough ago: maybe not ours any more
     with pytest.raises(NoRecordWithin):
         d.take(0.05)
-    assert d.poll() is None
     threading.Timer(0.05, lambda: progress.confirm(time.monotonic() + 60)).start()
     taken = d.take(10)  # handed on once the lease is confirmed, in order
     assert taken is not None and taken[0] == record(1)
@@ -367,7 +338,7 @@ def test_a_handoff_mid_run_waits_only_for_the_record_in_hand() -> None:
     push(d, progress, [record(i) for i in range(1, 11)])
     assert [d.next_auto("h", 1) for _ in range(3)] == [record(1), record(2), record(3)]
     results: list[HandoffResult] = []
-    handoff = threading.Thread(target=lambda: results.append(d.hand_off(progress, timeout=60)))
+    handoff = threading.Thread(target=lambda: results.append(hand_off(d, progress, timeout=60)))
     handoff.start()
     deadline = time.monotonic() + 10
     while not progress.revoked and time.monotonic() < deadline:  # the handoff has begun
@@ -386,7 +357,7 @@ def test_after_a_failure_the_record_in_hand_is_neither_counted_nor_waited_for() 
     assert d.next_auto("h", 1) == record(2)  # the caller fails while processing it
     d.close()
     d.abandon_held()
-    result = d.hand_off(progress, timeout=60)  # returns at once: nothing is in anyone's hands
+    result = hand_off(d, progress, timeout=60)  # returns at once: nothing is in anyone's hands
     assert result == HandoffResult(clean=True, checkpoint=("1", None), dropped=0, outstanding=0)
 
 
@@ -398,7 +369,7 @@ def test_manual_mode_hands_a_run_out_across_callers_and_a_handoff_keeps_the_rest
     assert (r1, r2) == (record(1), record(2)) and cp1 is not None and cp2 is not None
     acker = threading.Timer(0.05, lambda: (cp2(), cp1()))
     acker.start()
-    result = d.hand_off(progress, timeout=60)
+    result = hand_off(d, progress, timeout=60)
     acker.join()
     assert result == HandoffResult(clean=True, checkpoint=("2", None), dropped=0, outstanding=0)
     with pytest.raises(NoRecordWithin):  # records 3 to 5 go to the shard's next owner

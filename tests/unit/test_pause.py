@@ -16,6 +16,7 @@ from kinsumer.delivery.record_queue import RecordQueue
 from kinsumer.handling.scheduler import Scheduler
 from kinsumer.record import Record
 from kinsumer.stats import GuardedStats
+from tests.helpers import hand_off
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -125,7 +126,7 @@ def test_a_handoff_of_a_paused_shard_gives_back_what_was_set_aside_and_drops_wha
     d.pause("s")
     with pytest.raises(NoRecordWithin):
         d.next_auto("holder", 0.05)  # record 1 counts, record 2 is set aside
-    result = d.hand_off(s, 1.0)
+    result = hand_off(d, s, 1.0)
     assert result.clean and result.checkpoint == ("1", None) and result.dropped == 4
     assert s.outstanding == 0
 
