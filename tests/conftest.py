@@ -128,8 +128,9 @@ def new_stream(moto_server: LocalServer) -> Iterator[Callable[[int], str]]:
 
 # The suite runs on several xdist workers (make test: -n 3 --dist loadgroup). Tests that start heavy
 # processes each stay on one worker, in order: the Spark tests share one SparkSession (and one cluster),
-# and the tests of client processes (SIGKILL, pauses, signals) do not load the machine at once.
-_GROUPS = {"spark": "spark", "procs": "procs"}
+# and the tests of client processes (SIGKILL, pauses, signals) do not load the machine at once. The
+# package tests build the sdist and the wheel once (a module fixture) and install them with pip.
+_GROUPS = {"spark": "spark", "procs": "procs", "package": "package"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups off the marks

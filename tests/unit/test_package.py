@@ -7,7 +7,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import zipfile
 
 import pytest
 
@@ -25,21 +24,6 @@ def test_importing_kinsumer_and_its_command_line_loads_no_optional_or_checkout_c
     )
     loaded = set(json.loads(subprocess.check_output([sys.executable, "-c", probe], cwd=REPO, text=True)))
     assert not loaded & {"pyspark", "pyarrow", "prometheus_client", "moto", "demo", "tests"}
-
-
-def test_the_wheel_holds_the_library_only(tmp_path: pathlib.Path) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), REPO],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    (wheel,) = tmp_path.glob("kinsumer-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    top = {name.split("/")[0] for name in names}
-    assert top == {"kinsumer", f"kinsumer-{kinsumer.__version__}.dist-info"}
-    assert "kinsumer/py.typed" in names
-    assert not [n for n in names if "demo" in n or "local_server" in n or "producer" in n]
-    for group in ("aws", "coordination", "delivery", "reading", "spark", "cli"):
-        assert f"kinsumer/{group}/__init__.py" in names
 
 
 def test_checkout_commands_outside_a_checkout_say_what_to_do(
