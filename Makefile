@@ -6,12 +6,12 @@ STAMP := $(VENV)/.installed
 KINESALITE := tests/kinesalite/node_modules/.installed
 KINESIS_MOCK := tests/kinesis_mock/node_modules/.installed
 
-.PHONY: test demo spark-demo bench soak lint typecheck unit clean
+.PHONY: test demo spark-demo bench soak lint typecheck unit clean docs
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,demo,spark]'
+	$(PY) -m pip install --quiet -e '.[test,demo,spark,docs]'
 	touch $(STAMP)
 
 # the peers the benchmarks compare with, in an environment of their own
@@ -49,6 +49,10 @@ typecheck: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m demo $(DEMO_ARGS)
+
+# the documentation site (docs/, mkdocs.yml), served on http://127.0.0.1:8000 and rebuilt as you edit
+docs: $(STAMP)
+	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
 
 # a Spark pipeline (needs Java 17+) on the kinsumer source and an embedded server: local[2],
 # or with SPARK=cluster a standalone cluster (a master and two 1-core workers on 127.0.0.1)

@@ -115,8 +115,8 @@ class Kinsumer:
 
     ``stream_name`` may be a list of stream names: the application reads them all, their shards
     assigned together; each :class:`Record` names its ``stream``. Every client lists the
-    application's first stream, and a stream is read once every live client lists it (README:
-    "Several streams").
+    application's first stream, and a stream is read once every live client lists it
+    (docs/several-streams.md).
     """
 
     def __init__(
@@ -557,7 +557,7 @@ class Kinsumer:
 
         No crash loop: when processes die while a record is in their handler, at most
         ``max_attempts`` of them die on it; then a live client hands it to ``dead_letter`` with
-        ``reason="crashed"`` without calling the handler (see the README's "Records that fail").
+        ``reason="crashed"`` without calling the handler (see docs/failing-records.md).
 
         ``concurrency``: up to this many handler calls at once (threads), never two records of one
         shard at once (with ``ordering="shard"``). Errors the consumer cannot retry are raised as from :meth:`next`.

@@ -65,7 +65,7 @@ class ClientInfo:
     live: bool
     #: how the client reads its shards: "polling" or "fan-out:<consumer name>"
     reading: str = "polling"
-    #: the streams it lists, when more than the application's first (see "Several streams" in the README)
+    #: the streams it lists, when more than the application's first (see docs/several-streams.md)
     streams: tuple[str, ...] = ()
 
 

@@ -25,7 +25,7 @@ FAST = {
     "leader_action_frequency": 1.0,
     "handoff_timeout": 5.0,
 }
-#: The "tuned" configuration of the README: a 1 s heartbeat, dead after 2 s.
+#: The "tuned" configuration of docs/configuration.md: a 1 s heartbeat, dead after 2 s.
 TUNED = {
     "shard_check_frequency": 0.5,
     "client_record_max_age": 2.0,

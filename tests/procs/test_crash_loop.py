@@ -60,7 +60,7 @@ def test_a_record_that_kills_every_process_handling_it_goes_to_the_sink_after_at
     assert reason == "crashed" and 1 <= deaths[POISON] <= attempts <= 3 and deaths[KILLED_ONCE] == 1
     if concurrency == 1:  # one record in a handler at a time: each death is the record's own
         assert attempts == deaths[POISON]
-    else:  # a death while the poison was among others in handlers is presumed on it too (see the README)
+    else:  # a death while the poison was among others in handlers is presumed on it too (see docs/failing-records.md)
         assert attempts <= deaths[POISON] + deaths[KILLED_ONCE]
     assert sum(restarts.values()) == deaths[POISON] + deaths[KILLED_ONCE]
     audit = ProcessAudit(workers)
