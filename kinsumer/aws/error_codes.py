@@ -124,7 +124,7 @@ class Unreached:
     endpoint: str  # its URL
     reason: str  # "connection refused", "unknown host ...", "certificate verify failed: ..."
     advice: str
-    lasting: bool  # trying again gets the same answer (an untrusted certificate)
+    lasting: bool  # trying again gets the same answer (an untrusted certificate, a name the DNS does not know)
 
 
 _REFUSED = (
@@ -148,9 +148,11 @@ def unreached(exc: BaseException) -> Unreached | None:
     for cause in _causes(exc):
         if isinstance(cause, ConnectionRefusedError):
             return Unreached(endpoint, "connection refused", _REFUSED, lasting=False)
-        if isinstance(cause, socket.gaierror):
+        if isinstance(cause, socket.gaierror):  # the DNS said the name has no address, or did not answer
             host = urllib.parse.urlsplit(endpoint).hostname or endpoint
-            return Unreached(endpoint, f"unknown host {host!r} ({cause.strerror})", _UNKNOWN_HOST, lasting=False)
+            if cause.errno == socket.EAI_AGAIN:
+                return Unreached(endpoint, f"host {host!r} not resolved ({cause.strerror})", _UNKNOWN_HOST, False)
+            return Unreached(endpoint, f"unknown host {host!r} ({cause.strerror})", _UNKNOWN_HOST, lasting=True)
         if isinstance(cause, ssl.SSLCertVerificationError):
             detail = getattr(cause, "verify_message", None) or str(cause)
             return Unreached(endpoint, f"certificate verify failed: {detail}", _UNTRUSTED, lasting=True)

@@ -6,9 +6,11 @@ there and may recover. An endpoint never reached (:func:`~.error_codes.unreached
 connection, an unknown host, an untrusted certificate) most likely is a wrong URL or a server
 that is not running; waiting 30 s for it only hides that. :class:`FirstContact` notes which
 endpoints a start reached, and tells :func:`~.retry.retry_call` when to give up on one it never
-reached: at once for an untrusted certificate (trying again gets the same certificate), after
-``patience`` seconds from the endpoint's first try for a refused connection or an unknown host
-(a server restarting, or its DNS name not there yet, may come within seconds). Once an endpoint
+reached: at once for an untrusted certificate or a host name the DNS does not know (trying again
+gets the same answer); after ``patience`` seconds from the endpoint's first try for a refused
+connection or a DNS that did not answer (a server restarting may be back within seconds). The
+waits between those tries end with the patience (:meth:`FirstContact.wait`): the start gives up
+on such an endpoint ``patience`` seconds and one call after it first tried it. Once an endpoint
 was reached, its later faults are retried to the deadline, whatever they are.
 """
 
@@ -69,6 +71,15 @@ class FirstContact:
                 return True
             first = self._first_try.setdefault(endpoint, self._clock())
             return self._clock() - first >= self._patience
+
+    def wait(self, endpoint: str, seconds: float) -> float:
+        """``seconds``, the wait before trying ``endpoint`` again, cut to the end of the patience while it was
+        never reached (the try after it is the last)."""
+        with self._lock:
+            first = self._first_try.get(endpoint)
+            if first is None or endpoint in self._reached:
+                return seconds
+            return max(0.0, min(seconds, first + self._patience - self._clock()))
 
     def _note_reached(self, endpoint: str) -> None:
         with self._lock:

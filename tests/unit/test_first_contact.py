@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import ssl
 import time
+from collections.abc import Callable
 
 import botocore.exceptions
 import pytest
@@ -46,7 +47,11 @@ def test_the_faults_of_an_endpoint_never_reached_say_what_failed() -> None:
     assert fault.endpoint == URL
     fault = unreached(unknown_host())
     assert fault is not None and fault.reason == "unknown host 'kinesis.invalid' (Name or service not known)"
-    assert not fault.lasting
+    assert fault.lasting  # the DNS answered that the name has no address
+    no_answer = socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+    fault = unreached(botocore.exceptions.EndpointConnectionError(endpoint_url="http://h:1/", error=no_answer))
+    assert fault is not None and fault.reason == "host 'h' not resolved (Temporary failure in name resolution)"
+    assert not fault.lasting  # the DNS did not answer: it may next time
     fault = unreached(untrusted())
     assert fault is not None and fault.reason.startswith("certificate verify failed") and fault.lasting
 
@@ -128,11 +133,12 @@ def test_a_refused_endpoint_is_tried_again_for_the_patience_from_its_first_try_t
     assert stats.abandoned == [("DescribeTable", "EndpointConnectionError")] and counted(raised.value)
 
 
-def test_an_untrusted_certificate_is_given_up_at_once() -> None:
+@pytest.mark.parametrize("fault", [untrusted, unknown_host])
+def test_an_untrusted_certificate_or_an_unknown_host_is_given_up_at_once(fault: Callable[[], Exception]) -> None:
     clock = Clock()
     contact = FirstContact(2.0, clock)
-    calls, call = failing(clock, [untrusted() for _ in range(100)])
-    with pytest.raises(botocore.exceptions.SSLError):
+    calls, call = failing(clock, [fault() for _ in range(100)])
+    with pytest.raises(type(fault())):
         retry_call(contact.watched(URL, call), operation="Op", stats=CountingStats(),  # type: ignore[arg-type]
                    sleep=lambda s: None, give_up_on=lambda e: contact.gives_up(URL, e))  # fmt: skip
     assert calls[0] == 1
@@ -163,3 +169,22 @@ def test_other_transient_faults_are_never_given_up_by_it() -> None:
     contact = FirstContact(0.0, Clock())
     for fault in (server_error(), botocore.exceptions.ConnectionClosedError(endpoint_url=URL)):
         assert not contact.gives_up(URL, fault)
+
+
+def test_the_waits_end_with_the_patience_while_the_endpoint_was_never_reached() -> None:
+    clock = Clock()
+    contact = FirstContact(3.0, clock)
+    assert contact.wait(URL, 5.0) == 5.0  # not tried yet
+    fault = refused()
+
+    def refusing() -> None:
+        raise fault
+
+    with pytest.raises(botocore.exceptions.EndpointConnectionError):
+        contact.watched(URL, refusing)()
+    clock.now += 1.0
+    assert contact.wait(URL, 5.0) == 2.0 and contact.wait(URL, 0.5) == 0.5
+    clock.now += 5.0
+    assert contact.wait(URL, 5.0) == 0.0  # the patience is over: the next try at once, the last
+    assert contact.watched(URL, lambda: "answered")() == "answered"
+    assert contact.wait(URL, 5.0) == 5.0  # reached: waits as asked
