@@ -153,7 +153,10 @@ def _chunk_size(line: bytes) -> int:
 
 def connect_error(exc: BaseException, url: str) -> botocore.exceptions.BotoCoreError:
     """A connection to ``url`` that could not be made (its host's look-up, TCP, TLS), as botocore raises it:
+    ``SSLError`` when the TLS handshake failed (``CERTIFICATE_VERIFY_FAILED``: a certificate not trusted),
     ``ConnectTimeoutError`` when it timed out, else ``EndpointConnectionError``; ``exc`` kept as its ``error``."""
+    if isinstance(exc, ssl.SSLError):
+        return botocore.exceptions.SSLError(endpoint_url=url, error=exc)
     if isinstance(exc, TimeoutError):
         return botocore.exceptions.ConnectTimeoutError(endpoint_url=url, error=exc)
     return botocore.exceptions.EndpointConnectionError(endpoint_url=url, error=exc)

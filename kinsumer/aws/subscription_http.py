@@ -13,9 +13,10 @@ fills, and TCP tells the server.
 Errors are botocore's: an error answer is the ``ClientError`` botocore raises (its code:
 ResourceInUseException, LimitExceededException...), and connection faults are the errors
 :mod:`.http1` maps them to (a connection that cannot be made is an ``EndpointConnectionError``,
-one that breaks or ends inside the answer a ``ConnectionClosedError``, no byte for the client's
-read timeout a ``ReadTimeoutError``). Everything here runs on the event loop that reads the
-subscription; blocking calls (the host name's look-up) go to the ``io`` the caller gives.
+or an ``SSLError`` if the server's certificate is not trusted; one that breaks or ends inside the
+answer a ``ConnectionClosedError``, no byte for the client's read timeout a ``ReadTimeoutError``).
+Everything here runs on the event loop that reads the subscription; blocking calls (the host
+name's look-up) go to the ``io`` the caller gives.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 
@@ -176,6 +177,7 @@ def test_a_content_length_that_is_not_a_number_is_a_protocol_error() -> None:
         (ConnectionRefusedError(111, "refused"), True, botocore.exceptions.EndpointConnectionError),
         (socket.gaierror(-2, "Name or service not known"), True, botocore.exceptions.EndpointConnectionError),
         (TimeoutError(), True, botocore.exceptions.ConnectTimeoutError),
+        (ssl.SSLCertVerificationError(1, "certificate verify failed"), True, botocore.exceptions.SSLError),
         (TimeoutError(), False, botocore.exceptions.ReadTimeoutError),
         (ConnectionResetError(), False, botocore.exceptions.ConnectionClosedError),
         (http1.ProtocolError("not HTTP"), False, botocore.exceptions.ConnectionClosedError),
