@@ -65,7 +65,7 @@ log = logging.getLogger("kinsumer")
 
 _STOP_GRACE = 10.0  # seconds stop() allows beyond handoff_timeout for the final DynamoDB writes
 _SETUP_DEADLINE = 30.0  # seconds run() retries transient faults of its first calls (tables, streams) before raising
-_UNREACHED_PATIENCE = 3.0  # seconds run() tries again an endpoint that refuses connections or whose host is unknown
+_UNREACHED_PATIENCE = 3.0  # seconds run() tries again an endpoint that refuses connections (or whose DNS is silent)
 _BOTO_CONFIG = botocore.config.Config(
     max_pool_connections=64,
     connect_timeout=5,
