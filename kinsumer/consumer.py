@@ -28,6 +28,7 @@ from .asyncio_front import AsyncFront, HandlerCancelled, LoopCalls
 from .aws import records_parser
 from .aws.assumed_role import assumed_role_session
 from .aws.error_codes import to_kinsumer_error
+from .aws.first_contact import FirstContact
 from .aws.kinesis import ensure_stream_active
 from .aws.retry import retry_call
 from .aws.stream_consumers import deregister_stream_consumer, ensure_stream_consumer, stream_arn
@@ -64,6 +65,7 @@ log = logging.getLogger("kinsumer")
 
 _STOP_GRACE = 10.0  # seconds stop() allows beyond handoff_timeout for the final DynamoDB writes
 _SETUP_DEADLINE = 30.0  # seconds run() retries transient faults of its first calls (tables, streams) before raising
+_UNREACHED_PATIENCE = 3.0  # seconds run() tries again an endpoint that refuses connections (or whose DNS is silent)
 _BOTO_CONFIG = botocore.config.Config(
     max_pool_connections=64,
     connect_timeout=5,
@@ -235,7 +237,9 @@ class Kinsumer:
         """Join the application's clients and start reading. Returns at once.
 
         Raises :class:`TableNotFound` or :class:`StreamNotFound` if the tables or the stream
-        are missing, and :class:`AlreadyStarted` on a second call.
+        are missing, :class:`EndpointUnreachable` within seconds if an endpoint cannot be reached at all
+        (refused, unknown host, untrusted certificate), and :class:`AlreadyStarted` on a second call.
+        Other transient faults (5xx, throttling) are retried for up to 30 s.
         """
         with self._lifecycle:
             if self._state != _NEW:
@@ -245,13 +249,15 @@ class Kinsumer:
             _running.add(self)
             self._auto_running = not self.config.manual_checkpointing
         try:
-            setup = functools.partial(self._setup_call, deadline=time.monotonic() + _SETUP_DEADLINE)
-            setup(lambda: ensure_tables_ready(self._dynamodb, self.tables), "DescribeTable")
+            contact = FirstContact(_UNREACHED_PATIENCE)
+            setup = functools.partial(self._setup_call, deadline=time.monotonic() + _SETUP_DEADLINE, contact=contact)
+            setup(lambda: ensure_tables_ready(self._dynamodb, self.tables), "DescribeTable", self._dynamodb)
             identities = [
-                setup(functools.partial(ensure_stream_active, self._kinesis, name), "DescribeStreamSummary")
+                setup(functools.partial(ensure_stream_active, self._kinesis, name), "DescribeStreamSummary",
+                      self._kinesis)
                 for name in self.streams
-            ]
-            home = self._home = setup(self._check_home_stream, "PutItem")
+            ]  # fmt: skip
+            home = self._home = setup(self._check_home_stream, "PutItem", self._dynamodb)
             scopes = tuple(StreamScope(n, i, n == home) for n, i in zip(self.streams, identities, strict=True))
             runtime = Runtime(
                 kinesis=self._kinesis,
@@ -275,10 +281,18 @@ class Kinsumer:
             raise
         log.info("kinsumer %s reading %s as client %s", self.application_name, self.stream_name, self.client_id)
 
-    def _setup_call(self, fn: Callable[[], T], operation: str, *, deadline: float) -> T:
-        """One of run()'s first calls, its transient faults (throttling, 5xx, a connection reset) retried
-        until ``deadline``: a client starts through them as it reads through them."""
-        return retry_call(fn, operation=operation, stats=self._stats, deadline=deadline)
+    def _setup_call(
+        self, fn: Callable[[], T], operation: str, client: Any, *, deadline: float, contact: FirstContact
+    ) -> T:
+        """One of run()'s first calls, through ``client``: its transient faults (throttling, 5xx, a connection
+        reset) retried until ``deadline`` (a client starts through them as it reads through them), but those
+        of an endpoint this start never reached given up on in seconds (see :class:`FirstContact`)."""
+        endpoint = str(client.meta.endpoint_url)
+        return retry_call(
+            contact.watched(endpoint, fn), operation=operation, stats=self._stats, deadline=deadline,
+            sleep=lambda seconds: time.sleep(contact.wait(endpoint, seconds)),
+            give_up_on=functools.partial(contact.gives_up, endpoint),
+        )  # fmt: skip
 
     def _check_home_stream(self) -> str:
         """The application's home stream (the first stream of its first client, recorded in the metadata

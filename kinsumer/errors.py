@@ -20,6 +20,7 @@ __all__ = [
     "CheckpointModeError",
     "ClientIdInUse",
     "ConfigError",
+    "EndpointUnreachable",
     "KinsumerError",
     "MissingDependency",
     "NoRecordWithin",
@@ -145,6 +146,19 @@ class AWSError(KinsumerError):
         self.operation = operation
         self.code = code
         super().__init__(f"{operation} failed: {code}: {message}")
+
+
+class EndpointUnreachable(AWSError):
+    """An AWS endpoint was never reached: the connection was refused, its host name is unknown, or its TLS
+    certificate is not trusted. ``endpoint``: its URL; ``reason``: what failed.
+
+    The botocore exception is chained as ``__cause__``.
+    """
+
+    def __init__(self, operation: str, code: str, endpoint: str, reason: str, advice: str) -> None:
+        self.endpoint = endpoint
+        self.reason = reason
+        super().__init__(operation, code, f"cannot reach {endpoint}: {reason}; {advice}")
 
 
 class NoRecordWithin(KinsumerError, TimeoutError):

@@ -1,5 +1,6 @@
 """An HTTP relay on 127.0.0.1 between Kinesis clients and a Kinesis server: it refuses part of each
-PutRecords, and answers chosen GetRecords calls with faults (throttling, 5xx, a cut connection).
+PutRecords, and answers chosen GetRecords calls (or calls of any operation) with faults (throttling,
+5xx, a cut connection).
 
 No local server throttles: the relay makes it real for any client in any process (a Spark
 executor, say). For each PutRecords it forwards the entries it lets through and answers the
@@ -25,8 +26,8 @@ from typing import Any
 __all__ = ["KinesisRelay"]
 
 _THROTTLED = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "Rate exceeded (injected)"}
-#: GetRecords faults by name: the answer the relay gives instead of forwarding ("cut": no answer at all).
-_GET_RECORDS_FAULTS = {
+#: Faults by name: the answer the relay gives instead of forwarding ("cut": no answer at all).
+_FAULTS = {
     "throttled": (400, {"__type": "ProvisionedThroughputExceededException", "message": "Rate exceeded (injected)"}),
     "5xx": (500, {"__type": "InternalFailure", "message": "injected"}),
     "503": (503, {}),
@@ -37,7 +38,9 @@ class KinesisRelay:
     """``refuse(index)``: whether the entry at ``index`` of a call is refused (the first time its data is seen);
     ``throttle_call(n)``: whether the n-th PutRecords call (from 1) is refused as a whole;
     ``get_records_fault(n)``: the fault of the n-th GetRecords call (from 1): "throttled", "5xx", "503",
-    "cut", or None to forward it."""
+    "cut", or None to forward it; ``call_fault(operation, n)``: the same for the n-th call (from 1) of
+    any other operation (``"DescribeStreamSummary"``, ``"DescribeTable"``...; DynamoDB's too, for a
+    server that serves both). ``faults`` lists (operation, fault) of those others, in order."""
 
     def __init__(
         self,
@@ -45,12 +48,16 @@ class KinesisRelay:
         refuse: Callable[[int], bool] = lambda index: False,
         throttle_call: Callable[[int], bool] = lambda n: False,
         get_records_fault: Callable[[int], str | None] = lambda n: None,
+        call_fault: Callable[[str, int], str | None] = lambda operation, n: None,
     ) -> None:
         parsed = urllib.parse.urlsplit(upstream)
         self._upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
         self._refuse, self._throttle_call, self._get_records_fault = refuse, throttle_call, get_records_fault
+        self._call_fault = call_fault
         self.get_records_calls = 0
         self.faults: list[str] = []  # the faults injected into GetRecords calls, in order
+        self.call_faults: list[tuple[str, str]] = []  # (operation, fault) injected into other calls, in order
+        self._operation_calls: dict[str, int] = {}
         self._lock = threading.Lock()
         self._seen: set[bytes] = set()
         self.refused_data: list[bytes] = []  # the data of each entry refused, as sent
@@ -97,9 +104,15 @@ class KinesisRelay:
         self.stop()
 
     def _fault(self, headers: Any) -> str | None:
-        """The fault injected into this call, if it is a GetRecords (counted either way)."""
-        if not str(headers.get("X-Amz-Target", "")).endswith(".GetRecords"):
-            return None
+        """The fault injected into this call (counted either way)."""
+        operation = str(headers.get("X-Amz-Target", "")).rpartition(".")[2]
+        if operation != "GetRecords":
+            with self._lock:
+                n = self._operation_calls[operation] = self._operation_calls.get(operation, 0) + 1
+                fault = self._call_fault(operation, n)
+                if fault is not None:
+                    self.call_faults.append((operation, fault))
+            return fault
         with self._lock:
             self.get_records_calls += 1
             fault = self._get_records_fault(self.get_records_calls)
@@ -109,8 +122,8 @@ class KinesisRelay:
 
     def _relay(self, headers: Any, body: bytes, fault: str | None = None) -> tuple[int, list[tuple[str, str]], bytes]:
         target = str(headers.get("X-Amz-Target", ""))
-        if target.endswith(".GetRecords") and fault in _GET_RECORDS_FAULTS:
-            status, error = _GET_RECORDS_FAULTS[fault]
+        if fault in _FAULTS:
+            status, error = _FAULTS[fault]
             return status, [("Content-Type", "application/x-amz-json-1.1")], json.dumps(error).encode()
         if not target.endswith(".PutRecords"):
             return self._forward(headers, body)

@@ -11,7 +11,7 @@ It is used only where it does exactly what botocore would, and signed as
 :mod:`.lean_endpoint` describes: a Kinesis client with no event handler on GetRecords but
 botocore's own and kinsumer's, and so on. Anything else keeps going through botocore,
 unchanged. Errors are raised as botocore raises them (``ClientError`` with the service's code,
-connection errors as botocore's), so retries and error handling see no difference.
+connection faults as :mod:`.http1` maps them to botocore's), so retries and error handling see no difference.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import json
 import threading
 import weakref
 from typing import Any
-
-import botocore.exceptions
 
 from . import http1, records_parser
 from .lean_endpoint import LeanEndpoint, client_error, per_client
@@ -72,38 +70,39 @@ class LeanGetRecords:
     # ----------------------------------------------------------------- HTTP
 
     def _connection(self) -> http1.Connection:
+        """This thread's connection, made if it has none (a connection that cannot be made: botocore's error)."""
         connection: http1.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
             e = self.endpoint
-            connection = http1.Connection(
-                e.hostname, e.port, context=e.context, connect_timeout=e.connect_timeout, read_timeout=e.read_timeout
-            )
+            try:
+                connection = http1.Connection(
+                    e.hostname, e.port, context=e.context, connect_timeout=e.connect_timeout,
+                    read_timeout=e.read_timeout,
+                )  # fmt: skip
+            except OSError as exc:  # refused, unknown host, timed out, TLS
+                raise http1.connect_error(exc, e.url) from exc
             self._local.connection = connection
         return connection
 
     def _exchange(self, request: bytes) -> tuple[int, bytes]:
         """Send ``request``; the status and the answer's body. A kept-alive connection the server closed
         meanwhile is opened again once at once; other connection faults raise botocore's errors."""
-        url = self.endpoint.url
         for attempt in (1, 2):
+            connection = self._connection()
+            reused = connection.used
             try:
-                connection = self._connection()
-                reused = connection.used
                 status, data, keep = connection.exchange(request)
-                if not keep:
-                    self._drop()
-                return status, data
             except (http1.Closed, BrokenPipeError, ConnectionResetError) as exc:
                 self._drop()
                 if attempt == 1 and reused:
                     continue  # the server closed an idle connection: a new one, once
-                raise botocore.exceptions.ConnectionClosedError(endpoint_url=url) from exc
-            except TimeoutError as exc:
+                raise http1.answer_error(exc, self.endpoint.url) from exc
+            except (OSError, ValueError) as exc:  # timed out, an answer that is not HTTP/1
                 self._drop()
-                raise botocore.exceptions.ReadTimeoutError(endpoint_url=url) from exc
-            except (OSError, ValueError) as exc:  # refused, unreachable, TLS, an answer that is not HTTP/1
+                raise http1.answer_error(exc, self.endpoint.url) from exc
+            if not keep:
                 self._drop()
-                raise botocore.exceptions.EndpointConnectionError(endpoint_url=url) from exc
+            return status, data
         raise AssertionError("unreachable")
 
     def _drop(self) -> None:

@@ -37,17 +37,19 @@ def retry_call(
     deadline: float | None = None,
     max_wait: float = 5.0,
     min_wait: float = 0.0,
+    give_up_on: Callable[[BaseException], bool] | None = None,
 ) -> T:
     """Call ``fn`` until it succeeds or fails for good.
 
     Transient errors are retried with exponential backoff and full jitter, capped at
     ``max_wait`` seconds (and at least ``min_wait``), without limit unless ``deadline`` (a ``time.monotonic()`` value)
-    passes, in which case the last error is raised. ``should_stop()`` turning true ends the
-    retries with :class:`Stopped`. ``sleep`` does the waiting, so a caller can keep other
-    work (heartbeats, commits) going between attempts.
+    passes, in which case the last error is raised. A transient error for which ``give_up_on(error)``
+    is true is raised as at the deadline (run() gives up so on an endpoint it never reached).
+    ``should_stop()`` turning true ends the retries with :class:`Stopped`. ``sleep`` does the
+    waiting, so a caller can keep other work (heartbeats, commits) going between attempts.
 
-    Every transient fault is counted once in ``stats``: retried, or abandoned when a stop or the
-    deadline ends the retries (the error raised then is marked: see :func:`counted`).
+    Every transient fault is counted once in ``stats``: retried, or abandoned when a stop, the
+    deadline or ``give_up_on`` ends the retries (the error raised then is marked: see :func:`counted`).
     """
     try:  # the usual case, without tenacity's machinery (a call of a busy reader costs less)
         return fn()
@@ -57,14 +59,18 @@ def retry_call(
         if should_stop():
             _abandon(exc, operation, stats)
             raise Stopped(operation) from exc
-        if deadline is not None and time.monotonic() >= deadline:
+        if _past(deadline) or (give_up_on is not None and give_up_on(exc)):
             _abandon(exc, operation, stats)
             raise
         code = error_code(exc)
         stats.error_retried(operation, code)
         log.debug("%s failed with %s (attempt 1); retrying", operation, code)
         sleep(min_wait + random.uniform(0, 0.1))  # tenacity's first wait below
-    return _retrying(fn, operation, stats, sleep, should_stop, deadline, max_wait, min_wait)
+    return _retrying(fn, operation, stats, sleep, should_stop, deadline, max_wait, min_wait, give_up_on)
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def _retrying(
@@ -76,13 +82,15 @@ def _retrying(
     deadline: float | None,
     max_wait: float,
     min_wait: float,
+    give_up_on: Callable[[BaseException], bool] | None,
 ) -> T:
     """The attempts after a first one failed with a transient fault, through tenacity."""
 
     def give_up(state: tenacity.RetryCallState) -> bool:
-        if should_stop():
+        if should_stop() or _past(deadline):
             return True
-        return deadline is not None and time.monotonic() >= deadline
+        exc = state.outcome.exception() if state.outcome else None
+        return give_up_on is not None and exc is not None and give_up_on(exc)
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
@@ -107,7 +115,7 @@ def _retrying(
         _abandon(exc, operation, stats)
         if should_stop():
             raise Stopped(operation) from exc
-        raise  # the deadline passed
+        raise  # the deadline passed, or give_up_on gave up
 
 
 _COUNTED = "_kinsumer_counted"

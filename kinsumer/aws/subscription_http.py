@@ -4,17 +4,19 @@ A subscription's answer is an event stream that lasts up to 5 minutes; read thro
 each open subscription holds a thread blocked in a socket read. Here the request is signed as
 botocore signs it (:mod:`.lean_endpoint`, which also says where this is allowed: elsewhere
 botocore makes the call), its body serialized by botocore's own JSON serializer, and sent over
-an :mod:`asyncio` connection (TLS for https). The answer's status line and headers are parsed as
-:mod:`.http1` parses them, then its body (chunked, with a ``Content-Length``, or up to the end of
-the connection) is read as it arrives and split into events by :mod:`.event_stream`. Nothing is
-read faster than the events are taken: the connection's buffer fills, and TCP tells the server.
+an :mod:`asyncio` connection (TLS for https). The answer is read through :mod:`.http1`, as
+kinsumer's GetRecords reads its answers: its status line and headers, then its body (chunked, with
+a ``Content-Length``, or up to the end of the connection) as it arrives, split into events by
+:mod:`.event_stream`. Nothing is read faster than the events are taken: the connection's buffer
+fills, and TCP tells the server.
 
 Errors are botocore's: an error answer is the ``ClientError`` botocore raises (its code:
-ResourceInUseException, LimitExceededException...), a connection that cannot be made is an
-``EndpointConnectionError``, one that breaks or ends inside the answer a ``ConnectionClosedError``,
-no byte for the client's read timeout a ``ReadTimeoutError``. Everything here runs on the
-event loop that reads the subscription; blocking calls (the host name's look-up) go to the
-``io`` the caller gives.
+ResourceInUseException, LimitExceededException...), and connection faults are the errors
+:mod:`.http1` maps them to (a connection that cannot be made is an ``EndpointConnectionError``,
+or an ``SSLError`` if the server's certificate is not trusted; one that breaks or ends inside the
+answer a ``ConnectionClosedError``, no byte for the client's read timeout a ``ReadTimeoutError``).
+Everything here runs on the event loop that reads the subscription; blocking calls (the host
+name's look-up) go to the ``io`` the caller gives.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypeVar
 
-import botocore.exceptions
 import botocore.serialize
 
 from . import http1
@@ -82,7 +83,7 @@ class LeanSubscriber:
                     await writer.drain()
                     head = http1.parse_head((await reader.readuntil(b"\r\n\r\n"))[:-4])
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as exc:  # not an answer
-                raise _lost(exc, self.endpoint.url) from exc
+                raise http1.answer_error(exc, self.endpoint.url) from exc
             subscription = LeanSubscription(reader, writer, head, self.endpoint)
             if head.status != 200:
                 data = bytearray()
@@ -101,8 +102,8 @@ class LeanSubscriber:
         try:
             addresses = await io(lambda: socket.getaddrinfo(e.hostname, e.port, type=socket.SOCK_STREAM))
         except OSError as exc:
-            raise botocore.exceptions.EndpointConnectionError(endpoint_url=e.url) from exc
-        failure: BaseException | None = None
+            raise http1.connect_error(exc, e.url) from exc
+        failure: BaseException = OSError(f"no address for {e.hostname}")
         for *_, address in addresses:
             try:
                 async with asyncio.timeout(e.connect_timeout):
@@ -112,7 +113,7 @@ class LeanSubscriber:
                     )  # fmt: skip
             except (OSError, TimeoutError) as exc:  # refused, unreachable, TLS; the next address
                 failure = exc
-        raise botocore.exceptions.EndpointConnectionError(endpoint_url=e.url) from failure
+        raise http1.connect_error(failure, e.url) from failure
 
 
 class LeanSubscription:
@@ -135,24 +136,21 @@ class LeanSubscription:
                 yield body
 
     async def body(self) -> AsyncGenerator[bytes, None]:
-        """The answer's body, piece by piece as it arrives; connection faults as botocore's errors."""
-        head = self._head
+        """The answer's body, piece by piece as it arrives; connection faults as botocore's errors.
+
+        It ends at the body's end (a chunked body's trailers are not read: the connection is not used again).
+        """
+        body = http1.Body(self._head)
         try:
-            if head.chunked:
-                while size := int((await self._line()).split(b";", 1)[0].strip() or b"0", 16):
-                    async for part in self._exactly(size):
-                        yield part
-                    async for _ in self._exactly(2):  # the chunk's CRLF
-                        pass
-                return  # the last chunk (trailers are not read: the connection is not used again)
-            if head.length is not None:
-                async for part in self._exactly(head.length):
-                    yield part
-                return
-            while data := await self._read(_READ):  # the body ends with the connection
-                yield data
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, OSError) as exc:
-            raise _lost(exc, self._url) from exc
+            while not body.complete:
+                data = await self._read(_READ)
+                if not data:
+                    body.end()  # the end of a body that ends with the connection; else a ProtocolError
+                    return
+                for piece in body.feed(data):
+                    yield piece
+        except OSError as exc:  # http1.ProtocolError is one
+            raise http1.answer_error(exc, self._url) from exc
 
     def close(self) -> None:
         """Drop the connection (on the loop)."""
@@ -162,22 +160,3 @@ class LeanSubscription:
     async def _read(self, size: int) -> bytes:
         async with asyncio.timeout(self._timeout):
             return await self._reader.read(size)
-
-    async def _line(self) -> bytes:
-        async with asyncio.timeout(self._timeout):
-            return (await self._reader.readuntil(b"\r\n"))[:-2]
-
-    async def _exactly(self, size: int) -> AsyncGenerator[bytes, None]:
-        while size > 0:
-            data = await self._read(min(size, _READ))
-            if not data:
-                raise ConnectionResetError("the connection closed inside an answer's body")
-            size -= len(data)
-            yield data
-
-
-def _lost(exc: BaseException, url: str) -> botocore.exceptions.BotoCoreError:
-    """A connection fault during an answer as botocore raises it."""
-    if isinstance(exc, TimeoutError):
-        return botocore.exceptions.ReadTimeoutError(endpoint_url=url)
-    return botocore.exceptions.ConnectionClosedError(endpoint_url=url)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pathlib
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +12,7 @@ from demo.servers import LocalServer
 from kinsumer import Config, Kinsumer
 from tests.conftest import unique
 from tests.helpers import Audit, CountingStats
+from tests.support.tls import Authority, TlsRelay, make_authority
 
 pytestmark = pytest.mark.server
 
@@ -78,3 +80,16 @@ def app(moto_server: LocalServer) -> Iterator[str]:
         "unused", name, "admin", kinesis=moto_server.client("kinesis"), dynamodb=moto_server.client("dynamodb")
     ).create_required_tables()
     yield name
+
+
+@pytest.fixture
+def authority(tmp_path: pathlib.Path) -> Authority:
+    """A CA of the test's own and a certificate it signed for 127.0.0.1 (trusted by no client unless told)."""
+    return make_authority(tmp_path)
+
+
+@pytest.fixture
+def tls(authority: Authority, moto_server: LocalServer) -> Iterator[TlsRelay]:
+    """moto's server behind TLS on 127.0.0.1, with the certificate of ``authority``."""
+    with TlsRelay(authority, moto_server.endpoint) as relay:
+        yield relay

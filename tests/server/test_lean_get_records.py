@@ -8,6 +8,8 @@ import datetime as dt
 import json
 from typing import Any
 
+import boto3
+import botocore.config
 import botocore.exceptions
 import pytest
 from botocore.auth import SigV4Auth
@@ -15,12 +17,14 @@ from botocore.awsrequest import AWSRequest
 
 from demo.servers import LocalServer, client
 from kinsumer.aws import lean_get_records, records_parser
+from kinsumer.aws.error_codes import is_transient, unreached
 from kinsumer.aws.lean_get_records import LeanGetRecords, lean_for
 from kinsumer.reading.polling import PollingReader
 from kinsumer.reading.position import StartPosition
 from kinsumer.reading.reader import ReaderSettings
 from tests.relay import KinesisRelay
 from tests.reshard import new_stream
+from tests.support.tls import Authority, TlsRelay
 
 pytestmark = pytest.mark.server
 
@@ -118,3 +122,36 @@ def test_the_page_it_reads_is_the_one_botocore_reads_when_it_is_large(kinesalite
     page = lean.get_records(iterator(kinesis, stream), 10_000)
     assert len(page["Records"]) == 2000
     assert all(isinstance(r["ApproximateArrivalTimestamp"], dt.datetime) for r in page["Records"])
+
+
+
+def tls_client(endpoint: str, verify: str | None = None) -> Any:
+    """A Kinesis client of ``endpoint`` trusting the CA file ``verify`` (None: botocore's), one attempt a call."""
+    once = botocore.config.Config(retries={"mode": "standard", "total_max_attempts": 1})
+    return boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="local",
+                        aws_secret_access_key="local", verify=verify, config=once)  # fmt: skip
+
+
+def test_an_untrusted_certificate_is_botocores_ssl_error_and_a_trusted_one_answers(
+    tls: TlsRelay, authority: Authority
+) -> None:
+    kinesis = tls_client(tls.endpoint)
+    lean = lean_for(kinesis)
+    assert lean is not None
+    with pytest.raises(botocore.exceptions.SSLError) as ours:
+        lean.get_records("not-an-iterator" * 5, 10)
+    with pytest.raises(botocore.exceptions.SSLError) as theirs:
+        records_parser.get_records(kinesis, ShardIterator="not-an-iterator" * 5, Limit=10)
+    assert str(ours.value).startswith(f"SSL validation failed for {tls.endpoint}")
+    assert "CERTIFICATE_VERIFY_FAILED" in str(ours.value) and "CERTIFICATE_VERIFY_FAILED" in str(theirs.value)
+    ours_fault, theirs_fault = unreached(ours.value), unreached(theirs.value)
+    assert ours_fault is not None and theirs_fault is not None and ours_fault.reason == theirs_fault.reason
+    assert is_transient(ours.value) and is_transient(theirs.value)  # retried alike: a running reader reads through
+    trusted = tls_client(tls.endpoint, verify=str(authority.ca))
+    lean = lean_for(trusted)
+    assert lean is not None
+    with pytest.raises(botocore.exceptions.ClientError) as ours_answered:  # through TLS: the server's answer
+        lean.get_records("not-an-iterator" * 5, 10)
+    with pytest.raises(botocore.exceptions.ClientError) as theirs_answered:
+        records_parser.get_records(trusted, ShardIterator="not-an-iterator" * 5, Limit=10)
+    assert ours_answered.value.response["Error"]["Code"] == theirs_answered.value.response["Error"]["Code"]

@@ -44,3 +44,13 @@ def test_the_glossary_names_modules_that_exist() -> None:
     paths = {match["path"] for match in MODULE_PATH.finditer(glossary)}
     assert paths, "the glossary names no module"
     assert sorted(path for path in paths if not (REPO / "kinsumer" / path).is_file()) == []
+
+
+def test_the_api_reference_documents_every_public_name() -> None:
+    import kinsumer
+
+    documented = set()
+    for page in (REPO / "docs" / "api").glob("*.md"):
+        documented |= set(re.findall(r"^::: kinsumer\.(\w+)$", page.read_text(), re.MULTILINE))
+    missing = sorted(set(kinsumer.__all__) - documented - {"__version__"})
+    assert missing == [], f"add these to a page of docs/api/: {missing}"

@@ -36,11 +36,13 @@ def test_checkout_commands_outside_a_checkout_say_what_to_do(
 
 def test_every_public_error_is_a_kinsumer_error() -> None:
     errors = [getattr(kinsumer, name) for name in kinsumer.__all__ if name.endswith(("Error", "Found", "Within"))]
-    errors += [kinsumer.AlreadyStarted, kinsumer.NotStarted, kinsumer.TableTimeout, kinsumer.MissingDependency]
+    errors += [kinsumer.AlreadyStarted, kinsumer.NotStarted, kinsumer.TableTimeout, kinsumer.MissingDependency,
+               kinsumer.EndpointUnreachable]  # fmt: skip
     assert all(issubclass(error, KinsumerError) for error in errors)
     assert issubclass(kinsumer.NoRecordWithin, TimeoutError)
     assert issubclass(kinsumer.ConfigError, ValueError)
     assert issubclass(kinsumer.MissingDependency, ImportError)
+    assert issubclass(kinsumer.EndpointUnreachable, kinsumer.AWSError)
 
 
 def test_the_console_script_finds_the_demo_of_its_checkout_from_anywhere(tmp_path: pathlib.Path) -> None:

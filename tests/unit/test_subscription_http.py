@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pathlib
 import queue
 import threading
 import urllib.parse
@@ -19,13 +20,14 @@ import botocore.exceptions
 import pytest
 
 from kinsumer.aws import event_stream
-from kinsumer.aws.error_codes import error_code, is_in_use, is_transient
+from kinsumer.aws.error_codes import error_code, is_in_use, is_transient, unreached
 from kinsumer.aws.lean_endpoint import LeanEndpoint
 from kinsumer.aws.subscription_http import LeanSubscriber, lean_subscriber
 from kinsumer.reading import fanout
 from kinsumer.reading.fanout import SubscriptionReader
 from kinsumer.reading.position import StartPosition
 from tests.helpers import CountingStats
+from tests.support.tls import TlsRelay, make_authority
 from tests.unit.test_event_stream import records_event
 
 SHARD = "shardId-000000000000"
@@ -252,6 +254,20 @@ def test_a_port_nobody_listens_on_is_an_endpoint_connection_error() -> None:
 
     with pytest.raises(botocore.exceptions.EndpointConnectionError):
         asyncio.run(subscribe())
+
+
+def test_a_server_whose_certificate_is_not_trusted_is_botocores_ssl_error(tmp_path: pathlib.Path) -> None:
+    with TlsRelay(make_authority(tmp_path), "http://127.0.0.1:9") as relay:  # the handshake fails: no upstream
+
+        async def subscribe() -> None:
+            await subscriber(relay.endpoint).subscribe(PARAMS, blocking)
+
+        with pytest.raises(botocore.exceptions.SSLError) as raised:
+            asyncio.run(subscribe())
+    assert str(raised.value).startswith(f"SSL validation failed for {relay.endpoint}")
+    assert "CERTIFICATE_VERIFY_FAILED" in str(raised.value)
+    fault = unreached(raised.value)
+    assert fault is not None and fault.reason.startswith("certificate verify failed")
 
 
 def test_a_reader_subscribes_again_after_the_last_record_it_handed_on_when_its_subscription_breaks_or_is_refused(
