@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from demo import servers
 from demo.servers import LocalServer
@@ -17,6 +18,12 @@ from tests.support.kinesalite import start_kinesalite
 from tests.support.kinesis_mock import start_kinesis_mock
 
 REGION = "us-east-1"
+
+# Hypothesis' own clock is off: a property test proves behaviour, never speed (performance figures come
+# from `make bench`). Its default 200 ms deadline per example and its too-slow health check fail a
+# correct test on a loaded machine (CI, or the suite's own server and Spark tests beside it).
+settings.register_profile("kinsumer", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kinsumer")
 
 # Started in the background by a non-interactive shell (`make test &`), pytest ignores SIGINT, and
 # so would every process a test starts: an ignored signal stays ignored across exec, and Python then

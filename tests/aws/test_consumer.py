@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +31,8 @@ from kinsumer import (
     TableNotFound,
 )
 from kinsumer.coordination import checkpoints_table
+from kinsumer.coordination.commit_schedule import CommitSchedule
+from kinsumer.reading.polling import PollingReader
 from tests.aws.conftest import FAST
 from tests.helpers import CountingStats, wait_until
 
@@ -344,28 +347,35 @@ def test_access_denied_on_get_records_is_raised_from_next(consumer: Kinsumer, ki
 
 
 def test_get_records_calls_on_a_shard_are_at_least_throttle_delay_apart_even_when_retried(
-    kinesis: Any, db: Any, stream: str
+    kinesis: Any, db: Any, stream: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls: list[float] = []
+    sent: list[float] = []  # when the reader made each attempt, as it noted it for its throttle
     plan = iter(range(1_000_000))
+    attempt = PollingReader._attempt
+
+    def noted(reader: PollingReader, iterator: str, limit: int) -> dict[str, Any]:
+        try:
+            return attempt(reader, iterator, limit)
+        finally:
+            sent.append(reader._attempts[-1])  # the reader's own time of this attempt, not a later hook's
 
     def throttle_every_other(**_: Any) -> None:
-        calls.append(time.monotonic())
         if next(plan) % 2:
             raise botocore.exceptions.ClientError(
                 {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "GetRecords"
             )
 
+    monkeypatch.setattr(PollingReader, "_attempt", noted)
     kinesis.meta.events.register("before-call.kinesis.GetRecords", throttle_every_other)
     put(kinesis, b"a", b"b")
     with make(kinesis, db) as k:  # one shard, so one reader makes every call
         assert k.next(timeout=10) == b"a"
         assert k.next(timeout=10) == b"b"
-        wait_until(lambda: len(calls) >= 8, 20, "eight GetRecords calls")
-    gaps = [later - earlier for earlier, later in itertools.pairwise(calls[:8])]
-    # the hook runs a little after the library's own timestamp: allow that jitter (the bug this
-    # guards against sent the call after a retry 2.5 ms after the previous one)
-    assert min(gaps) >= FAST.throttle_delay - 0.01
+        wait_until(lambda: len(sent) >= 8, 20, "eight GetRecords calls")
+    gaps = [later - earlier for earlier, later in itertools.pairwise(sent[:8])]
+    # the bug this guards against sent the call after a retry 2.5 ms after the previous one; the reader's
+    # timers may fire a clock tick (1 ns) early, and a difference of floats be a hair short
+    assert min(gaps) >= FAST.throttle_delay - 1e-6, gaps
 
 
 def is_commit(params: dict[str, Any]) -> bool:
@@ -413,14 +423,22 @@ def take_over_once_dead(db: Any) -> None:
     assert thief is not None
 
 
-def test_commits_keep_their_own_clock_while_the_reader_retries(kinesis: Any, db: Any, stream: str) -> None:
+def test_commits_keep_their_own_clock_while_the_reader_retries(
+    kinesis: Any, db: Any, stream: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Commits come from the commit thread, at most every commit_frequency, never from a reader's retry wait."""
-    commits: list[tuple[float, str]] = []
-    throttled = threading.Event()
+    commits: list[tuple[float, str, str]] = []  # (when the committer started it, its thread, the sequence number)
+    started = threading.local()  # the committer's time of the commit being written, on its thread
+    start = CommitSchedule.started
+
+    def note_start(schedule: CommitSchedule, shard_id: str, now: float) -> None:
+        started.now = now
+        start(schedule, shard_id, now)
 
     def note_commit(params: dict[str, Any], **_: Any) -> None:
         if is_commit(params):
-            commits.append((time.monotonic(), threading.current_thread().name))
+            at = getattr(started, "now", math.nan)  # nan: a commit the clock did not start (a reader's)
+            commits.append((at, threading.current_thread().name, params["ExpressionAttributeValues"][":seq"]["S"]))
 
     def throttle(**_: Any) -> None:
         if throttled.is_set():
@@ -428,22 +446,26 @@ def test_commits_keep_their_own_clock_while_the_reader_retries(kinesis: Any, db:
                 {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "GetRecords"
             )
 
+    throttled = threading.Event()
+    monkeypatch.setattr(CommitSchedule, "started", note_start)
     db.meta.events.register("provide-client-params.dynamodb.UpdateItem", note_commit)
     kinesis.meta.events.register("before-call.kinesis.GetRecords", throttle)
     put(kinesis, *[str(i).encode() for i in range(8)])
     with make(kinesis, db) as k:
-        assert k.next(timeout=10) == b"0"  # the first page holds all 8
+        previous = k.next_record(timeout=10)  # the first page holds all 8
+        assert previous is not None and previous.data == b"0"
         throttled.set()  # from now on the reader only retries
-        since = time.monotonic()
-        for n in range(1, 6):  # each record asked for moves the checkpoint: a commit is due
-            assert k.next(timeout=10) == str(n).encode()
-            done = len(commits)
-            wait_until(lambda: len(commits) > done, 10, f"the commit of record {n - 1}")  # noqa: B023
+        first = len(commits)
+        for n in range(1, 6):  # each record asked for moves the checkpoint past the one before: a commit is due
+            record = k.next_record(timeout=10)
+            assert record is not None and record.data == str(n).encode()
+            sequence = previous.sequence_number
+            wait_until(lambda: any(c[2] == sequence for c in commits), 10, f"the commit of record {n - 1}")  # noqa: B023
+            previous = record
         last = k.next_record(timeout=10)
-    during = [(t, name) for t, name in commits if t > since]
-    assert {name for _, name in commits} == {"kinsumer-commits"}
-    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(during[:5])]
-    assert all(gap >= FAST.commit_frequency - 0.02 for gap in gaps), gaps
+    assert {name for _, name, _ in commits} == {"kinsumer-commits"}
+    gaps = [later[0] - earlier[0] for earlier, later in itertools.pairwise(commits[first:])]
+    assert all(gap >= FAST.commit_frequency - 1e-6 for gap in gaps), gaps  # (a difference of floats: to the µs)
     stored = stored_checkpoint(db)  # the clean stop counted the record in hand
     assert last is not None and stored is not None and stored.sequence_number == last.sequence_number
 
