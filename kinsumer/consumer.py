@@ -287,7 +287,8 @@ class Kinsumer:
         """One of run()'s first calls, through ``client``: its transient faults (throttling, 5xx, a connection
         reset) retried until ``deadline`` (a client starts through them as it reads through them), but those
         of an endpoint this start never reached given up on in seconds (see :class:`FirstContact`)."""
-        endpoint = str(client.meta.endpoint_url)
+        meta = getattr(client, "meta", None)  # a client of one's own making may have none
+        endpoint = str(getattr(meta, "endpoint_url", None) or f"{type(client).__name__}'s endpoint")
         return retry_call(
             contact.watched(endpoint, fn), operation=operation, stats=self._stats, deadline=deadline,
             sleep=lambda seconds: time.sleep(contact.wait(endpoint, seconds)),
