@@ -28,7 +28,7 @@ from typing import Any
 import botocore.exceptions
 
 from demo import servers
-from kinsumer import Checkpoint, Config, Failure, Kinsumer, Record, StatReceiver
+from kinsumer import AlreadyStarted, Checkpoint, Config, Failure, Kinsumer, Record, StatReceiver
 from tests.faults import error_response
 
 
@@ -130,14 +130,23 @@ def main() -> int:
         faults.attach(dynamodb)
     consumer = Kinsumer(spec["stream"], spec["app"], spec["name"], config, kinesis=kinesis, dynamodb=dynamodb)
     HOME[0] = consumer.streams[0]
+    stop_asked = threading.Event()
+
     def on_sigterm(*_: object) -> None:
         stats.write("stopping", spec["name"])  # stop() starts: its bound counts from here
+        stop_asked.set()
         threading.Thread(target=consumer.stop, daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_sigterm)
     stats.write("listening", spec["name"])  # from here on SIGTERM is a clean stop (see ClientProcess.stop)
     deliveries = os.open(out + ".deliveries", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    consumer.run()
+    try:
+        consumer.run()
+    except AlreadyStarted:
+        if not stop_asked.is_set():
+            raise
+        stats.write("stopped", spec["name"])  # SIGTERM came before run() began: a client that never ran
+        return 0
     stats.write("running", spec["name"])
     try:
         if spec.get("process"):

@@ -54,6 +54,31 @@ def assert_children_after_parents(
     return checked
 
 
+def all_delivered(
+    clients: list[ClientProcess], produced: list[int], producer: Producer, kinesis: Any, stream: str
+) -> None:
+    """Wait up to 60 s for every record to be delivered; else fail with which were not, of which keys, the
+    shards, and where each client's reading stood."""
+    try:
+        wait_until(lambda: not ProcessAudit(clients).lost(produced), 60, "every record delivered")
+    except AssertionError as exc:
+        lost = ProcessAudit(clients).lost(produced)
+        keys = sorted({producer.keys[rid % len(producer.keys)] for rid in lost})
+        lines = [f"{exc}: {len(lost)} of {len(produced)} not delivered, ids {lost[:10]}..., keys {keys[:10]}"]
+        for sid, shard in sorted(shards(kinesis, stream).items()):
+            closed = "EndingSequenceNumber" in shard["SequenceNumberRange"]
+            parents = (shard.get("ParentShardId"), shard.get("AdjacentParentShardId"))
+            lines.append(f"  {sid}: parents {parents}, {'closed' if closed else 'open'}")
+        now = time.time()
+        for client in clients:
+            last: dict[str, tuple[int, float]] = {}
+            for d in client.deliveries():
+                last[d.shard_id] = (last.get(d.shard_id, (0, 0.0))[0] + 1, d.at)
+            seen = {sid: f"{n} records, the last {now - at:.1f} s ago" for sid, (n, at) in sorted(last.items())}
+            lines.append(f"  {client.name}: exit code {client.exit_code}, {seen}")
+        raise AssertionError("\n".join(lines)) from None
+
+
 def test_split_and_merge_under_load_keep_per_key_order(
     kinesalite: LocalServer,
     deploy: Callable[..., Deployment],
@@ -73,7 +98,7 @@ def test_split_and_merge_under_load_keep_per_key_order(
     merged = {sid for sid, s in shards(kinesis, deployment.stream).items() if s.get("AdjacentParentShardId") == right}
     wait_until(lambda: delivered_from(clients, merged) == merged, 60, "the merged shard read")
     produced = producer.stop()
-    wait_until(lambda: not ProcessAudit(clients).lost(produced), 60, "every record delivered")
+    all_delivered(clients, produced, producer, kinesis, deployment.stream)
     for proc in clients:
         proc.stop()
 
@@ -115,7 +140,7 @@ def test_after_a_leader_crash_a_new_leader_takes_over_and_reshards_are_picked_up
     children = {sid for sid, s in shards(kinesis, deployment.stream).items() if s.get("ParentShardId") == parent}
     wait_until(lambda: delivered_from(clients[1:], children) == children, 60, "the children read after the crash")
     produced = producer.stop()
-    wait_until(lambda: not ProcessAudit(clients).lost(produced), 60, "every record delivered")
+    all_delivered(clients, produced, producer, kinesis, deployment.stream)
     for proc in clients[1:]:
         proc.stop()
     audit = ProcessAudit(clients)
