@@ -70,6 +70,11 @@ class StatReceiver:
         since it reached the stream) when its turn came: it goes to the sink (``dead_lettered`` follows)
         without a handler call."""
 
+    def record_age(self, shard_id: str, oldest_seconds: float | None) -> None:
+        """The age (now minus its arrival in the stream) of the oldest record of ``shard_id`` this client
+        holds and has not finished with (fetched, queued, or under a handler), or None when it holds none:
+        reported for each owned shard about once per commit period, so a gauge of it stays current."""
+
     def flush(self) -> None:
         """The Kinsumer stopped: called once, as ``stop()`` ends (after its threads' last calls), to
         write out what the receiver keeps."""
@@ -140,6 +145,9 @@ class GuardedStats(StatReceiver):
     def handler_timed_out(self, shard_id: str, timeout: float) -> None:
         self._call("handler_timed_out", shard_id, timeout)
 
+    def record_age(self, shard_id: str, oldest_seconds: float | None) -> None:
+        self._call("record_age", shard_id, oldest_seconds)
+
     def flush(self) -> None:
         self._call("flush")
 
@@ -149,7 +157,7 @@ _BY_SHARD = frozenset(
     {
         "records_fetched", "record_delivered", "checkpoint_written", "shard_gained", "shard_lost", "handoff",
         "malformed_aggregates", "handler_failed", "handler_retried", "dead_lettered", "record_expired",
-        "hook_failed", "handler_timed_out",
+        "hook_failed", "handler_timed_out", "record_age",
     }
 )  # fmt: skip
 
