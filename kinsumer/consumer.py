@@ -27,6 +27,7 @@ import botocore.exceptions
 from .asyncio_front import AsyncFront, HandlerCancelled, LoopCalls
 from .aws import records_parser
 from .aws.assumed_role import assumed_role_session
+from .aws.call_watch import CallWatch
 from .aws.error_codes import to_kinsumer_error
 from .aws.first_contact import FirstContact
 from .aws.kinesis import ensure_stream_active
@@ -170,6 +171,7 @@ class Kinsumer:
         self._kinesis: KinesisClient = kinesis
         self._dynamodb: DynamoDBClient = dynamodb
         self._stats = GuardedStats(config.stats)
+        self._calls = CallWatch(self.tables, self._stats)  # DynamoDB calls counted from run() to stop()
         self._delivery = Delivery(config.buffer_size, self._stats, config.max_buffered_bytes)
         self._state = _NEW
         self._auto_running = False  # run() was called in auto mode: next() needs no other check
@@ -249,6 +251,7 @@ class Kinsumer:
             _running.add(self)
             self._auto_running = not self.config.manual_checkpointing
         try:
+            self._calls.attach(self._dynamodb)
             contact = FirstContact(_UNREACHED_PATIENCE)
             setup = functools.partial(self._setup_call, deadline=time.monotonic() + _SETUP_DEADLINE, contact=contact)
             setup(lambda: ensure_tables_ready(self._dynamodb, self.tables), "DescribeTable", self._dynamodb)
@@ -364,6 +367,7 @@ class Kinsumer:
             if self._coordinator is not None:
                 self._coordinator.request_stop()
                 self._coordinator.join(self.config.handoff_timeout + _STOP_GRACE)
+            self._calls.detach()
             self._stats.flush()  # once, after the background threads' last calls
             self._stopped.set()
             log.info("kinsumer %s stopped (client %s)", self.application_name, self.client_id)

@@ -75,6 +75,12 @@ class StatReceiver:
         holds and has not finished with (fetched, queued, or under a handler), or None when it holds none:
         reported for each owned shard about once per commit period, so a gauge of it stays current."""
 
+    def dynamodb_call(self, operation: str, table: str, seconds: float, error: str | None) -> None:
+        """A DynamoDB call (``operation``, as ``PutItem``) on the application's ``table`` (``clients``,
+        ``checkpoints`` or ``metadata``) ended after ``seconds``, botocore's own retries included: answered
+        (``error`` None), or failed with ``error`` (the error code, as ``ConditionalCheckFailedException`` or
+        ``ProvisionedThroughputExceededException``; an exception's type name when no answer came)."""
+
     def flush(self) -> None:
         """The Kinsumer stopped: called once, as ``stop()`` ends (after its threads' last calls), to
         write out what the receiver keeps."""
@@ -147,6 +153,9 @@ class GuardedStats(StatReceiver):
 
     def record_age(self, shard_id: str, oldest_seconds: float | None) -> None:
         self._call("record_age", shard_id, oldest_seconds)
+
+    def dynamodb_call(self, operation: str, table: str, seconds: float, error: str | None) -> None:
+        self._call("dynamodb_call", operation, table, seconds, error)
 
     def flush(self) -> None:
         self._call("flush")
