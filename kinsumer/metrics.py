@@ -1,4 +1,5 @@
-"""Ready-made :class:`~kinsumer.StatReceiver` implementations: a periodic log line and Prometheus.
+"""Ready-made :class:`~kinsumer.StatReceiver` implementations: a periodic log line, Prometheus, and
+OpenTelemetry (:class:`OpenTelemetryStatReceiver`, from :mod:`kinsumer.otel_metrics`).
 
 ::
 
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, KinsumerError, MissingDependency
+from .otel_metrics import OpenTelemetryStatReceiver
 from .stats import StatReceiver
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 
     from prometheus_client import CollectorRegistry
 
-__all__ = ["LoggingStatReceiver", "PrometheusStatReceiver"]
+__all__ = ["LoggingStatReceiver", "OpenTelemetryStatReceiver", "PrometheusStatReceiver"]
 
 _SHARDS_SHOWN = 20  # per-shard details in one summary line; the rest are counted, not listed
 

@@ -337,4 +337,3 @@ class OpenTelemetryStatReceiver(StatReceiver):
         with self._lock:
             current = [(self._shards[shard_id].attributes, value) for shard_id, value in values.items()]
         return [Observation(value, attributes) for attributes, value in current]
-
