@@ -35,7 +35,8 @@ def test_a_known_run_gives_exact_counts_per_shard_and_no_gauge_after_stop(
     ])["Records"]  # fmt: skip
     produced = Counter(a["ShardId"] for a in answers)
     assert len(produced) > 1  # the records are spread over shards
-    base = {"messaging.system": "aws.kinesis", "messaging.destination.name": stream, "messaging.consumer.group.name": app}
+    base = {"messaging.system": "aws.kinesis", "messaging.destination.name": stream}
+    base["messaging.consumer.group.name"] = app
 
     def shard(shard_id: str, **more: str) -> frozenset[tuple[str, str]]:
         return frozenset({**base, "messaging.destination.partition.id": shard_id, **more}.items())
