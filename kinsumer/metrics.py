@@ -1,4 +1,5 @@
-"""Ready-made :class:`~kinsumer.StatReceiver` implementations: a periodic log line and Prometheus.
+"""Ready-made :class:`~kinsumer.StatReceiver` implementations: a periodic log line, Prometheus, and
+OpenTelemetry (:class:`OpenTelemetryStatReceiver`, from :mod:`kinsumer.otel_metrics`).
 
 ::
 
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, KinsumerError, MissingDependency
+from .otel_metrics import OpenTelemetryStatReceiver
 from .stats import StatReceiver
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 
     from prometheus_client import CollectorRegistry
 
-__all__ = ["LoggingStatReceiver", "PrometheusStatReceiver"]
+__all__ = ["LoggingStatReceiver", "OpenTelemetryStatReceiver", "PrometheusStatReceiver"]
 
 _SHARDS_SHOWN = 20  # per-shard details in one summary line; the rest are counted, not listed
 
@@ -372,6 +374,13 @@ class PrometheusStatReceiver(StatReceiver):
             namespace=ns,
             registry=reg,
         )
+        self._age = Gauge(
+            "record_age_seconds",
+            "Age of the oldest record this client holds and has not finished with, per shard owned (0: none)",
+            ["shard"],
+            namespace=ns,
+            registry=reg,
+        )
         self._checkpoints = counter("checkpoints", "Checkpoints written to DynamoDB", ["shard"])
         self._owned = Gauge("shards_owned", "Shards this client currently owns", namespace=ns, registry=reg)
         self._handoffs = counter("handoffs", "Shard handoffs by outcome (clean or timed_out)", ["outcome"])
@@ -384,6 +393,11 @@ class PrometheusStatReceiver(StatReceiver):
         )
         self._retried = counter(
             "errors_retried", "Transient errors retried, by AWS operation and error code", ["operation", "error"]
+        )
+        self._abandoned = counter(
+            "errors_abandoned",
+            "Transient errors not retried (the client was stopping, or the call's time was up), by operation and error",
+            ["operation", "error"],
         )
         self._malformed = counter(
             "malformed_aggregates",
@@ -438,6 +452,8 @@ class PrometheusStatReceiver(StatReceiver):
         # KeyError for a series never set (the shard was lost before its first fetch)
         with contextlib.suppress(KeyError):
             self._behind.remove(shard_id)
+        with contextlib.suppress(KeyError):
+            self._age.remove(shard_id)
 
     def handoff(self, shard_id: str, seconds: float, clean: bool) -> None:
         self._handoffs.labels("clean" if clean else "timed_out").inc()
@@ -445,6 +461,9 @@ class PrometheusStatReceiver(StatReceiver):
 
     def error_retried(self, operation: str, error: str) -> None:
         self._retried.labels(operation, error).inc()
+
+    def error_abandoned(self, operation: str, error: str) -> None:
+        self._abandoned.labels(operation, error).inc()
 
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         self._malformed.labels(shard_id).inc(count)
@@ -467,9 +486,13 @@ class PrometheusStatReceiver(StatReceiver):
     def handler_timed_out(self, shard_id: str, timeout: float) -> None:
         self._timeouts.labels(shard_id).inc()
 
+    def record_age(self, shard_id: str, oldest_seconds: float | None) -> None:
+        self._age.labels(shard_id).set(0.0 if oldest_seconds is None else oldest_seconds)
+
     def flush(self) -> None:
-        """The consumer stopped: it owns no shard, so no lag series is left standing (counters stay)."""
+        """The consumer stopped: it owns no shard, so no lag or age series is left standing (counters stay)."""
         self._behind.clear()
+        self._age.clear()
 
     # ----------------------------------------------------------------- exposition
 

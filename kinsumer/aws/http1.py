@@ -44,6 +44,7 @@ class Head(NamedTuple):
     length: int | None  # Content-Length
     chunked: bool  # Transfer-Encoding: chunked
     close: bool  # the connection closes after the answer (Connection: close, HTTP/1.0)
+    request_id: str = ""  # x-amzn-RequestId
 
 
 def parse_head(head: bytes) -> Head:
@@ -53,7 +54,7 @@ def parse_head(head: bytes) -> Head:
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
         raise ProtocolError(f"not an HTTP/1 status line: {lines[0][:80]!r}")
     status, version = int(parts[1]), parts[0]
-    length, chunked, close = None, False, version == b"HTTP/1.0"
+    length, chunked, close, request_id = None, False, version == b"HTTP/1.0", ""
     for line in lines[1:]:
         name, _, value = line.partition(b":")
         name = name.strip().lower()
@@ -66,7 +67,9 @@ def parse_head(head: bytes) -> Head:
         elif name == b"connection":
             token = value.strip().lower()
             close = token == b"close" or (close and token != b"keep-alive")
-    return Head(status, length, chunked, close)
+        elif name == b"x-amzn-requestid":
+            request_id = value.strip().decode("ascii", "replace")
+    return Head(status, length, chunked, close, request_id)
 
 
 class Body:
@@ -189,6 +192,7 @@ class Connection:
         self._sock = sock
         self._buffer = bytearray()  # bytes read past the last answer (none, with one request at a time)
         self.used = False  # an exchange went through it: the server may have closed it since
+        self.request_id = ""  # the last answer's x-amzn-RequestId
 
     def close(self) -> None:
         self._sock.close()
@@ -198,6 +202,7 @@ class Connection:
         self._sock.sendall(request)
         head = parse_head(self._read_head())
         self.used = True
+        self.request_id = head.request_id
         body = Body(head)
         parts = body.feed(bytes(self._buffer))
         self._buffer.clear()

@@ -55,7 +55,7 @@ class LeanEndpoint:
 
     def __init__(self, kinesis: Any, endpoint: urllib.parse.SplitResult) -> None:
         self._signer = kinesis._request_signer
-        self._region = str(kinesis.meta.region_name)
+        self._region = self.region = str(kinesis.meta.region_name)
         self._service = str(kinesis.meta.service_model.signing_name)
         self.url = endpoint.geturl()
         self.host = endpoint.netloc  # the Host header

@@ -21,7 +21,7 @@ import threading
 import weakref
 from typing import Any
 
-from . import http1, records_parser
+from . import http1, lean_spans, records_parser
 from .lean_endpoint import LeanEndpoint, client_error, per_client
 
 __all__ = ["LeanGetRecords", "get_records", "lean_for"]
@@ -57,7 +57,38 @@ class LeanGetRecords:
         return None if endpoint is None else cls(endpoint)
 
     def get_records(self, shard_iterator: str, limit: int) -> dict[str, Any]:
-        """One GetRecords attempt: the answer in botocore's shape, or botocore's exception."""
+        """One GetRecords attempt: the answer in botocore's shape, or botocore's exception; in a span of its
+        own while botocore's OpenTelemetry instrumentation is on (:mod:`.lean_spans`)."""
+        tracer = lean_spans.tracer()
+        if tracer is None:
+            return self._get_records(shard_iterator, limit)
+        from opentelemetry.trace import SpanKind, StatusCode  # noqa: PLC0415 - imported by then
+
+        attributes = lean_spans.attributes(self.endpoint, "GetRecords")
+        with tracer.start_as_current_span(
+            "Kinesis.GetRecords", kind=SpanKind.CLIENT, attributes=attributes, set_status_on_exception=False
+        ) as span:
+            try:
+                answer = self._get_records(shard_iterator, limit)
+            except Exception as exc:
+                status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+                if status is not None:
+                    span.set_attribute("http.status_code", status)
+                if self._request_id():
+                    span.set_attribute("aws.request_id", self._request_id())
+                span.set_status(StatusCode.ERROR, str(exc))
+                raise
+            span.set_attribute("http.status_code", 200)
+            if self._request_id():
+                span.set_attribute("aws.request_id", self._request_id())
+            return answer
+
+    def _request_id(self) -> str:
+        """The x-amzn-RequestId of this thread's last answer ("" if none came)."""
+        request_id: str = getattr(self._local, "request_id", "")
+        return request_id
+
+    def _get_records(self, shard_iterator: str, limit: int) -> dict[str, Any]:
         body = json.dumps({"ShardIterator": shard_iterator, "Limit": limit}).encode()
         status, data = self._exchange(self.endpoint.request("GetRecords", body))
         if status == 200:
@@ -90,6 +121,7 @@ class LeanGetRecords:
         for attempt in (1, 2):
             connection = self._connection()
             reused = connection.used
+            self._local.request_id = ""
             try:
                 status, data, keep = connection.exchange(request)
             except (http1.Closed, BrokenPipeError, ConnectionResetError) as exc:
@@ -100,6 +132,7 @@ class LeanGetRecords:
             except (OSError, ValueError) as exc:  # timed out, an answer that is not HTTP/1
                 self._drop()
                 raise http1.answer_error(exc, self.endpoint.url) from exc
+            self._local.request_id = connection.request_id
             if not keep:
                 self._drop()
             return status, data

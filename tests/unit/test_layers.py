@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("handling", ("kinsumer.handling",)),
     ("coordination", ("kinsumer.coordination",)),
     ("front", ("kinsumer", "kinsumer.consumer", "kinsumer.asyncio_front", "kinsumer.dead_letter", "kinsumer.status",
-               "kinsumer.metrics")),
+               "kinsumer.metrics", "kinsumer.otel_metrics")),
     ("applications", ("kinsumer.cli", "kinsumer.spark", "kinsumer.__main__")),
 ]  # fmt: skip
 

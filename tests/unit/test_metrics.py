@@ -260,6 +260,27 @@ def test_prometheus_removes_the_lag_series_of_a_lost_shard() -> None:
     assert sample(stats, "kinsumer_shards_owned") == 0
 
 
+def test_prometheus_record_age_per_shard_is_zero_when_none_is_held_and_goes_with_the_shard() -> None:
+    stats = PrometheusStatReceiver()
+    stats.record_age(SHARD, 42.5)
+    stats.record_age(OTHER, 3.0)
+    assert sample(stats, "kinsumer_record_age_seconds", shard=SHARD) == 42.5
+    stats.record_age(OTHER, None)
+    assert sample(stats, "kinsumer_record_age_seconds", shard=OTHER) == 0
+    stats.shard_lost(SHARD)
+    assert sample(stats, "kinsumer_record_age_seconds", shard=SHARD) is None
+    assert sample(stats, "kinsumer_record_age_seconds", shard=OTHER) == 0
+    stats.flush()
+    assert sample(stats, "kinsumer_record_age_seconds", shard=OTHER) is None
+
+
+def test_prometheus_counts_errors_abandoned_by_operation_and_error() -> None:
+    stats = PrometheusStatReceiver()
+    stats.error_abandoned("UpdateItem", "ThrottlingException")
+    stats.error_abandoned("UpdateItem", "ThrottlingException")
+    assert sample(stats, "kinsumer_errors_abandoned_total", operation="UpdateItem", error="ThrottlingException") == 2
+
+
 def test_prometheus_receivers_get_their_own_registries() -> None:
     first, second = PrometheusStatReceiver(), PrometheusStatReceiver()
     assert first.registry is not second.registry
