@@ -333,6 +333,8 @@ class LoggingStatReceiver(StatReceiver):
 
 # latency = now - the record's arrival in Kinesis: from a millisecond to a minute behind
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# a DynamoDB call: milliseconds, or seconds when botocore retries a throttled one
+_CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # a handoff waits for acknowledgements up to handoff_timeout (10 s by default)
 _HANDOFF_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0)
 
@@ -398,6 +400,20 @@ class PrometheusStatReceiver(StatReceiver):
             "errors_abandoned",
             "Transient errors not retried (the client was stopping, or the call's time was up), by operation and error",
             ["operation", "error"],
+        )
+        self._dynamodb_calls = counter(
+            "dynamodb_calls",
+            "DynamoDB calls on the application's tables, by operation, table (clients, checkpoints, metadata) and "
+            "outcome (ok, or the error code)",
+            ["operation", "table", "outcome"],
+        )
+        self._dynamodb_seconds = Histogram(
+            "dynamodb_call_seconds",
+            "Duration of DynamoDB calls on the application's tables (botocore's own retries included), by operation",
+            ["operation"],
+            namespace=ns,
+            registry=reg,
+            buckets=_CALL_BUCKETS,
         )
         self._malformed = counter(
             "malformed_aggregates",
@@ -488,6 +504,10 @@ class PrometheusStatReceiver(StatReceiver):
 
     def record_age(self, shard_id: str, oldest_seconds: float | None) -> None:
         self._age.labels(shard_id).set(0.0 if oldest_seconds is None else oldest_seconds)
+
+    def dynamodb_call(self, operation: str, table: str, seconds: float, error: str | None) -> None:
+        self._dynamodb_calls.labels(operation, table, error or "ok").inc()
+        self._dynamodb_seconds.labels(operation).observe(seconds)
 
     def flush(self) -> None:
         """The consumer stopped: it owns no shard, so no lag or age series is left standing (counters stay)."""

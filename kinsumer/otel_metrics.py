@@ -33,6 +33,12 @@ call. Every other instrument is named ``kinsumer.*``. The attributes follow the 
 - ``rpc.method``: the AWS operation of a retried or abandoned error (the name the botocore
   instrumentation gives its spans' operation).
 
+DynamoDB calls follow the database conventions instead: ``db.client.operation.duration`` (a histogram
+in seconds, its count the calls) with ``db.system.name`` ``aws.dynamodb`` (the registered value),
+``db.operation.name`` (``PutItem``...), ``db.collection.name`` (the table) and ``error.type`` when the
+call failed (the error code, as ``ConditionalCheckFailedException``: a lease or a checkpoint another
+client holds, which the protocol expects now and then).
+
 Durations and ages are in seconds (``s``), as OpenTelemetry recommends: the lag gauge is
 ``MillisBehindLatest`` / 1000.
 
@@ -69,6 +75,8 @@ SYSTEM = "aws.kinesis"
 
 # latency = now - the record's arrival in Kinesis: from a millisecond to a minute behind
 _LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]
+# a DynamoDB call: milliseconds, or seconds when botocore retries a throttled one
+_CALL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]
 # a handoff waits for acknowledgements up to handoff_timeout (10 s by default)
 _HANDOFF_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0]
 
@@ -173,6 +181,11 @@ class OpenTelemetryStatReceiver(StatReceiver):
         self._abandoned = meter.create_counter(
             "kinsumer.errors.abandoned", "{error}",
             "Transient AWS errors not retried because the client was stopping or the call's time was up",
+        )  # fmt: skip
+        self._dynamodb = meter.create_histogram(
+            "db.client.operation.duration", "s",
+            "Duration of DynamoDB calls on the application's tables (botocore's own retries included)",
+            explicit_bucket_boundaries_advisory=_CALL_BUCKETS,
         )  # fmt: skip
         self._malformed = meter.create_counter(
             "kinsumer.aggregates.malformed", "{record}",
@@ -309,6 +322,17 @@ class OpenTelemetryStatReceiver(StatReceiver):
     def hook_failed(self, shard_id: str, hook: str, error: str) -> None:
         attributes = {**self._shard(shard_id).attributes, "kinsumer.hook": hook, "error.type": error}
         self._hook_failures.add(1, attributes)
+
+    def dynamodb_call(self, operation: str, table: str, seconds: float, error: str | None) -> None:
+        attributes = {
+            "db.system.name": "aws.dynamodb",
+            "db.operation.name": operation,
+            "db.collection.name": f"{self.application}_{table}",
+            "messaging.consumer.group.name": self.application,
+        }
+        if error is not None:
+            attributes["error.type"] = error
+        self._dynamodb.record(seconds, attributes)
 
     # ----------------------------------------------------------------- read by the SDK as it collects
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import pathlib
 import re
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kinsumer import StatReceiver
 from kinsumer.metrics import PrometheusStatReceiver
 
 DASHBOARD = pathlib.Path(__file__).resolve().parents[2] / "docs" / "grafana" / "kinsumer.json"
@@ -68,6 +70,7 @@ def exported() -> set[str]:
     stats.record_expired(SHARD, 10.0)
     stats.dead_lettered(SHARD, "raised")
     stats.hook_failed(SHARD, "on_revoked", "RuntimeError")
+    stats.dynamodb_call("PutItem", "clients", 0.01, None)
     return {sample.name for metric in stats.registry.collect() for sample in metric.samples}
 
 
@@ -127,3 +130,12 @@ def test_the_dashboard_is_grafana_json_over_a_prometheus_datasource() -> None:
         if panel["type"] != "row":
             assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
             assert {t["refId"] for t in panel["targets"]} == {chr(65 + i) for i in range(len(panel["targets"]))}
+
+
+def test_the_receiver_the_dashboard_is_checked_against_is_fed_every_event() -> None:
+    """exported() calls every hook of StatReceiver that adds a series (all but flush and shard_lost, which
+    remove them), so a new metric cannot be left out of it."""
+    hooks = {name for name, _ in inspect.getmembers(StatReceiver, inspect.isfunction) if not name.startswith("_")}
+    called = set(re.findall(r"stats\.(\w+)\(", inspect.getsource(exported)))
+    adding = hooks - {"flush", "shard_lost"}
+    assert adding <= called, sorted(adding - called)

@@ -303,3 +303,22 @@ def test_the_receiver_is_importable_from_kinsumer_metrics() -> None:
     import kinsumer.metrics
 
     assert kinsumer.metrics.OpenTelemetryStatReceiver is kinsumer.otel_metrics.OpenTelemetryStatReceiver
+
+
+def test_dynamodb_calls_are_db_client_operation_duration_by_operation_table_and_error(
+    receiver: OpenTelemetryStatReceiver, reader: InMemoryMetricReader
+) -> None:
+    receiver.dynamodb_call("PutItem", "clients", 0.25, None)
+    receiver.dynamodb_call("PutItem", "clients", 0.75, None)
+    receiver.dynamodb_call("UpdateItem", "checkpoints", 0.5, "ConditionalCheckFailedException")
+    db = {"db.system.name": "aws.dynamodb", "messaging.consumer.group.name": APP}
+    beat = key({**db, "db.operation.name": "PutItem", "db.collection.name": f"{APP}_clients"})
+    refused = key(
+        {
+            **db,
+            "db.operation.name": "UpdateItem",
+            "db.collection.name": f"{APP}_checkpoints",
+            "error.type": "ConditionalCheckFailedException",
+        }
+    )
+    assert collect(reader)["db.client.operation.duration"] == {beat: (2, 1.0), refused: (1, 0.5)}
