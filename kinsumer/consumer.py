@@ -780,6 +780,7 @@ def _owned(worker: ShardWorker, reading: str) -> OwnedShard:
     return OwnedShard(
         worker.stream_shard_id, worker.captured, sequence_number, worker.millis_behind_latest, sub_sequence,
         reading, worker.retrying, worker.scope.name, worker.expired, worker.paused, worker.oldest_call_age,
+        worker.oldest_record_age,
     )  # fmt: skip
 
 

@@ -75,7 +75,7 @@ def render(status: ApplicationStatus) -> str:
     out.append(f"shard cache: {len(status.shard_cache)} consumable shards, {cache_age}")
     out += ["", "shards:"]
     out += _table(
-        ["SHARD", "STATE", "OWNER", "READING", "CHECKPOINT", "LAG", "ROW UPDATED"],
+        ["SHARD", "STATE", "OWNER", "READING", "CHECKPOINT", "LAG", "OLDEST", "ROW UPDATED"],
         [
             [
                 s.shard_id,
@@ -84,6 +84,7 @@ def render(status: ApplicationStatus) -> str:
                 s.reading or "-",
                 _checkpoint(s.checkpoint, s.checkpoint_sub_sequence_number),
                 "-" if s.millis_behind_latest is None else f"{s.millis_behind_latest} ms",
+                "-" if s.oldest_record_age is None else f"{s.oldest_record_age:.1f} s",
                 "-" if s.last_update_age is None else f"{s.last_update_age:.1f} s ago",
             ]
             for s in status.shards
