@@ -461,7 +461,7 @@ class Kinsumer:
             for s in self.status().shards
             if s.captured
         )
-        idle_since = coordinator.idle_since
+        idle_since = None if shards else coordinator.idle_since  # a capture since the last round counts at once
         return HealthFacts(
             state=state,
             error=None if error is None else str(error),
@@ -471,7 +471,7 @@ class Kinsumer:
             shards=shards,
             max_healthy_lag=cfg.max_healthy_lag,
             idle_for=None if idle_since is None else now - idle_since,
-            owned_once=coordinator.owned_once,
+            owned_once=coordinator.owned_once or bool(shards),
             idle_grace=cfg.handoff_timeout + cfg.effective_client_record_max_age + 2 * cfg.shard_check_frequency,
         )
 
