@@ -25,6 +25,7 @@ from .errors import (
     WrongTableSchema,
 )
 from .failure import Failure
+from .health import Health
 from .record import Record
 from .stats import StatReceiver
 
@@ -45,6 +46,7 @@ __all__ = [
     "NotStarted",
     "Record",
     "HandlerStuck",
+    "Health",
     "RecordFailed",
     "ReplayError",
     "StatReceiver",

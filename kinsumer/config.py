@@ -209,6 +209,11 @@ class Config:
     read_capacity: int = attrs.field(default=10, validator=_integer(1))
     #: Write capacity units of each table when billing_mode="PROVISIONED".
     write_capacity: int = attrs.field(default=10, validator=_integer(1))
+    #: Readiness (``Kinsumer.health()``, ``/readyz``) fails while a shard this client owns is further behind
+    #: than this: its MillisBehindLatest, or the age of its oldest record in hand. None: not checked.
+    max_healthy_lag: float | None = attrs.field(
+        default=None, converter=_as_float, validator=attrs.validators.optional(_seconds(0, inclusive=False))
+    )
     #: Read the stream as this IAM role (a stream in another account): Kinesis calls use the role's
     #: credentials, assumed with STS from the caller's and refreshed before they expire; DynamoDB
     #: stays on the caller's own. None: the caller's credentials for both.

@@ -9,6 +9,7 @@ import datetime as dt
 import functools
 import inspect
 import logging
+import math
 import re
 import threading
 import time
@@ -49,6 +50,7 @@ from .failure import Failure
 from .handling.options import Ordering
 from .handling.processor import Options as ProcessOptions
 from .handling.processor import Origin, Processor
+from .health import HEARTBEAT_MARGIN, Health, HealthFacts, HealthServer, ShardLag, verdict
 from .reading.fanout import fanout_readers
 from .reading.reader import ReaderFactory
 from .record import Record
@@ -179,6 +181,9 @@ class Kinsumer:
         self._lifecycle = threading.Lock()
         self._stopped = threading.Event()
         self._coordinator: Coordinator | None = None
+        self._runtime: Runtime | None = None
+        self._processors: set[Processor] = set()  # process() calls under way (their stuck handler calls)
+        self._health_servers: list[HealthServer] = []  # serve_health()'s: stop() closes them
         self._home: str | None = None  # the application's home stream, once run() established it
         self._async = AsyncFront(self._delivery)
 
@@ -275,6 +280,7 @@ class Kinsumer:
                 on_fatal=self._on_fatal,
                 request_refresh=self._request_refresh,
             )
+            self._runtime = runtime
             self._coordinator = Coordinator(runtime, self._readers(scopes))
             self._coordinator.start()
         except BaseException as exc:
@@ -369,6 +375,8 @@ class Kinsumer:
                 self._coordinator.join(self.config.handoff_timeout + _STOP_GRACE)
             self._calls.detach()
             self._stats.flush()  # once, after the background threads' last calls
+            for server in self._health_servers:
+                server.close()
             self._stopped.set()
             log.info("kinsumer %s stopped (client %s)", self.application_name, self.client_id)
         else:
@@ -420,6 +428,55 @@ class Kinsumer:
             client_index=coordinator.client_index,
             client_count=coordinator.client_count,
             shards=tuple(_owned(w, reading) for w in coordinator.workers()),
+        )
+
+    def health(self) -> Health:
+        """Whether this client is live (a restart would not help) and ready (consuming as it should), and
+        why not: see :mod:`kinsumer.health` and docs/observability.md. Cheap; thread-safe."""
+        return verdict(self._health_facts())
+
+    def serve_health(self, port: int = 0, addr: str = "127.0.0.1", *, registry: Any = None) -> HealthServer:
+        """Answer ``GET /healthz`` (liveness) and ``/readyz`` (readiness) on ``addr:port`` (0: a free port, see
+        ``.port``) with 200 or 503 and :meth:`health` as JSON, on a daemon thread; with a Prometheus
+        ``registry`` (``PrometheusStatReceiver.registry``) its metrics on every other path. Call it before
+        :meth:`run` to be probed while starting; :meth:`stop` closes it (so does its ``close()``)."""
+        server = HealthServer(self.health, port, addr, registry=registry)
+        with self._lifecycle:
+            stopped = self._state == _STOPPED and self._stopped.is_set()
+            if not stopped:
+                self._health_servers.append(server)
+        if stopped:  # stop() is over: nothing would close it
+            server.close()
+            raise KinsumerError("serve_health() after stop(): the client is stopped")
+        return server
+
+    def _health_facts(self) -> HealthFacts:
+        coordinator, runtime, cfg = self._coordinator, self._runtime, self.config
+        state = self._state
+        if state == _RUNNING and (coordinator is None or runtime is None):
+            state = "starting"
+        if state != _RUNNING or coordinator is None or runtime is None:
+            return HealthFacts(state=state)
+        now, error = time.monotonic(), self._delivery.error
+        beat = runtime.liveness.last_beat
+        several = len(self.streams) > 1
+        shards = tuple(
+            ShardLag(f"{s.stream}/{s.shard_id}" if several else s.shard_id, s.millis_behind_latest, s.oldest_record_age)
+            for s in self.status().shards
+            if s.captured
+        )
+        idle_since = None if shards else coordinator.idle_since  # a capture since the last round counts at once
+        return HealthFacts(
+            state=state,
+            error=None if error is None else str(error),
+            heartbeat_age=now - beat if beat > -math.inf else None,
+            heartbeat_limit=2 * cfg.shard_check_frequency + HEARTBEAT_MARGIN,
+            stuck_calls=tuple(call for processor in list(self._processors) for call in processor.stuck_calls()),
+            shards=shards,
+            max_healthy_lag=cfg.max_healthy_lag,
+            idle_for=None if idle_since is None else now - idle_since,
+            owned_once=coordinator.owned_once or bool(shards),
+            idle_grace=cfg.handoff_timeout + cfg.effective_client_record_max_age + 2 * cfg.shard_check_frequency,
         )
 
     # ----------------------------------------------------------------- pausing shards
@@ -752,11 +809,14 @@ class Kinsumer:
             self._delivery, handler, options, origin, self._stats, batches=batches,
             buffer_size=self.config.buffer_size,
         )  # fmt: skip
+        self._processors.add(processor)
         try:
             processor.run()
         except HandlerStuck:
             self.stop()  # the client leaves: its shards go to the others, the records in hand with them
             raise
+        finally:
+            self._processors.discard(processor)
 
     def _check_mode(self, called: str, *, manual: bool) -> None:
         if self.config.manual_checkpointing != manual:
@@ -784,6 +844,7 @@ def _owned(worker: ShardWorker, reading: str) -> OwnedShard:
     return OwnedShard(
         worker.stream_shard_id, worker.captured, sequence_number, worker.millis_behind_latest, sub_sequence,
         reading, worker.retrying, worker.scope.name, worker.expired, worker.paused, worker.oldest_call_age,
+        worker.oldest_record_age,
     )  # fmt: skip
 
 

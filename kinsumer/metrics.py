@@ -114,6 +114,7 @@ class LoggingStatReceiver(StatReceiver):
         self._window = _Window()
         self._total = _Window()
         self._lag: dict[str, int] = {}  # latest MillisBehindLatest of each shard owned
+        self._age: dict[str, float] = {}  # latest age of the oldest record in hand of each shard owned (held)
         self._window_start = clock()
 
     # ----------------------------------------------------------------- StatReceiver
@@ -161,6 +162,17 @@ class LoggingStatReceiver(StatReceiver):
             self._window.lost += 1
             self._total.lost += 1
             self._lag.pop(shard_id, None)
+            self._age.pop(shard_id, None)
+        self._emit(line)
+
+    def record_age(self, shard_id: str, oldest_seconds: float | None) -> None:
+        now = self._clock()
+        with self._lock:
+            line = self._roll(now)
+            if oldest_seconds is None:
+                self._age.pop(shard_id, None)
+            else:
+                self._age[shard_id] = oldest_seconds
         self._emit(line)
 
     def handoff(self, shard_id: str, seconds: float, clean: bool) -> None:
@@ -227,7 +239,8 @@ class LoggingStatReceiver(StatReceiver):
         """Running totals since construction (copies; safe to keep and modify).
 
         Keys: ``records_fetched`` and ``records_delivered`` ({shard: count}),
-        ``millis_behind_latest`` ({shard: ms}, shards currently owned), ``checkpoints_written``,
+        ``millis_behind_latest`` ({shard: ms}, shards currently owned), ``record_age_seconds`` ({shard:
+        seconds}, the age of the oldest record in hand of each shard owned that holds one), ``checkpoints_written``,
         ``shards_gained``, ``shards_lost``, ``handoffs_clean``, ``handoffs_timed_out``,
         ``errors_retried`` ({(operation, error): count}), ``malformed_aggregates``,
         ``delivery_latency_avg_seconds``, ``delivery_latency_max_seconds``, and ``process()``'s
@@ -240,6 +253,7 @@ class LoggingStatReceiver(StatReceiver):
                 "records_fetched": dict(t.fetched),
                 "records_delivered": dict(t.delivered),
                 "millis_behind_latest": dict(self._lag),
+                "record_age_seconds": dict(self._age),
                 "checkpoints_written": t.checkpoints,
                 "shards_gained": t.gained,
                 "shards_lost": t.lost,
@@ -304,6 +318,7 @@ class LoggingStatReceiver(StatReceiver):
             f"latency_avg_s={w.latency_avg:.3f}",
             f"latency_max_s={w.latency_max:.3f}",
             f"max_lag_ms={max(self._lag.values(), default=0)}",
+            f"max_record_age_s={max(self._age.values(), default=0.0):.1f}",
             f"errors_retried={sum(w.retried.values())}",
         ]
         if t.malformed_aggregates:

@@ -40,6 +40,9 @@ class OwnedShard:
     paused: bool = False
     #: seconds the oldest ``process()`` handler call under way on it has run; None if none is
     oldest_call_age: float | None = None
+    #: seconds since the oldest record of it this client holds and has not finished with (read, queued, or
+    #: under a handler) reached the stream; None if it holds none
+    oldest_record_age: float | None = None
 
 
 @attrs.frozen
@@ -95,6 +98,9 @@ class ShardInfoRow:
     oldest_call_age: float | None = None
     #: records its owner's ``process()`` sent to the sink as too old (``max_record_age``), this capture
     expired: int = 0
+    #: seconds since the oldest record its owner held (and had not finished with) at its last commit
+    #: reached the stream; None if it held none
+    oldest_record_age: float | None = None
 
 
 @attrs.frozen
@@ -171,6 +177,9 @@ def read_status(
                 paused_for=_age(row.paused, now) if row.paused is not None and row.owner_id else None,
                 oldest_call_age=_age(row.busy_since, now) if row.busy_since is not None and row.owner_id else None,
                 expired=row.expired,
+                oldest_record_age=_age(row.oldest_arrival, now)
+                if row.oldest_arrival is not None and row.owner_id
+                else None,
             )
         )
     return ApplicationStatus(

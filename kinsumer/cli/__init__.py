@@ -1,6 +1,6 @@
 """The ``kinsumer`` command: tables, status, tail, produce and the demo.
 
-    kinsumer create-tables APP            kinsumer status STREAM APP [--json]
+    kinsumer create-tables APP            kinsumer status STREAM APP [--json] [--watch [SECONDS]]
     kinsumer delete-tables APP --yes      kinsumer tail STREAM [--from latest] [--app APP]
     kinsumer produce STREAM --count N     kinsumer demo
     kinsumer reset --app APP --stream S --to TRIM_HORIZON | LATEST | AT_TIMESTAMP TIME [--shard ID ...]
@@ -36,7 +36,7 @@ from .aws import add_aws_options, clients, describe_error
 from .checkout import checkout_module
 from .efo import add_efo_commands
 from .prompt import confirmed, usage
-from .status_view import render
+from .status_view import render, watch
 from .tail import StreamTail, format_record
 
 __all__ = ["main"]
@@ -112,6 +112,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("stream", help="stream name")
     sub.add_argument("app", help="application name")
     sub.add_argument("--json", action="store_true", help="print JSON for machines")
+    sub.add_argument(
+        "--watch", nargs="?", type=float, const=2.0, default=None, metavar="SECONDS",
+        help="show it again every SECONDS (default 2) until Ctrl-C: in place in a terminal",
+    )  # fmt: skip
+    sub.add_argument("--watch-count", type=int, default=None, help=argparse.SUPPRESS)  # refreshes, then exit (tests)
     _max_age_option(sub)
     sub.set_defaults(run=_status)
 
@@ -233,10 +238,27 @@ def _delete_tables(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     validate_names(args.stream, args.app, "cli")
+    _positive("--watch", args.watch, 0.1)
+    _positive("--watch-count", args.watch_count)
     kinesis, dynamodb = clients(args)
-    status = read_status(kinesis, dynamodb, args.stream, args.app, max_age=args.max_age)
-    print(json.dumps(status.to_json(), indent=2) if args.json else render(status))
+
+    def show() -> str:
+        status = read_status(kinesis, dynamodb, args.stream, args.app, max_age=args.max_age)
+        return json.dumps(status.to_json(), indent=2) if args.json else render(status)
+
+    if args.watch is None:
+        print(show())
+        return 0
+    try:
+        watch(show, args.watch, sys.stdout, tty=sys.stdout.isatty(), count=args.watch_count, describe=_described)
+    except KeyboardInterrupt as exc:  # Ctrl-C ends a watch: that is how it is left
+        if isinstance(exc, Terminated):
+            raise
     return 0
+
+
+def _described(exc: Exception) -> str:
+    return describe_error(exc) or f"{type(exc).__name__}: {exc}"
 
 
 def _reset(args: argparse.Namespace) -> int:

@@ -1,10 +1,19 @@
-"""``kinsumer status``: an application's clients, leader, shard cache and shards, as a table."""
+"""``kinsumer status``: an application's clients, leader, shard cache and shards, as a table; and
+``--watch``, which shows it again every few seconds (in place in a terminal)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import time
+from collections.abc import Callable
+from typing import TextIO
+
 from ..status import ApplicationStatus, ShardInfoRow
 
-__all__ = ["render"]
+__all__ = ["render", "watch"]
+
+#: Home, and clear what is left of each line and below the block: a refresh in place without a blank flash.
+HOME, CLEAR_LINE, CLEAR_BELOW = "\x1b[H", "\x1b[K", "\x1b[J"
 
 
 def _short(sequence_number: str | None) -> str:
@@ -75,7 +84,7 @@ def render(status: ApplicationStatus) -> str:
     out.append(f"shard cache: {len(status.shard_cache)} consumable shards, {cache_age}")
     out += ["", "shards:"]
     out += _table(
-        ["SHARD", "STATE", "OWNER", "READING", "CHECKPOINT", "LAG", "ROW UPDATED"],
+        ["SHARD", "STATE", "OWNER", "READING", "CHECKPOINT", "LAG", "OLDEST", "ROW UPDATED"],
         [
             [
                 s.shard_id,
@@ -84,9 +93,44 @@ def render(status: ApplicationStatus) -> str:
                 s.reading or "-",
                 _checkpoint(s.checkpoint, s.checkpoint_sub_sequence_number),
                 "-" if s.millis_behind_latest is None else f"{s.millis_behind_latest} ms",
+                "-" if s.oldest_record_age is None else f"{s.oldest_record_age:.1f} s",
                 "-" if s.last_update_age is None else f"{s.last_update_age:.1f} s ago",
             ]
             for s in status.shards
         ],
     )
     return "\n".join(out)
+
+
+def watch(
+    show: Callable[[], str],
+    interval: float,
+    out: TextIO,
+    *,
+    tty: bool,
+    count: int | None = None,
+    describe: Callable[[Exception], str] = str,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Write ``show()`` every ``interval`` seconds, ``count`` times (None: until Ctrl-C, which the caller
+    catches), each under a line with the time. In a terminal (``tty``) each refresh replaces the last
+    one in place; otherwise the blocks follow one another, a blank line between them. An error from
+    ``show()`` (a table unreachable for a while) is shown in the block's place, as ``describe`` says it,
+    and the watch goes on."""
+    shown = 0
+    while count is None or shown < count:
+        started = time.monotonic()
+        stamp = dt.datetime.now().astimezone().isoformat(timespec="seconds")
+        try:
+            text = show()
+        except Exception as exc:  # noqa: BLE001 - shown, and the next refresh tries again
+            text = f"error: {describe(exc)}"
+        if tty:
+            lines = [f"{stamp}  every {interval:g} s, Ctrl-C to stop", "", *text.splitlines()]
+            out.write(HOME + "".join(line + CLEAR_LINE + "\n" for line in lines) + CLEAR_BELOW)
+        else:
+            out.write(("\n" if shown else "") + f"{stamp}\n{text}\n")
+        out.flush()
+        shown += 1
+        if count is None or shown < count:
+            sleep(max(0.0, interval - (time.monotonic() - started)))

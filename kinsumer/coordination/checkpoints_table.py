@@ -17,8 +17,9 @@ the row from, empty for a free row: a non-empty one means that owner ended uncle
 row: a client started again under its ``client_id`` never releases its earlier process's rows,
 which others take as a dead owner's. ``Retrying`` says what ``process()`` is calling again, and
 ``Paused`` since when its owner paused the shard (``Kinsumer.pause()``), ``BusySince`` since when
-a handler call under way has run (once it has for long), and ``Expired`` the records sent to the
-sink as too old, all for ``kinsumer status``.
+a handler call under way has run (once it has for long), ``Expired`` the records sent to the
+sink as too old, and ``OldestArrival`` (epoch ms) the arrival in the stream of the oldest record its
+owner held and had not finished with at its last commit, all for ``kinsumer status``.
 
 Capture is conditional on the row being free, ours, or exactly as read while its owner was
 found dead (the caller decides that from the clients table: :mod:`.membership`); commit and
@@ -76,6 +77,7 @@ _NAMES = {
     "#paused": "Paused",
     "#busy": "BusySince",
     "#expired": "Expired",
+    "#oldest": "OldestArrival",
     "#handed": "Handed",
     "#careful": "Careful",
 }
@@ -102,6 +104,7 @@ class CheckpointRow:
     paused: int | None = None  # epoch ms: the owner paused the shard (Kinsumer.pause()) then
     busy_since: int | None = None  # epoch ms: a process() handler call under way since then, for long
     expired: int = 0  # records process() sent to the sink as too old (max_record_age), this capture
+    oldest_arrival: int | None = None  # epoch ms: the arrival of the oldest record its owner held at its last commit
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> CheckpointRow:
@@ -125,6 +128,7 @@ class CheckpointRow:
             paused=int(item["Paused"]["N"]) if "Paused" in item else None,
             busy_since=int(item["BusySince"]["N"]) if "BusySince" in item else None,
             expired=int(item.get("Expired", {}).get("N", "0")),
+            oldest_arrival=int(item["OldestArrival"]["N"]) if "OldestArrival" in item else None,
         )
 
     @property
@@ -204,7 +208,7 @@ def capture(
         taken = " OR (#owner = :prev AND #lu = :prevlu)"
         values[":prev"] = {"S": taking.owner_id}
         values[":prevlu"] = {"N": str(taking.last_update)}
-    update += " REMOVE #paused, #busy, #expired"  # its owner's: the new one stores its own
+    update += " REMOVE #paused, #busy, #expired, #oldest"  # its owner's: the new one stores its own
     condition = f"{unfinished} AND (attribute_not_exists(#owner) OR #owner = :me{taken})"
     item = _conditional_update(db, table, shard_id, update, condition, values, return_new=True)
     return None if item is None else CheckpointRow.from_item(item)
@@ -276,10 +280,12 @@ def commit(
     handed: str | None = None,
     busy_since: int | None = None,
     expired: int = 0,
+    oldest_arrival: int | None = None,
 ) -> bool:
     """Refresh our lease and store ``checkpoint`` (and the lag, and the crash-loop guard's
     reservation) if given; and for operators since when a handler call under way has run, if it has
-    for long (removed otherwise), and the records sent to the sink as too old. False: not ours."""
+    for long (removed otherwise), the arrival of the oldest record held (removed if none), and the
+    records sent to the sink as too old. False: not ours."""
     sets, values, removes = [], {}, []
     if millis_behind_latest is not None:
         sets.append("#lag = :lag")
@@ -292,6 +298,11 @@ def commit(
         values[":busy"] = {"N": str(busy_since)}
     else:
         removes.append("#busy")
+    if oldest_arrival is not None:
+        sets.append("#oldest = :oldest")
+        values[":oldest"] = {"N": str(oldest_arrival)}
+    else:
+        removes.append("#oldest")
     if expired:
         sets.append("#expired = :expired")
         values[":expired"] = {"N": str(expired)}
@@ -411,7 +422,7 @@ def release(
     if expired:
         sets.append("#expired = :expired")
         values[":expired"] = {"N": str(expired)}
-    removes = ["#owner", "#oname", "#handed", "#retry", "#paused", "#busy"]
+    removes = ["#owner", "#oname", "#handed", "#retry", "#paused", "#busy", "#oldest"]
     update, values = _owner_update(checkpoint, sets, removes, values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
 

@@ -1,7 +1,8 @@
 """The commit clock: one thread per client commits its owned shards when due.
 
 Commits store each shard's checkpoint (the contiguous prefix of processed records), at most
-every ``commit_frequency`` and only when it moved, or confirm a lease after a late heartbeat.
+every ``commit_frequency`` and only when it moved, or confirm a lease after a late heartbeat. Each
+period the age of each shard's oldest record in hand goes to the stats (``StatReceiver.record_age``).
 They run here, on their own clock and threads (a thread per :data:`WRITES_PER_LANE` commits due
 together, up to :data:`COMMIT_THREADS`, so a round of hundreds of busy shards fits in a period and
 one of a few dozen holds few threads), never behind a reader's call or inside a push waiting for
@@ -22,6 +23,7 @@ import time
 from typing import Protocol
 
 from ..aws.retry import Stopped
+from ..aws.tables import now_ms
 from ..reading.shard_loop import ThreadPool
 from ..waiting import join_thread
 from .commit_schedule import CommitSchedule
@@ -122,9 +124,18 @@ class Committer:
                     self._schedule.started(shard_id, now)
                     batch.append(self._shards[shard_id])
             plans = [(shard, shard.to_commit()) for shard in batch]
+            self._report_ages(plans)
             writes = [s for s, c in plans if s.lease.needs_commit(c)]  # most are idle
             if writes:
                 self._round(writes, now + period)
+
+    def _report_ages(self, plans: list[tuple[Committable, Commit]]) -> None:
+        """The age of the oldest record in hand of each shard of the round, to the stats (once a period)."""
+        now = now_ms()
+        record_age = self._rt.stats.record_age
+        for shard, commit in plans:
+            arrival = commit.oldest_arrival
+            record_age(shard.shard_id, None if arrival is None else max(0, now - arrival) / 1000)
 
     def _round(self, writes: list[Committable], deadline: float) -> None:
         """The writes of one round, side by side: one lane per :data:`WRITES_PER_LANE` writes (at most

@@ -77,6 +77,13 @@ class Coordinator:
         self._roster: tuple[str, Roster] | None = None  # the last roster read, and its digest
         self.client_index = 0
         self.client_count = 1
+        #: The consumable shards of the streams read, as of the last round.
+        self.shard_count = 0
+        #: Monotonic time since which this client has owned no shard while there are at least as many shards as
+        #: live clients (so the assignment gives each one some); None while it owns one, or need not.
+        self.idle_since: float | None = None
+        #: This client has owned a shard since it started.
+        self.owned_once = False
 
     # ----------------------------------------------------------------- control
 
@@ -204,6 +211,17 @@ class Coordinator:
                 self._beats.beat_now()
         if not self._stopping.is_set():
             self._pool.assign(wanted, parents)
+        self._note_owning(len(keys), count)
+
+    def _note_owning(self, shards: int, clients: int) -> None:
+        """Whether this client owns a shard while it should (for ``Kinsumer.health()``)."""
+        self.shard_count = shards
+        if any(worker.captured for worker in self._pool.workers()):
+            self.owned_once, self.idle_since = True, None
+        elif shards >= clients > 0:
+            self.idle_since = self.idle_since if self.idle_since is not None else time.monotonic()
+        else:
+            self.idle_since = None
 
     def _members(self, call: Callable[..., Any]) -> tuple[list[ClientRow], Membership, int]:
         """The clients' rows and the membership: from the leader's roster where it can be trusted (the

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import attrs
 
 from ..aws.kinesis import created_at
+from ..aws.tables import now_ms
 from ..reading.position import Position, position_order
 from . import checkpoints_table
 from .checkpoints_table import CheckpointRow
@@ -75,6 +76,10 @@ class Commit:
     busy_since: int | None = None
     #: Records sent to the sink as too old, this capture (stored with the writes that happen anyway).
     expired: int = 0
+    #: Epoch ms: the arrival in the stream of the oldest record of the shard this client holds and has not
+    #: finished with; None if it holds none (stored with the writes that happen anyway, and in a write of its
+    #: own when the row says none while one is held for longer than two commit periods).
+    oldest_arrival: int | None = None
 
 
 class LeaseState(enum.Enum):
@@ -100,6 +105,7 @@ class ShardLease:
         self._liveness = runtime.liveness
         self._epoch = -1  # the heartbeat epoch in which a write last confirmed the lease
         self._busy_since: int | None = None  # as stored in the row (a capture removes it)
+        self._oldest_arrival: int | None = None  # as stored in the row (a capture removes it)
         self.state = LeaseState.UNCLAIMED
         #: The checkpoint stored in the row (as captured, then as last written by us).
         self.committed: Position | None = None
@@ -149,6 +155,7 @@ class ShardLease:
                 self.state = LeaseState.OWNED
                 self.committed = row.checkpoint
                 self._busy_since = None
+                self._oldest_arrival = None
                 self._liveness.subscribe(self._heartbeat)
                 self._confirm(epoch)
             return row
@@ -182,7 +189,15 @@ class ShardLease:
         with self._lock:
             guard = commit.guard
             more = (guard is not None and guard.reservation_due()) or commit.busy_since != self._busy_since
+            more = more or self._held_unstored(commit)
             return self.state is LeaseState.OWNED and self._to_write(commit.checkpoint, more)[2]
+
+    def _held_unstored(self, commit: Commit) -> bool:
+        """The row says no record is held while one has been for longer than two commit periods (lock held)."""
+        arrival = commit.oldest_arrival
+        if arrival is None or self._oldest_arrival is not None:
+            return False
+        return now_ms() - arrival > 2000 * self._rt.config.commit_frequency
 
     def _to_write(self, checkpoint: Position | None, more: bool) -> tuple[Position | None, int, bool]:
         """What a commit stores (lock held): the checkpoint if it moved forward, the heartbeat epoch it
@@ -208,7 +223,8 @@ class ShardLease:
             reservation = guard.reservation() if guard is not None else None
             handed = None if reservation is None else reservation[0]
             busy = commit.busy_since
-            new, epoch, writes = self._to_write(checkpoint, handed is not None or busy != self._busy_since)
+            more = handed is not None or busy != self._busy_since or self._held_unstored(commit)
+            new, epoch, writes = self._to_write(checkpoint, more)
             if not writes:
                 return True
             if not self._owned_write(
@@ -216,12 +232,13 @@ class ShardLease:
                 lambda: checkpoints_table.commit(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
                     checkpoint=new, millis_behind_latest=millis_behind_latest, handed=handed,
-                    busy_since=busy, expired=commit.expired,
+                    busy_since=busy, expired=commit.expired, oldest_arrival=commit.oldest_arrival,
                 ),
             ):  # fmt: skip
                 return False
             self._written(epoch, new)
             self._busy_since = busy
+            self._oldest_arrival = commit.oldest_arrival
             if guard is not None and reservation is not None:
                 guard.reserved(reservation[1])
             return True

@@ -35,6 +35,8 @@ class Liveness:
         self.epoch = 0
         #: Monotonic time until which the other clients count this one as live, with a margin.
         self.fresh_until = -math.inf
+        #: Monotonic time the last heartbeat that landed started (-inf: none yet).
+        self.last_beat = -math.inf
 
     def now(self) -> float:
         return self._clock()
@@ -45,6 +47,7 @@ class Liveness:
             if self._clock() >= self.fresh_until:  # landed late (or the first): a new epoch
                 self.epoch += 1
             self.fresh_until = started + self._fresh_for
+            self.last_beat = max(self.last_beat, started)
             epoch, fresh_until, listeners = self.epoch, self.fresh_until, list(self._listeners)
         for listener in listeners:
             listener(epoch, fresh_until)

@@ -168,6 +168,14 @@ class ShardWorker:
         progress = self._progress
         return progress.expired if progress is not None else 0
 
+    @property
+    def oldest_record_age(self) -> float | None:
+        """Seconds since the oldest record of the shard this client holds and has not finished with (read,
+        queued, or under a handler) reached the stream; None if it holds none."""
+        progress = self._progress
+        arrival = progress.oldest_arrival() if progress is not None else None
+        return None if arrival is None else max(0.0, time.time() - arrival.timestamp())
+
     def to_commit(self) -> Commit:
         """The checkpoint and lag, and the crash-loop guard (its new reservation is made under the
         lease's lock). In careful mode the guard's own writes move the checkpoint (with the markers),
@@ -175,11 +183,14 @@ class ShardWorker:
         progress = self._progress
         guard = guard_of(progress) if progress is not None else None
         busy, expired = self._busy_since(progress), progress.expired if progress is not None else 0
+        arrival = progress.oldest_arrival() if progress is not None else None
+        oldest = None if arrival is None else int(arrival.timestamp() * 1000)
+        lag = self.millis_behind_latest
         if guard is None:
-            return Commit(self.checkpoint, self.millis_behind_latest, busy_since=busy, expired=expired)
+            return Commit(self.checkpoint, lag, busy_since=busy, expired=expired, oldest_arrival=oldest)
         if guard.careful:
-            return Commit(None, self.millis_behind_latest, busy_since=busy, expired=expired)
-        return Commit(self.checkpoint, self.millis_behind_latest, guard, busy, expired)
+            return Commit(None, lag, busy_since=busy, expired=expired, oldest_arrival=oldest)
+        return Commit(self.checkpoint, lag, guard, busy, expired, oldest)
 
     def _busy_since(self, progress: ShardProgress | None) -> int | None:
         """Epoch ms since which the oldest handler call under way has run, if that is longer than two commit
@@ -404,6 +415,7 @@ class ShardWorker:
         or a lost lease. Records that do not go in give their bytes back to the budget.
         """
         delivery = self._rt.delivery
+        progress.fetched(records)  # their arrival, for the age of the oldest record in hand
         start = 0
         try:
             while start < len(records):

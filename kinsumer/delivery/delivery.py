@@ -233,6 +233,11 @@ class Delivery:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def error(self) -> KinsumerError | None:
+        """The background error the delivery was closed with (raised from the callers' next calls), if any."""
+        return self._error
+
     def next_auto(self, holder: Hashable, timeout: float | None) -> Record | None:
         """Auto mode: count ``holder``'s previous record processed, then take the next one.
 

@@ -9,9 +9,11 @@ lock.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 import attrs
@@ -20,7 +22,11 @@ from ..reading.position import Position
 from ..record import Record
 from .tracker import CheckpointTracker
 
-__all__ = ["Checkpoint", "Run", "ShardProgress"]
+__all__ = ["ARRIVAL_SAMPLE", "Checkpoint", "Run", "ShardProgress"]
+
+#: One arrival time is kept per this many records read (:meth:`ShardProgress.fetched`): the age of the oldest
+#: record in hand is that of the first of its group, older by at most the arrivals of this many records.
+ARRIVAL_SAMPLE = 32
 
 
 class Run:
@@ -69,8 +75,10 @@ class ShardProgress:
 
     __slots__ = (
         "__weakref__",  # process()'s crash-loop guard of the capture is found by it (handling.guard.guard_of)
+        "_arrivals",
         "_cond",
         "_delivered",
+        "_fetched",
         "_initial",
         "_lock",
         "_pushed",
@@ -103,6 +111,9 @@ class ShardProgress:
         self._runs: list[Run] = []  # runs being handed over
         self._pushed = 0  # records the reader put into the queue
         self._delivered = 0  # records registered as delivered (retracted ones excluded)
+        self._fetched = 0  # records the reader read, to be pushed in order (their tokens follow the same order)
+        #: (index among the records read, arrival) of every ARRIVAL_SAMPLE-th record read not yet finished with
+        self._arrivals: deque[tuple[int, dt.datetime]] = deque()
         #: No more deliveries (handoff started).
         self.revoked = False
         self._released = False  # no more acknowledgements (shard given up)
@@ -164,6 +175,38 @@ class ShardProgress:
         """Delivered records not yet acknowledged."""
         with self._lock:
             return self._outstanding()
+
+    def fetched(self, records: list[Record]) -> None:
+        """The shard's reader read ``records``, to be pushed next, in order: their arrival is kept, one per
+        :data:`ARRIVAL_SAMPLE` records, for :meth:`oldest_arrival` (a cost per page, not per record)."""
+        with self._lock:
+            first = self._fetched
+            self._arrivals.extend(
+                (first + i, records[i].approximate_arrival_timestamp) for i in range(0, len(records), ARRIVAL_SAMPLE)
+            )
+            self._fetched = first + len(records)
+            self._drop_arrivals(self._tracker.prefix_end)
+
+    def oldest_arrival(self) -> dt.datetime | None:
+        """When the oldest record of the capture this client holds and has not finished with (read, queued,
+        delivered and not yet acknowledged) reached the stream, to :data:`ARRIVAL_SAMPLE` records; None if
+        it holds none. Records are finished with in order of the shard: the oldest is the first one not
+        acknowledged in order. Amortised O(1)."""
+        with self._lock:
+            for run in self._runs:
+                self._fold(run)
+            done = self._tracker.prefix_end  # tokens count the records read, in the order they were read
+            self._drop_arrivals(done)
+            return self._arrivals[0][1] if done < self._fetched and self._arrivals else None
+
+    def _drop_arrivals(self, done: int) -> None:
+        """Forget the arrivals of groups every record of which is finished with (lock held)."""
+        arrivals = self._arrivals
+        if done >= self._fetched:
+            arrivals.clear()
+            return
+        while len(arrivals) > 1 and arrivals[1][0] <= done:
+            arrivals.popleft()
 
     def pushed(self, count: int) -> None:
         with self._lock:

@@ -38,6 +38,11 @@ class CheckpointTracker(Generic[T]):
         return self._checkpoint
 
     @property
+    def prefix_end(self) -> int:
+        """The token of the first record not acknowledged in order: every token below it is acknowledged."""
+        return self._base
+
+    @property
     def outstanding(self) -> int:
         """Delivered records neither acknowledged nor retracted."""
         return len(self._pending) - len(self._acked) - len(self._retracted)

@@ -90,6 +90,11 @@ class Processor:
             else None
         )
 
+    def stuck_calls(self) -> list[tuple[str, float]]:
+        """The handler calls past ``timeout`` still running (a sync call goes on in the background):
+        (shard, seconds since the call began), oldest first; none without a ``timeout``."""
+        return self._timed.stuck() if self._timed is not None else []
+
     def run(self) -> None:
         """Handle records until the consumer stops; raise what a worker could not handle."""
         workers = self._options.concurrency

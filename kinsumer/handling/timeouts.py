@@ -148,6 +148,13 @@ class TimedHandler:
             self._callers.remove(caller)
             self._stuck[caller] = call
 
+    def stuck(self) -> list[tuple[str, float]]:
+        """The calls past their timeout still running: (shard, seconds since the call began), oldest first."""
+        now = time.monotonic()
+        with self._lock:
+            calls = list(self._stuck.values())
+        return sorted(((c.shard_id, now - c.started) for c in calls), key=lambda item: -item[1])
+
     def close(self) -> None:
         """``process()`` ends: the idle caller threads end (stuck ones end when their call does)."""
         with self._lock:

@@ -67,11 +67,11 @@ def _configure(variant: str) -> object:
     from kinsumer.otel_metrics import OpenTelemetryStatReceiver  # noqa: PLC0415
 
     class DropSpans(SpanExporter):
-        def export(self, spans: Sequence[object]) -> SpanExportResult:  # type: ignore[override]
+        def export(self, spans: Sequence[object]) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
     class DropMetrics(MetricExporter):
-        def export(self, metrics_data: object, timeout_millis: float = 10_000, **kwargs: object) -> MetricExportResult:  # type: ignore[override]
+        def export(self, metrics_data: object, timeout_millis: float = 10_000, **kwargs: object) -> MetricExportResult:
             return MetricExportResult.SUCCESS
 
         def force_flush(self, timeout_millis: float = 10_000) -> bool:

@@ -11,7 +11,7 @@ The layers, from the bottom (docs/how-it-works.md draws them):
 6. ``handling``: ``process()`` (attempts, the scheduler, the crash-loop guard, hooks);
 7. ``coordination``: who reads which shard (membership, leases, the shard workers);
 8. the front: the public class and what sits beside it (``consumer``, ``asyncio_front``,
-   ``dead_letter``, ``status``, ``metrics``, the package itself);
+   ``dead_letter``, ``status``, ``metrics``, ``health``, the package itself);
 9. the applications: the command line and the Spark source and sink.
 
 Every import counts: at the top, in a function, or under ``TYPE_CHECKING``.
@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("handling", ("kinsumer.handling",)),
     ("coordination", ("kinsumer.coordination",)),
     ("front", ("kinsumer", "kinsumer.consumer", "kinsumer.asyncio_front", "kinsumer.dead_letter", "kinsumer.status",
-               "kinsumer.metrics", "kinsumer.otel_metrics")),
+               "kinsumer.metrics", "kinsumer.otel_metrics", "kinsumer.health")),
     ("applications", ("kinsumer.cli", "kinsumer.spark", "kinsumer.__main__")),
 ]  # fmt: skip
 

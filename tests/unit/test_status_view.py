@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from kinsumer.cli.status_view import render
+import io
+
+from kinsumer.cli.status_view import CLEAR_BELOW, HOME, render, watch
 from kinsumer.status import ApplicationStatus, ShardInfoRow
 
 
@@ -42,3 +44,22 @@ def test_a_long_handler_call_and_expired_records_show() -> None:
     )  # fmt: skip
     (line,) = [line for line in render(status).splitlines() if "shardId-000000000000" in line]
     assert "a handler call under way for 75 s" in line and "12 expired" in line
+
+
+def test_a_watch_in_a_terminal_refreshes_in_place() -> None:
+    out, texts, slept = io.StringIO(), iter(["one\nlong line", "two"]), []
+    watch(lambda: next(texts), 2.0, out, tty=True, count=2, sleep=slept.append)
+    first, second = out.getvalue().split(HOME)[1:]
+    assert first.endswith(CLEAR_BELOW) and "one\x1b[K\nlong line\x1b[K\n" in first
+    assert "two\x1b[K\n" in second and "long line" not in second  # what the last refresh showed is cleared
+    assert "every 2 s, Ctrl-C to stop" in second
+    assert len(slept) == 1 and 0 < slept[0] <= 2.0  # no wait after the last refresh
+
+
+def test_a_watch_shows_an_error_in_place_of_the_block() -> None:
+    def failing() -> str:
+        raise RuntimeError("table unreachable")
+
+    out = io.StringIO()
+    watch(failing, 0.1, out, tty=False, count=2, sleep=lambda seconds: None)
+    assert out.getvalue().count("error: table unreachable") == 2
