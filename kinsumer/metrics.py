@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, KinsumerError, MissingDependency
+from .health import Health, HealthServer
 from .otel_metrics import OpenTelemetryStatReceiver
 from .stats import StatReceiver
 
@@ -457,8 +458,7 @@ class PrometheusStatReceiver(StatReceiver):
         )
         self._start_http_server = prometheus_client.start_http_server
         self._server_lock = threading.Lock()
-        self._server: WSGIServer | None = None
-        self._server_thread: threading.Thread | None = None
+        self._server: _PrometheusServer | HealthServer | None = None
 
     # ----------------------------------------------------------------- StatReceiver
 
@@ -531,25 +531,46 @@ class PrometheusStatReceiver(StatReceiver):
 
     # ----------------------------------------------------------------- exposition
 
-    def serve(self, port: int = 0, addr: str = "127.0.0.1") -> int:
+    def serve(self, port: int = 0, addr: str = "127.0.0.1", *, health: Callable[[], Health] | None = None) -> int:
         """Serve this registry at ``http://addr:port/metrics`` from a daemon thread; the port bound.
 
         ``port=0`` picks a free port. Binds to the loopback interface unless ``addr`` says
-        otherwise (``"0.0.0.0"`` for every interface). Stop it with :meth:`close`.
+        otherwise (``"0.0.0.0"`` for every interface). With ``health`` (a Kinsumer's
+        :meth:`~kinsumer.Kinsumer.health`), the same port answers ``/healthz`` and ``/readyz`` too,
+        for Kubernetes probes (see :class:`~kinsumer.health.HealthServer`). Stop it with :meth:`close`.
         """
         with self._server_lock:
             if self._server is not None:
-                raise KinsumerError(f"already serving on port {self._server.server_port}; call close() first")
-            self._server, self._server_thread = self._start_http_server(port, addr=addr, registry=self.registry)
-            return self._server.server_port
+                raise KinsumerError(f"already serving on port {self._server.port}; call close() first")
+            if health is None:
+                self._server = _PrometheusServer(*self._start_http_server(port, addr=addr, registry=self.registry))
+            else:
+                self._server = HealthServer(health, port, addr, registry=self.registry)
+            return self._server.port
 
     def close(self) -> None:
         """Stop the HTTP server started by :meth:`serve` and free its port. Idempotent."""
         with self._server_lock:
-            server, thread = self._server, self._server_thread
-            self._server = self._server_thread = None
+            server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
-        if thread is not None:
-            thread.join(5)
+            server.close()
+
+
+class _PrometheusServer:
+    """prometheus_client's own server and its thread, closed as a :class:`~kinsumer.health.HealthServer` is."""
+
+    def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
+        self._server, self._thread = server, thread
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_port)
+
+    @property
+    def address(self) -> str:
+        return str(self._server.server_address[0])
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout)

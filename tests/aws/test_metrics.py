@@ -110,7 +110,7 @@ def test_prometheus_metrics_of_a_running_consumer_scraped_over_http(
 def test_serve_binds_to_the_loopback_interface_by_default(prometheus: PrometheusStatReceiver) -> None:
     port = prometheus.serve()
     assert prometheus._server is not None
-    assert prometheus._server.server_address[:2] == ("127.0.0.1", port)
+    assert (prometheus._server.address, prometheus._server.port) == ("127.0.0.1", port)
     with pytest.raises(KinsumerError, match="already serving"):
         prometheus.serve()
     prometheus.close()

@@ -178,3 +178,31 @@ def test_the_wsgi_app_refuses_other_methods() -> None:
     started: list[str] = []
     body = app({"PATH_INFO": "/healthz", "REQUEST_METHOD": "POST"}, lambda status, headers: started.append(status))  # type: ignore[arg-type,return-value]
     assert started == ["405 Method Not Allowed"] and b"GET only" in b"".join(body)
+
+
+def test_the_prometheus_receiver_serves_health_on_its_own_port_when_given_it() -> None:
+    pytest.importorskip("prometheus_client")
+    from kinsumer.metrics import PrometheusStatReceiver
+
+    stats = PrometheusStatReceiver()
+    stats.shard_gained("shardId-000000000000")
+    switch = Switch()
+    port = stats.serve(health=switch)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        status, body = get(url + "/metrics")
+        assert status == 200 and isinstance(body, str) and "kinsumer_shards_owned 1.0" in body
+        assert get(url + "/healthz")[0] == 200
+        switch.health = Health(False, False, (HealthReason("handler_stuck", "a call runs on"),))
+        status, verdict = get(url + "/healthz")
+        assert status == 503 and isinstance(verdict, dict) and verdict["reasons"][0]["code"] == "handler_stuck"
+    finally:
+        stats.close()
+        stats.close()  # idempotent
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)
+    plain = stats.serve()  # without health: prometheus_client's own server, which has no /healthz
+    try:
+        assert "kinsumer_shards_owned 1.0" in str(get(f"http://127.0.0.1:{plain}/metrics")[1])
+    finally:
+        stats.close()
