@@ -97,20 +97,27 @@ class GuardedStats(StatReceiver):
         self._failed: set[str] = set()
         #: False when the receiver ignores deliveries: next*() then skips the per-record call
         self.wants_deliveries = getattr(type(receiver), "record_delivered", None) is not StatReceiver.record_delivered
+        self._delivered = receiver.record_delivered  # bound once: it is called per record
 
     def _call(self, method: str, *args: object) -> None:
         try:
             getattr(self._receiver, method)(*args)
-        except Exception:
-            if method not in self._failed:  # once: a receiver failing per record would flood the log
-                self._failed.add(method)
-                logging.getLogger("kinsumer").exception("StatReceiver.%s raised; its calls go on", method)
+        except Exception:  # noqa: BLE001 - logged (once) by _raised
+            self._raised(method)
+
+    def _raised(self, method: str) -> None:
+        if method not in self._failed:  # once: a receiver failing per record would flood the log
+            self._failed.add(method)
+            logging.getLogger("kinsumer").exception("StatReceiver.%s raised; its calls go on", method)
 
     def records_fetched(self, shard_id: str, count: int, millis_behind_latest: int | None) -> None:
         self._call("records_fetched", shard_id, count, millis_behind_latest)
 
     def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
-        self._call("record_delivered", shard_id, latency_seconds)
+        try:  # not through _call: this one is per record
+            self._delivered(shard_id, latency_seconds)
+        except Exception:  # noqa: BLE001 - logged (once) by _raised
+            self._raised("record_delivered")
 
     def checkpoint_written(self, shard_id: str) -> None:
         self._call("checkpoint_written", shard_id)
@@ -179,6 +186,9 @@ class KeyedStats(GuardedStats):
         super().__init__(guarded._receiver)
         self._failed = guarded._failed  # one "raised" log per method for the whole client
         self._key = key
+
+    def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
+        self._call("record_delivered", shard_id, latency_seconds)
 
     def _call(self, method: str, *args: object) -> None:
         if method in _BY_SHARD:

@@ -501,5 +501,17 @@ def _deadline(timeout: float | None) -> float | None:
     return None if timeout is None else time.monotonic() + timeout
 
 
+_last_arrival: tuple[dt.datetime | None, float] = (None, 0.0)
+
+
 def _age(timestamp: dt.datetime) -> float:
-    return max(0.0, time.time() - timestamp.timestamp())
+    """Seconds since ``timestamp``. The records of a page written together share one arrival datetime (see
+    records_parser): its epoch is kept, as one tuple that every thread may replace (a race only repeats the
+    conversion)."""
+    global _last_arrival  # noqa: PLW0603
+    last, epoch = _last_arrival
+    if last is not timestamp:
+        epoch = timestamp.timestamp()
+        _last_arrival = (timestamp, epoch)
+    age = time.time() - epoch
+    return age if age > 0.0 else 0.0
