@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from threading import get_ident
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -50,6 +50,7 @@ from .failure import Failure
 from .handling.options import Ordering
 from .handling.processor import Options as ProcessOptions
 from .handling.processor import Origin, Processor
+from .handling.tracing import tracing_for
 from .health import HEARTBEAT_MARGIN, Health, HealthFacts, HealthServer, ShardLag, verdict
 from .reading.fanout import fanout_readers
 from .reading.reader import ReaderFactory
@@ -621,6 +622,7 @@ class Kinsumer:
         on_assigned: Callable[[str], object] | None = None,
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
+        trace_context: Callable[[Record], Mapping[str, str] | None] | None = None,
     ) -> None:
         """Call ``handler(record)`` for every record until :meth:`stop` (from another thread, a signal).
 
@@ -661,10 +663,19 @@ class Kinsumer:
         more than ``concurrency * max_attempts`` such calls are still running, the client leaves (its
         shards go to the others) and :class:`HandlerStuck` is raised, for a supervisor to restart the
         process. An async handler (``aprocess()``) is cancelled at its timeout.
+
+        Traces: with ``opentelemetry-api`` installed (``kinsumer[otel]``) and a TracerProvider set by the
+        application, each handler call runs in a span of kind CONSUMER named ``process <stream>``, the
+        current span while the handler runs (see docs/observability.md). ``trace_context``: a callable
+        from a :class:`Record` to a carrier of its producer's trace context (a dict such as
+        ``{"traceparent": ...}``, read from the payload; None when it has none), read with the global
+        propagator: the parent of the record's span (with the batch calls, a link of the batch's span).
+        One that raises or returns something else is logged once; the span then has no parent.
         """
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
             timeout=timeout, ordering=ordering, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+            trace_context=trace_context,
         )  # fmt: skip
         self._process(handler, options, batches=False)
 
@@ -685,6 +696,7 @@ class Kinsumer:
         on_assigned: Callable[[str], object] | None = None,
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
+        trace_context: Callable[[Record], Mapping[str, str] | None] | None = None,
     ) -> None:
         """Like :meth:`process`, with lists of up to ``max_records`` consecutive records of one shard
         (gathered for up to ``max_wait`` seconds).
@@ -702,6 +714,7 @@ class Kinsumer:
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
             max_records=max_records, max_wait=max_wait, timeout=timeout, ordering=ordering,
             on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+            trace_context=trace_context,
         )  # fmt: skip
         self._process(handler, options, batches=True)
 
@@ -720,6 +733,7 @@ class Kinsumer:
         on_assigned: Callable[[str], object] | None = None,
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
+        trace_context: Callable[[Record], Mapping[str, str] | None] | None = None,
     ) -> None:
         """:meth:`process` with an async handler, awaited on the calling event loop: the same retries, dead
         letters, crash-loop guard, shard order and ``concurrency`` (handlers under way at once). The
@@ -730,6 +744,7 @@ class Kinsumer:
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
             timeout=timeout, ordering=ordering, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+            trace_context=trace_context,
         )  # fmt: skip
         await self._aprocess(handler, options, batches=False)
 
@@ -750,12 +765,14 @@ class Kinsumer:
         on_assigned: Callable[[str], object] | None = None,
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
+        trace_context: Callable[[Record], Mapping[str, str] | None] | None = None,
     ) -> None:
         """:meth:`process_batches` with an async handler (see :meth:`aprocess`)."""
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
             max_records=max_records, max_wait=max_wait, timeout=timeout, ordering=ordering,
             on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+            trace_context=trace_context,
         )  # fmt: skip
         await self._aprocess(handler, options, batches=True)
 
@@ -805,9 +822,12 @@ class Kinsumer:
         if self._state == _NEW:
             raise NotStarted()
         origin = Origin(self.stream_name, self.application_name, self.client_id)
+        from . import __version__  # noqa: PLC0415 - the package imports this module
+
+        tracing = tracing_for(self.stream_name, self.application_name, __version__, options.trace_context)
         processor = Processor(
             self._delivery, handler, options, origin, self._stats, batches=batches,
-            buffer_size=self.config.buffer_size,
+            buffer_size=self.config.buffer_size, tracing=tracing,
         )  # fmt: skip
         self._processors.add(processor)
         try:

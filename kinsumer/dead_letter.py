@@ -8,7 +8,12 @@ Both write one JSON envelope per failed record (:func:`envelope`)::
      "partition_key": "user-17", "explicit_hash_key": null,
      "approximate_arrival_timestamp": "2026-11-25T08:00:00.123000+00:00",
      "data": "<the record's data, base64>", "attempts": 3, "reason": "raised",
-     "error": "ValueError: bad payload", "failed_at": "2026-11-25T08:00:04.500000+00:00"}
+     "error": "ValueError: bad payload", "failed_at": "2026-11-25T08:00:04.500000+00:00",
+     "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7"}
+
+``trace_id`` and ``span_id`` (added in version 1, null when absent): the OpenTelemetry span of the
+last failed handler call, when one was made (:attr:`Failure.trace_id`); a reader of envelopes
+written before them finds them missing.
 
 A failed record whose envelope is too large for the sink (an SQS message of more than the
 queue's ``MaximumMessageSize``, a Kinesis record of more than 1 MiB) raises
@@ -54,6 +59,8 @@ def envelope(failure: Failure) -> dict[str, Any]:
         "reason": failure.reason,
         "error": failure.error,
         "failed_at": dt.datetime.now(dt.UTC).isoformat(),
+        "trace_id": failure.trace_id,
+        "span_id": failure.span_id,
     }
 
 

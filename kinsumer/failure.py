@@ -22,7 +22,9 @@ class Failure:
     ``attempts``: the handler's calls (``raised``; ``expired``: the calls before it expired) or the
     deaths counted (``crashed``); ``error``: the last error's type and message (``ValueError: bad
     payload``), or what happened (a crash, the record's age). ``stream``, ``application`` and
-    ``client_id`` say where it came from.
+    ``client_id`` say where it came from. ``trace_id`` and ``span_id`` (hex): the span of the last failed
+    handler call, when ``process()`` made one (OpenTelemetry with an SDK configured, see
+    docs/observability.md); None otherwise.
     """
 
     record: Record
@@ -32,6 +34,8 @@ class Failure:
     stream: str = ""
     application: str = ""
     client_id: str = ""
+    trace_id: str | None = None
+    span_id: str | None = None
 
 
 def describe(exc: BaseException) -> str:

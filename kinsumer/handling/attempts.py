@@ -32,11 +32,14 @@ from .guard import guard_of
 from .options import Options, Origin
 from .timeouts import HandlerTimedOut
 
-__all__ = ["Attempts", "Outcome"]
+__all__ = ["Attempts", "Outcome", "SpanIds"]
 
 log = logging.getLogger("kinsumer.process")
 
 _now = time.time  # the clock a record's age is read on (a module global: tests set their own)
+
+#: A span's trace and span IDs (hex), or (None, None)
+SpanIds = tuple[str | None, str | None]
 
 #: How handling a record ended: done (acknowledge it), or left (not handled here: its shard's next owner will).
 Outcome = Literal["done", "left"]
@@ -54,11 +57,14 @@ class Attempts:
         section: Callable[[], AbstractContextManager[None]],
         woken: threading.Event,
         cut_short: Callable[[ShardProgress], bool],
+        tracing: tuple[Callable[[Record, int], object], Callable[[], SpanIds]] | None = None,
     ) -> None:
         """``call``: the handler on one record; ``section``: the handler section a call runs in (beside
         others, see :class:`~.scheduler.Scheduler`); ``cut_short(progress)``: a wait before the next
         call on a record of that capture ends, leaving the record (``process()`` ends, the consumer
-        stops, the shard is being given up); ``woken``: set when one may have to."""
+        stops, the shard is being given up); ``woken``: set when one may have to. ``tracing``: the
+        handler as ``traced(record, attempt)`` (in a span, :mod:`.tracing`) and the IDs of the span of the
+        last failed call, for the Failure."""
         self._options = options
         self._origin = origin
         self._stats = stats
@@ -66,6 +72,10 @@ class Attempts:
         self._section = section
         self._woken = woken
         self._cut_short = cut_short
+        self._traced: Callable[[Record, int], object] | None = None
+        self._failed_span: Callable[[], SpanIds] | None = None
+        if tracing is not None:
+            self._traced, self._failed_span = tracing
         #: None without ``max_record_age``: the callers skip the check (a record's age costs a clock read)
         self.max_age = options.max_record_age
 
@@ -79,15 +89,15 @@ class Attempts:
             attempt += 1
             if self.max_age is not None and self.expired(record, progress, attempt - 1):
                 return "done"
-            calls = progress.calls
+            calls, traced = progress.calls, self._traced
             try:
                 if exclusive:
                     calls[id(record)] = time.monotonic()
-                    self._call(record)
+                    self._call(record) if traced is None else traced(record, attempt)
                 else:
                     with self._section():
                         calls[id(record)] = time.monotonic()
-                        self._call(record)
+                        self._call(record) if traced is None else traced(record, attempt)
             except Exception as exc:  # noqa: BLE001 - the handler's failure: tried again, then the sink
                 calls.pop(id(record), None)  # not under way while it waits for the next call
                 reason = self.count(exc, progress)
@@ -142,7 +152,9 @@ class Attempts:
         None: call again, after the backoff; "done": it went to the sink; "left": the wait was cut short."""
         if attempt >= self._options.max_attempts:
             self.retried(progress, attempt)
-            self.exhausted(Failure(record, attempt, reason, error, *self._origin.of(record)), progress)
+            trace_id, span_id = (None, None) if self._failed_span is None else self._failed_span()
+            failure = Failure(record, attempt, reason, error, *self._origin.of(record), trace_id, span_id)
+            self.exhausted(failure, progress)
             return "done"
         return None if self._retry_later(progress, attempt, note) else "left"
 

@@ -46,10 +46,12 @@ class Batches:
         *,
         max_records: int,
         max_wait: float,
+        traced: Callable[[list[Record], int], object] | None = None,
     ) -> None:
         """``take(timeout)``: the delivery's next record, for the holder of ``take_lock``; ``park``: parks it
-        in its lane."""
+        in its lane; ``traced``: the handler as ``traced(records, attempt)``, in a span (:mod:`.tracing`)."""
         self._handler = handler
+        self._traced = traced
         self._attempts = attempts
         self._scheduler = scheduler
         self._stats = stats
@@ -105,7 +107,10 @@ class Batches:
                 with self._scheduler.section():
                     calls[id(records)] = time.monotonic()
                     try:
-                        result = self._handler(records)
+                        if self._traced is None:
+                            result = self._handler(records)
+                        else:  # the attempt of its first record
+                            result = self._traced(records, attempts.get(at, 0) + 1)
                     finally:
                         calls.pop(id(records), None)
             except Exception as exc:  # noqa: BLE001 - split, or counted against the record alone
@@ -156,11 +161,12 @@ class Batches:
         return live
 
 
-def one_record(handler: BatchHandler) -> Callable[[Record], None]:
-    """``handler`` called with a batch of one record, raising if it returns the record as failed."""
+def one_record(handler: Callable[..., object]) -> Callable[..., None]:
+    """``handler`` called with a batch of one record, raising if it returns the record as failed (and
+    the rest of the arguments: the attempt, for a traced handler)."""
 
-    def call(record: Record) -> None:
-        if first_failed(handler([record]), [record]) is not None:
+    def call(record: Record, *more: int) -> None:
+        if first_failed(handler([record], *more), [record]) is not None:
             raise _ReportedFailed("the batch handler returned it as failed")
 
     return call

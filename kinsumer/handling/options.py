@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import attrs
@@ -11,11 +11,13 @@ from ..errors import ConfigError
 from ..failure import Failure
 from ..record import Record
 
-__all__ = ["BatchHandler", "Handler", "Options", "Ordering", "Origin", "Sink"]
+__all__ = ["BatchHandler", "Handler", "Options", "Ordering", "Origin", "Sink", "TraceContext"]
 
 Handler = Callable[[Record], Any]
 BatchHandler = Callable[[list[Record]], Any]
 Sink = Callable[[Failure], Any]
+#: ``process()``'s ``trace_context``: a record's carrier of its producer's trace context (``traceparent``, ...)
+TraceContext = Callable[[Record], Mapping[str, str] | None]
 #: ``process()``'s ``ordering``: what stays in order, a shard's records or each partition key's.
 Ordering = Literal["shard", "key"]
 
@@ -55,6 +57,7 @@ class Options:
     on_assigned: Callable[[str], Any] | None = None
     on_revoked: Callable[[str], Any] | None = None
     on_lost: Callable[[str], Any] | None = None
+    trace_context: TraceContext | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.dead_letter is not None and not callable(self.dead_letter):
@@ -63,6 +66,9 @@ class Options:
             value = getattr(self, hook)
             if value is not None and not callable(value):
                 raise ConfigError(hook, "must be a callable taking a shard ID (or None)", value)
+        if self.trace_context is not None and not callable(self.trace_context):
+            rule = "must be a callable taking a kinsumer.Record and returning a dict such as {'traceparent': ...}"
+            raise ConfigError("trace_context", rule, self.trace_context)
         if self.ordering not in ("shard", "key"):
             raise ConfigError("ordering", "must be 'shard' (one record of a shard at a time) or 'key' (one of a "
                               "partition key at a time)", self.ordering)  # fmt: skip

@@ -13,7 +13,8 @@ sink. The parts, each a module of ``handling/``:
 - :mod:`.fast_path`: one worker, one record at a time, on the caller's thread;
 - :mod:`.batches`: gathering batches, partial failures and bisection (``process_batches``);
 - :mod:`.careful_mode`: a shard during a crash-loop episode, one marker at a time, alone;
-- :mod:`.attempts`: the attempt rule (retries, backoff, the sink or ``RecordFailed``), in one place.
+- :mod:`.attempts`: the attempt rule (retries, backoff, the sink or ``RecordFailed``), in one place;
+- :mod:`.tracing`: each handler call in an OpenTelemetry span, when OpenTelemetry is importable.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .options import BatchHandler, Handler, Options, Origin
 from .scheduler import Scheduler
 from .shard_jobs import ShardJobs, blocked, by_key, by_key_group, give_back, in_shard_order, paused
 from .timeouts import TimedHandler, shard_of_batch, shard_of_record
+from .tracing import Tracing
 
 __all__ = ["Options", "Origin", "Processor"]
 
@@ -51,7 +53,9 @@ class Processor:
         *,
         batches: bool = False,
         buffer_size: int = 1000,
+        tracing: Tracing | None = None,
     ) -> None:
+        """``tracing``: each handler call in a span (:mod:`.tracing`); None: none (OpenTelemetry not importable)."""
         self._delivery = delivery
         self._options = options
         self._by_key = options.ordering == "key" and options.concurrency > 1
@@ -66,13 +70,22 @@ class Processor:
             shard_of = shard_of_batch if batches else shard_of_record
             handler = self._timed = TimedHandler(handler, options.timeout, options.max_stuck, shard_of)
         single = one_record(cast(BatchHandler, handler)) if batches else cast(Handler, handler)
+        # the span goes around the timeout's wait (the call runs in the worker's context, on its caller thread)
+        traced = None
+        if tracing is not None:
+            traced = tracing.batch(cast(BatchHandler, handler)) if batches else tracing.single(cast(Handler, handler))
+        traced_one = None if traced is None else (one_record(traced) if batches else traced)
         # by key, a record's wait for its next call ends only when its shard is released: later ones may be done
         woken, cut_short = (self._failing, self._released) if self._by_key else (self._stopping, self._given_up)
-        attempts = Attempts(options, origin, stats, single, self._scheduler.section, woken, cut_short)
+        attempts = Attempts(
+            options, origin, stats, single, self._scheduler.section, woken, cut_short,
+            None if tracing is None or traced_one is None else (traced_one, tracing.failed_span),
+        )  # fmt: skip
         gathered = (
             Batches(
                 cast(BatchHandler, handler), attempts, self._scheduler, stats, self._take, self._park, self._take_lock,
                 self._stopping, max_records=options.max_records, max_wait=options.max_wait,
+                traced=traced if batches else None,
             )
             if batches
             else None
@@ -85,7 +98,7 @@ class Processor:
             failing=self._failing if self._by_key else None,
         )  # fmt: skip
         self._alone = (
-            FastPath(delivery, single, attempts, self._jobs, self._stopping)
+            FastPath(delivery, single if traced is None else traced, attempts, self._jobs, self._stopping)
             if options.concurrency == 1 and not batches
             else None
         )

@@ -14,6 +14,7 @@ An async handler (``aprocess()``) is cancelled at its timeout instead (:mod:`kin
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -42,10 +43,11 @@ class HandlerTimedOut(Exception):
 class _Call:
     """One handler call handed to a caller thread."""
 
-    __slots__ = ("args", "done", "error", "result", "shard_id", "started")
+    __slots__ = ("args", "context", "done", "error", "result", "shard_id", "started")
 
     def __init__(self, args: tuple[Any, ...], shard_id: str) -> None:
         self.args = args
+        self.context = contextvars.copy_context()  # the worker's (its span is the handler's current one)
         self.shard_id = shard_id
         self.started = time.monotonic()
         self.done = threading.Event()
@@ -101,7 +103,7 @@ class _Caller:
             if call is None:
                 return
             try:
-                call.result = self._function(*call.args)
+                call.result = call.context.run(self._function, *call.args)
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting worker (or logged if abandoned)
                 call.error = exc
             with self._cond:

@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("reading", ("kinsumer.reading",)),
     ("writing", ("kinsumer.writing",)),
     ("delivery", ("kinsumer.delivery",)),
-    ("handling", ("kinsumer.handling",)),
+    ("handling", ("kinsumer.handling", "kinsumer.handling.tracing")),
     ("coordination", ("kinsumer.coordination",)),
     ("front", ("kinsumer", "kinsumer.consumer", "kinsumer.asyncio_front", "kinsumer.dead_letter", "kinsumer.status",
                "kinsumer.metrics", "kinsumer.otel_metrics", "kinsumer.health")),
