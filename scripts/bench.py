@@ -37,6 +37,7 @@ from benchlib import (  # noqa: E402
     scale,
     steady,
     streams,
+    telemetry,
     throughput,
 )
 from benchlib.common import REPO, Measure, Row, median, rate_text  # noqa: E402
@@ -49,7 +50,7 @@ from tests.support.kinesis_mock import KINESIS_MOCK_DIR, start_kinesis_mock  # n
 
 SECTIONS = (
     "throughput", "kpl", "overhead", "spark", "failover", "rebalance", "movement", "steady", "fanout", "scale",
-    "members", "streams", "handlers",
+    "members", "streams", "handlers", "telemetry",
 )  # fmt: skip
 KPL_PER_RECORD = 100  # user records per Kinesis record in the KPL line
 SHARDS = 8
@@ -388,6 +389,24 @@ def handlers_rows(server: servers.LocalServer, args: argparse.Namespace) -> list
     return rows
 
 
+def telemetry_rows(server: servers.LocalServer, args: argparse.Namespace) -> list[Row]:
+    """``process()``'s CPU per record with OpenTelemetry's metrics, spans, both and neither (a process each)."""
+    say("telemetry: process() with OpenTelemetry metrics and spans")
+    cpu = telemetry.cpu_per_record(server, args.runs)
+    base = cpu["neither"]
+    return [
+        Row(
+            "`process()` CPU per record with OpenTelemetry (SDK configured), handler doing nothing",
+            "none (DynamoDB: moto)",
+            ", ".join(f"{name} {value:.1f} µs" for name, value in cpu.items()),
+            ", ".join(f"{name} {value / base - 1:+.0%}" for name, value in list(cpu.items())[1:])
+            + f" against neither (goals: metrics ≤ +10%, spans ≤ +30%); {telemetry.RECORDS} records over "
+            f"{telemetry.SHARDS} shards in memory; periodic metric reader (1 s), batch span processor, exporters "
+            "that drop",
+        )
+    ]
+
+
 def failover_rows(server: servers.LocalServer, args: argparse.Namespace) -> list[Row]:
     rows = []
     for variant, bound in (("default", 15.0), ("tuned", 3.0)):
@@ -673,6 +692,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += failover_rows(server, args)
         if "handlers" in args.only:
             rows += handlers_rows(server, args)
+        if "telemetry" in args.only:
+            rows += telemetry_rows(server, args)
         if "steady" in args.only:
             rows += steady_rows(server)
         if "members" in args.only:

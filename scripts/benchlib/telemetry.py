@@ -1,5 +1,6 @@
 """What OpenTelemetry costs ``process()`` per record: neither, the metrics receiver (an SDK with a periodic
-reader), a span per handler call (an SDK with a batch span processor), and both.
+reader), a span per handler call (an SDK with a batch span processor), both, and spans with the SDK's sampler
+keeping one trace in 100 (the others are non-recording spans).
 
 Each measurement runs in a process of its own (``python -m benchlib.telemetry <endpoint> <variant>``), since an
 SDK set as the global provider cannot be unset; the variants take turns, round after round, so the machine's
@@ -21,7 +22,7 @@ from .common import REPO, median
 
 __all__ = ["VARIANTS", "cpu_per_record"]
 
-VARIANTS = ("neither", "metrics", "spans", "both")
+VARIANTS = ("neither", "metrics", "spans", "both", "spans 1% sampled")
 SHARDS, RECORDS, SIZE = 4, 100_000, 100
 
 
@@ -80,8 +81,10 @@ def _configure(variant: str) -> object:
         def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
             pass
 
-    if variant in ("spans", "both"):
-        provider = TracerProvider()
+    if variant.startswith("spans") or variant == "both":
+        from opentelemetry.sdk.trace.sampling import TraceIdRatioBased  # noqa: PLC0415
+
+        provider = TracerProvider(sampler=TraceIdRatioBased(0.01)) if "sampled" in variant else TracerProvider()
         provider.add_span_processor(BatchSpanProcessor(DropSpans()))
         trace.set_tracer_provider(provider)
     if variant in ("metrics", "both"):
