@@ -214,6 +214,11 @@ class Config:
     max_healthy_lag: float | None = attrs.field(
         default=None, converter=_as_float, validator=attrs.validators.optional(_seconds(0, inclusive=False))
     )
+    #: ``process*()`` and ``aprocess*()`` run each handler call in an OpenTelemetry span when the API is
+    #: importable and the application set a TracerProvider (an SDK). False: no span, whatever is set (a
+    #: recording span costs the SDK tens of µs, several times kinsumer's own cost of a record; see
+    #: docs/observability.md#traces).
+    handler_spans: bool = attrs.field(default=True, validator=_boolean)
     #: Read the stream as this IAM role (a stream in another account): Kinesis calls use the role's
     #: credentials, assumed with STS from the caller's and refreshed before they expire; DynamoDB
     #: stays on the caller's own. None: the caller's credentials for both.

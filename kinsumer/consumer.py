@@ -824,7 +824,14 @@ class Kinsumer:
         origin = Origin(self.stream_name, self.application_name, self.client_id)
         from . import __version__  # noqa: PLC0415 - the package imports this module
 
-        tracing = tracing_for(self.stream_name, self.application_name, __version__, options.trace_context)
+        if not self.config.handler_spans and options.trace_context is not None:
+            rule = "does nothing with Config(handler_spans=False), which makes no span: drop one or the other"
+            raise ConfigError("trace_context", rule, options.trace_context)
+        tracing = (
+            tracing_for(self.stream_name, self.application_name, __version__, options.trace_context)
+            if self.config.handler_spans
+            else None
+        )
         processor = Processor(
             self._delivery, handler, options, origin, self._stats, batches=batches,
             buffer_size=self.config.buffer_size, tracing=tracing,

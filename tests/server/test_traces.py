@@ -11,13 +11,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from demo.servers import LocalServer
-from kinsumer import Failure, Kinsumer, Record
+from kinsumer import ConfigError, Failure, Kinsumer, Record
 from kinsumer.dead_letter import envelope
 from tests.helpers import wait_until
 from tests.server.conftest import SERVER_CONFIG
@@ -230,3 +231,22 @@ def test_process_runs_without_opentelemetry(
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[b'hello']"
+
+
+def test_handler_spans_false_makes_no_span_with_an_sdk_set_and_refuses_trace_context(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str
+) -> None:
+    exporter()  # the SDK is set: with handler_spans on, each call would make a span
+    stream = new_stream(1)
+    produce(moto_server.client("kinesis"), stream, 3)
+    handled: list[int] = []
+    config = attrs.evolve(SERVER_CONFIG, handler_spans=False)
+    k = Kinsumer(stream, app, "c1", config, kinesis=moto_server.client("kinesis"),
+                 dynamodb=moto_server.client("dynamodb"))  # fmt: skip
+    with k, pytest.raises(ConfigError, match="trace_context"):
+        k.process(lambda record: None, trace_context=carried)
+    k = Kinsumer(stream, app, "c2", config, kinesis=moto_server.client("kinesis"),
+                 dynamodb=moto_server.client("dynamodb"))  # fmt: skip
+    consume(k, lambda: k.process(lambda record: handled.append(rid(record))), lambda: len(handled) == 3, "3 records")
+    assert sorted(handled) == [0, 1, 2]
+    assert spans_of(stream) == []
