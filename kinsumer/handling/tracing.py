@@ -36,8 +36,9 @@ __all__ = ["SYSTEM", "Tracing", "available", "batch_attributes", "record_attribu
 
 log = logging.getLogger("kinsumer.process")
 
-#: ``messaging.system``: the semantic conventions register no value for Kinesis (``aws_sqs`` is SQS's)
-SYSTEM = "aws_kinesis"
+#: ``messaging.system``: the semantic conventions register no value for Kinesis (``aws_sqs`` is SQS's, ``aws.sns``
+#: SNS's, the newer spelling); the same as the metrics' (kinsumer.otel_metrics)
+SYSTEM = "aws.kinesis"
 
 
 def available() -> bool:

@@ -125,7 +125,7 @@ def test_a_span_per_call_with_the_payloads_parent_errors_on_failed_attempts_and_
         record = handled[str(where[0]), str(where[1])]
         by_record.setdefault(rid(record), []).append(span)
         assert dict(span.attributes) | {"kinsumer.attempt": 0, "error.type": ""} == {
-            "messaging.system": "aws_kinesis", "messaging.operation.type": "process",
+            "messaging.system": "aws.kinesis", "messaging.operation.type": "process",
             "messaging.operation.name": "process", "messaging.destination.name": stream,
             "messaging.consumer.group.name": app, "messaging.destination.partition.id": record.shard_id,
             "messaging.message.id": record.sequence_number, "kinsumer.attempt": 0, "error.type": "",

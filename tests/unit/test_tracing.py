@@ -62,7 +62,7 @@ def test_message_ids_and_attributes_follow_the_messaging_conventions() -> None:
     assert message_id(record("4959")) == "4959"
     assert message_id(record("4959", sub=2)) == "4959:2"  # a KPL user record
     assert record_attributes(record(sub=0), "clicks", "billing-app", 2) == {
-        "messaging.system": "aws_kinesis",
+        "messaging.system": "aws.kinesis",
         "messaging.operation.type": "process",
         "messaging.operation.name": "process",
         "messaging.destination.name": "clicks",
