@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 import time
 from collections import defaultdict
@@ -295,3 +296,10 @@ class StreamAudits(Audit):
             assert not audit.duplicates(), f"{stream}: duplicated {sorted(audit.duplicates())[:10]}"
             assert not audit.order_violations(), f"{stream}: order broken {audit.order_violations()[:3]}"
             assert set(audit.ids()) == set(ids), f"{stream}: records of another stream"
+
+
+def plain_python_env() -> dict[str, str]:
+    """This process's environment without what a session fixture set for the processes Spark starts: the Spark
+    fixture's PYTHONPATH loads a sitecustomize that imports botocore and kinsumer before a ``python -c`` test
+    script's first line (which may mean to block an import). Run such scripts with ``cwd`` the repository."""
+    return {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "KINSUMER_TEST_CALL_LOG")}

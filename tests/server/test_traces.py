@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -20,7 +21,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from demo.servers import LocalServer
 from kinsumer import ConfigError, Failure, Kinsumer, Record
 from kinsumer.dead_letter import envelope
-from tests.helpers import wait_until
+from tests.helpers import plain_python_env, wait_until
 from tests.server.conftest import SERVER_CONFIG
 from tests.support.otel import exporter, spans_of
 
@@ -228,7 +229,8 @@ def test_process_runs_without_opentelemetry(
         assert "opentelemetry.trace" not in sys.modules
         print(seen)
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                          env=plain_python_env(), cwd=pathlib.Path(__file__).resolve().parents[2])  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[b'hello']"
 

@@ -18,6 +18,7 @@ import kinsumer
 import kinsumer.otel_metrics
 from kinsumer import ConfigError
 from kinsumer.otel_metrics import OpenTelemetryStatReceiver
+from tests.helpers import plain_python_env
 
 STREAM, APP = "orders", "billing"
 SHARD = "shardId-000000000000"
@@ -284,7 +285,8 @@ def test_without_a_provider_the_receiver_uses_the_global_one() -> None:
     )
     repo = pathlib.Path(__file__).resolve().parents[2]
     run = subprocess.run(
-        [sys.executable, "-c", script], cwd=repo, capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", script], cwd=repo, capture_output=True, text=True, timeout=60, check=False,
+        env=plain_python_env(),
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["[3]", "[1]"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ from kinsumer import ConfigError, Record
 from kinsumer.handling.options import Options
 from kinsumer.handling.timeouts import HandlerTimedOut, TimedHandler, shard_of_record
 from kinsumer.handling.tracing import Tracing, batch_attributes, message_id, record_attributes, tracing_for
+from tests.helpers import plain_python_env
 from tests.support.otel import exporter, spans_of
 
 NOW = dt.datetime(2026, 11, 25, 8, 0, tzinfo=dt.UTC)
@@ -192,7 +194,8 @@ def test_trace_context_must_be_callable() -> None:
 
 def run_python(code: str) -> str:
     command = [sys.executable, "-c", textwrap.dedent(code)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=plain_python_env(),
+                          cwd=pathlib.Path(__file__).resolve().parents[2])  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout
 
