@@ -56,6 +56,7 @@ class _Window:
         self.malformed_aggregates = 0
         self.latency_sum = 0.0
         self.latency_max = 0.0
+        self.handled = 0
         self.handler_failures = 0
         self.handler_retries = 0
         self.dead_lettered: defaultdict[str, int] = defaultdict(int)  # by reason
@@ -68,7 +69,7 @@ class _Window:
         """Nothing was counted."""
         counts = (
             self.checkpoints, self.gained, self.lost, self.handoffs_clean, self.handoffs_timed_out,
-            self.handler_failures, self.handler_retries, sum(self.dead_lettered.values()), self.expired,
+            self.handled, self.handler_failures, self.handler_retries, sum(self.dead_lettered.values()), self.expired,
             self.hook_failures, self.timed_out,
         )  # fmt: skip
         return not (self.fetched or self.delivered or self.retried or self.malformed_aggregates or any(counts))
@@ -203,6 +204,9 @@ class LoggingStatReceiver(StatReceiver):
             self._total.malformed_aggregates += count
         self._emit(line)
 
+    def record_handled(self, shard_id: str, seconds: float) -> None:
+        self._count(lambda w: setattr(w, "handled", w.handled + 1))
+
     def handler_failed(self, shard_id: str, error: str) -> None:
         self._count(lambda w: setattr(w, "handler_failures", w.handler_failures + 1))
 
@@ -245,8 +249,8 @@ class LoggingStatReceiver(StatReceiver):
         ``shards_gained``, ``shards_lost``, ``handoffs_clean``, ``handoffs_timed_out``,
         ``errors_retried`` ({(operation, error): count}), ``malformed_aggregates``,
         ``delivery_latency_avg_seconds``, ``delivery_latency_max_seconds``, and ``process()``'s
-        ``handler_failures``, ``handler_retries``, ``dead_lettered`` ({reason: count}), ``records_expired``,
-        ``handler_timeouts`` and ``hook_failures``.
+        ``records_handled``, ``handler_failures``, ``handler_retries``, ``dead_lettered`` ({reason: count}),
+        ``records_expired``, ``handler_timeouts`` and ``hook_failures``.
         """
         with self._lock:
             t = self._total
@@ -264,6 +268,7 @@ class LoggingStatReceiver(StatReceiver):
                 "malformed_aggregates": t.malformed_aggregates,
                 "delivery_latency_avg_seconds": t.latency_avg,
                 "delivery_latency_max_seconds": t.latency_max,
+                "records_handled": t.handled,
                 "handler_failures": t.handler_failures,
                 "handler_retries": t.handler_retries,
                 "dead_lettered": dict(t.dead_lettered),
@@ -324,6 +329,8 @@ class LoggingStatReceiver(StatReceiver):
         ]
         if t.malformed_aggregates:
             parts.append(f"malformed_aggregates={w.malformed_aggregates}")
+        if t.handled:
+            parts.append(f"handled={w.handled}")
         if t.handler_failures or t.dead_lettered:
             parts.append(f"handler_failures={w.handler_failures}")
             parts.append(f"handler_retries={w.handler_retries}")
@@ -377,7 +384,17 @@ class PrometheusStatReceiver(StatReceiver):
         ns, reg = namespace, self.registry
         counter = functools.partial(Counter, namespace=ns, registry=reg)
         self._fetched = counter("records_fetched", "Records returned by GetRecords", ["shard"])
-        self._delivered = counter("records_delivered", "Records handed over by next*()", ["shard"])
+        self._delivered = counter("records_delivered", "Records handed over by next*() or process*()", ["shard"])
+        self._handled = counter(
+            "records_handled", "Records process*()'s handler did (a call that returned; a batch's each)", ["shard"]
+        )
+        self._handler_seconds = Histogram(
+            "handler_seconds",
+            "Duration of process*()'s handler calls that did a record (a batch call: once per record it did)",
+            namespace=ns,
+            registry=reg,
+            buckets=_LATENCY_BUCKETS,
+        )
         self._latency = Histogram(
             "delivery_latency_seconds",
             "Time from a record's arrival in Kinesis to its delivery by next*()",
@@ -470,6 +487,10 @@ class PrometheusStatReceiver(StatReceiver):
     def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
         self._delivered.labels(shard_id).inc()
         self._latency.observe(latency_seconds)
+
+    def record_handled(self, shard_id: str, seconds: float) -> None:
+        self._handled.labels(shard_id).inc()
+        self._handler_seconds.observe(seconds)
 
     def checkpoint_written(self, shard_id: str) -> None:
         self._checkpoints.labels(shard_id).inc()

@@ -12,11 +12,12 @@ at construction) unless ``meter_provider=`` is given; with no SDK configured eve
 no-op. Its meter is named ``kinsumer``.
 
 **Semantic conventions.** OpenTelemetry's messaging conventions (development status) name one
-metric that fits a Kinesis consumer: ``messaging.client.consumed.messages`` ("messages delivered to
-the application"), counted here per record ``next*()`` hands over. Their other consumer metrics
-do not fit what kinsumer knows: ``messaging.process.duration`` is the duration of a handler's
-call, which no stat hook reports, and ``messaging.client.operation.duration`` that of a receive
-call. Every other instrument is named ``kinsumer.*``. The attributes follow the conventions:
+metrics that fit a Kinesis consumer: ``messaging.client.consumed.messages`` ("messages delivered to
+the application"), counted here per record ``next*()`` or ``process*()`` hands over, and
+``messaging.process.duration``, the duration of ``process*()``'s handler calls that did a record (a
+sample, as the latency). ``messaging.client.operation.duration`` (a receive call's) does not fit: a
+GetRecords call is not the application's. Every other instrument is named ``kinsumer.*``. The
+attributes follow the conventions:
 
 - ``messaging.system``: ``aws.kinesis``. The conventions register no value for Kinesis (they
   have ``aws_sqs`` and, newer and dotted, ``aws.sns``); a custom value is allowed, and this one
@@ -81,26 +82,36 @@ _CALL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 _HANDOFF_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0]
 
 
+class _Tally:
+    """A count of per-record events: each takes a number from ``ticks``, lock-free (next() on a count is atomic,
+    and three times cheaper than a lock); so does each read of the sum, which subtracts the reads before it."""
+
+    __slots__ = ("reads", "ticks")
+
+    def __init__(self) -> None:
+        self.ticks = itertools.count()
+        self.reads = 0
+
+    def read(self) -> int:
+        """The events so far. Call with the receiver's lock held (reads are one at a time)."""
+        taken = next(self.ticks)
+        self.reads += 1
+        return taken - (self.reads - 1)
+
+
 class _Shard:
     """One shard's attributes (made once) and its sums since the receiver began."""
 
-    __slots__ = ("attributes", "consumed", "fetched", "reads", "stream_attributes", "ticks")
+    __slots__ = ("attributes", "consumed", "delivered", "fetched", "handled", "processed", "stream_attributes")
 
     def __init__(self, attributes: dict[str, str], stream_attributes: dict[str, str]) -> None:
         self.attributes = attributes
         self.consumed = {**attributes, "messaging.operation.name": "receive"}
+        self.processed = {**attributes, "messaging.operation.name": "process"}
         self.stream_attributes = stream_attributes  # the stream's, without the shard
         self.fetched = 0
-        # records delivered: each takes a number from ticks, lock-free (next() on a count is atomic, and
-        # three times cheaper than a lock); so does each read of the sum, which subtracts the reads before it
-        self.ticks = itertools.count()
-        self.reads = 0
-
-    def delivered(self) -> int:
-        """Records delivered so far. Call with the receiver's lock held (reads are one at a time)."""
-        taken = next(self.ticks)
-        self.reads += 1
-        return taken - (self.reads - 1)
+        self.delivered = _Tally()
+        self.handled = _Tally()
 
 
 _Read = Callable[[_Shard], tuple[int, dict[str, str]]]
@@ -146,6 +157,15 @@ class OpenTelemetryStatReceiver(StatReceiver):
         meter.create_observable_counter(
             "messaging.client.consumed.messages", [self._observe_consumed], "{message}",
             "Records next*() handed over to the application",
+        )  # fmt: skip
+        meter.create_observable_counter(
+            "kinsumer.records.handled", [self._observe_handled], "{record}",
+            "Records process*()'s handler did (its call returned; a batch call counts each record it did)",
+        )  # fmt: skip
+        self._process_duration = meter.create_histogram(
+            "messaging.process.duration", "s",
+            "Duration of process*()'s handler calls that did a record (one record in latency_sample)",
+            explicit_bucket_boundaries_advisory=_LATENCY_BUCKETS,
         )  # fmt: skip
         meter.create_observable_counter(
             "kinsumer.records.fetched", [self._observe_fetched], "{record}",
@@ -262,8 +282,13 @@ class OpenTelemetryStatReceiver(StatReceiver):
 
     def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
         shard = self._shards.get(shard_id) or self._shard(shard_id)
-        if not next(shard.ticks) % self.latency_sample:  # each shard's every latency_sample-th record, about
+        if not next(shard.delivered.ticks) % self.latency_sample:  # each shard's every latency_sample-th, about
             self._latency.record(latency_seconds, shard.attributes)
+
+    def record_handled(self, shard_id: str, seconds: float) -> None:
+        shard = self._shards.get(shard_id) or self._shard(shard_id)
+        if not next(shard.handled.ticks) % self.latency_sample:
+            self._process_duration.record(seconds, shard.processed)
 
     def record_age(self, shard_id: str, oldest_seconds: float | None) -> None:
         self._shard(shard_id)
@@ -337,7 +362,10 @@ class OpenTelemetryStatReceiver(StatReceiver):
     # ----------------------------------------------------------------- read by the SDK as it collects
 
     def _observe_consumed(self, options: CallbackOptions) -> Iterable[Observation]:
-        return self._observe_sums(lambda shard: (shard.delivered(), shard.consumed))
+        return self._observe_sums(lambda shard: (shard.delivered.read(), shard.consumed))
+
+    def _observe_handled(self, options: CallbackOptions) -> Iterable[Observation]:
+        return self._observe_sums(lambda shard: (shard.handled.read(), shard.attributes))
 
     def _observe_fetched(self, options: CallbackOptions) -> Iterable[Observation]:
         return self._observe_sums(lambda shard: (shard.fetched, shard.attributes))

@@ -21,7 +21,11 @@ class StatReceiver:
         """A GetRecords call on ``shard_id`` returned ``count`` records."""
 
     def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
-        """``next*()`` handed a record over; latency is now minus its arrival in Kinesis."""
+        """``next*()`` (or ``process*()``) handed a record over; latency is now minus its arrival in Kinesis."""
+
+    def record_handled(self, shard_id: str, seconds: float) -> None:
+        """``process*()``'s handler returned for a record of ``shard_id``: it is done (its first call, or a retry).
+        ``seconds``: that call's duration; a batch handler's call counts once per record it did."""
 
     def checkpoint_written(self, shard_id: str) -> None:
         """A checkpoint (sequence number) of ``shard_id`` was stored in DynamoDB."""
@@ -86,6 +90,10 @@ class StatReceiver:
         write out what the receiver keeps."""
 
 
+def _ignore(shard_id: str, seconds: float) -> None:
+    """A per-record hook a duck-typed receiver does not have."""
+
+
 class GuardedStats(StatReceiver):
     """Calls a user's receiver; an exception it raises is logged once per method, never raised.
 
@@ -97,7 +105,13 @@ class GuardedStats(StatReceiver):
         self._failed: set[str] = set()
         #: False when the receiver ignores deliveries: next*() then skips the per-record call
         self.wants_deliveries = getattr(type(receiver), "record_delivered", None) is not StatReceiver.record_delivered
-        self._delivered = receiver.record_delivered  # bound once: it is called per record
+        # bound once: they are called per record (a duck-typed receiver may lack a hook: it is not called)
+        self._delivered = getattr(receiver, "record_delivered", _ignore)
+        self._handled = getattr(receiver, "record_handled", _ignore)
+        #: False when the receiver ignores handled records: process() then skips the per-record call
+        self.wants_handled = getattr(type(receiver), "record_handled", StatReceiver.record_handled) is not (
+            StatReceiver.record_handled
+        )
 
     def _call(self, method: str, *args: object) -> None:
         try:
@@ -118,6 +132,12 @@ class GuardedStats(StatReceiver):
             self._delivered(shard_id, latency_seconds)
         except Exception:  # noqa: BLE001 - logged (once) by _raised
             self._raised("record_delivered")
+
+    def record_handled(self, shard_id: str, seconds: float) -> None:
+        try:  # not through _call: this one is per record
+            self._handled(shard_id, seconds)
+        except Exception:  # noqa: BLE001 - logged (once) by _raised
+            self._raised("record_handled")
 
     def checkpoint_written(self, shard_id: str) -> None:
         self._call("checkpoint_written", shard_id)
@@ -171,8 +191,8 @@ class GuardedStats(StatReceiver):
 #: The methods whose first argument is a shard.
 _BY_SHARD = frozenset(
     {
-        "records_fetched", "record_delivered", "checkpoint_written", "shard_gained", "shard_lost", "handoff",
-        "malformed_aggregates", "handler_failed", "handler_retried", "dead_lettered", "record_expired",
+        "records_fetched", "record_delivered", "record_handled", "checkpoint_written", "shard_gained", "shard_lost",
+        "handoff", "malformed_aggregates", "handler_failed", "handler_retried", "dead_lettered", "record_expired",
         "hook_failed", "handler_timed_out", "record_age",
     }
 )  # fmt: skip
@@ -189,6 +209,9 @@ class KeyedStats(GuardedStats):
 
     def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
         self._call("record_delivered", shard_id, latency_seconds)
+
+    def record_handled(self, shard_id: str, seconds: float) -> None:
+        self._call("record_handled", shard_id, seconds)
 
     def _call(self, method: str, *args: object) -> None:
         if method in _BY_SHARD:

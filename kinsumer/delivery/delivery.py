@@ -38,7 +38,7 @@ from .budget import ByteBudget
 from .progress import Checkpoint, Run, ShardProgress
 from .record_queue import CLOSED, Closed, RecordQueue
 
-__all__ = ["Delivery", "EndHook", "EndHooks", "ExplicitHolder", "HandoffResult"]
+__all__ = ["Delivery", "EndHook", "EndHooks", "ExplicitHolder", "HandoffResult", "age_of"]
 
 #: Records per chunk of the queue (next*() takes a chunk in one go): at most this many, and at most buffer_size / 16.
 MAX_BATCH = 64
@@ -262,7 +262,7 @@ class Delivery:
             taken = self._taken(self._hand(holder, _deadline(timeout), auto=True), timeout)
             return None if taken is None else taken[0]
         if self._wants_deliveries:  # outside the lock: the receiver is the user's code
-            self._stats.record_delivered(progress.shard_id, _age(record.approximate_arrival_timestamp))
+            self._stats.record_delivered(progress.shard_id, age_of(record.approximate_arrival_timestamp))
         return record
 
     def next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
@@ -388,7 +388,7 @@ class Delivery:
         run, i = handed
         record = run.records[i]
         if self._wants_deliveries:
-            self._stats.record_delivered(run.progress.shard_id, _age(record.approximate_arrival_timestamp))
+            self._stats.record_delivered(run.progress.shard_id, age_of(record.approximate_arrival_timestamp))
         return record, run.progress, run.base + i
 
     def _hand(self, holder: Hashable, deadline: float | None, *, auto: bool) -> tuple[Run, int] | Closed | None:
@@ -504,7 +504,7 @@ def _deadline(timeout: float | None) -> float | None:
 _last_arrival: tuple[dt.datetime | None, float] = (None, 0.0)
 
 
-def _age(timestamp: dt.datetime) -> float:
+def age_of(timestamp: dt.datetime) -> float:
     """Seconds since ``timestamp``. The records of a page written together share one arrival datetime (see
     records_parser): its epoch is kept, as one tuple that every thread may replace (a race only repeats the
     conversion)."""

@@ -26,7 +26,7 @@ from ..delivery.progress import ShardProgress
 from ..errors import RecordFailed
 from ..failure import Failure, Reason, describe
 from ..record import Record
-from ..stats import StatReceiver
+from ..stats import GuardedStats, StatReceiver
 from ..waiting import WAKE
 from .guard import guard_of
 from .options import Options, Origin
@@ -78,6 +78,10 @@ class Attempts:
             self._traced, self._failed_span = tracing
         #: None without ``max_record_age``: the callers skip the check (a record's age costs a clock read)
         self.max_age = options.max_record_age
+        #: the receiver counts records handed over, and records done: the callers skip the per-record calls if not
+        self.stats = stats
+        self.wants_deliveries = stats.wants_deliveries if isinstance(stats, GuardedStats) else True
+        self.wants_handled = stats.wants_handled if isinstance(stats, GuardedStats) else True
 
     def until_done(
         self, record: Record, progress: ShardProgress, *, exclusive: bool = False, first: int = 1
@@ -92,11 +96,11 @@ class Attempts:
             calls, traced = progress.calls, self._traced
             try:
                 if exclusive:
-                    calls[id(record)] = time.monotonic()
+                    started = calls[id(record)] = time.monotonic()
                     self._call(record) if traced is None else traced(record, attempt)
                 else:
                     with self._section():
-                        calls[id(record)] = time.monotonic()
+                        started = calls[id(record)] = time.monotonic()
                         self._call(record) if traced is None else traced(record, attempt)
             except Exception as exc:  # noqa: BLE001 - the handler's failure: tried again, then the sink
                 calls.pop(id(record), None)  # not under way while it waits for the next call
@@ -106,6 +110,8 @@ class Attempts:
                     return outcome
             else:
                 self.retried(progress, attempt)
+                if self.wants_handled:
+                    self._stats.record_handled(progress.shard_id, time.monotonic() - started)
                 return "done"
             finally:
                 calls.pop(id(record), None)  # a call that raised past Exception (HandlerStuck, Ctrl-C) too

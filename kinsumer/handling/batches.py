@@ -105,7 +105,7 @@ class Batches:
             calls = items[at][1].calls
             try:
                 with self._scheduler.section():
-                    calls[id(records)] = time.monotonic()
+                    started = calls[id(records)] = time.monotonic()
                     try:
                         if self._traced is None:
                             result = self._handler(records)
@@ -126,6 +126,7 @@ class Batches:
             else:
                 reason = "raised"
                 first = first_failed(result, records)
+                self._handled(items, live if first is None else live[:first], time.monotonic() - started)
                 if first is None:
                     _ack(items, live)
                     return high - low
@@ -142,6 +143,12 @@ class Batches:
                 _ack(items, [at])
                 at += 1
         return high - low
+
+    def _handled(self, items: list[Taken], done: list[int], seconds: float) -> None:
+        """Count the records at ``done``, which a batch call of ``seconds`` did."""
+        if self._attempts.wants_handled:
+            for i in done:
+                self._stats.record_handled(items[i][1].shard_id, seconds)
 
     def _live(self, items: list[Taken], low: int, high: int, attempts: dict[int, int], gone: set[int]) -> list[int]:
         """The indexes in ``low:high`` of records to hand to the handler: those not gone, after the ones that

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ..delivery.delivery import Delivery, ExplicitHolder
+from ..delivery.delivery import Delivery, ExplicitHolder, age_of
 from ..delivery.progress import Run
 from ..errors import NoRecordWithin
 from .attempts import Attempts, Outcome
@@ -59,8 +59,9 @@ class FastPath:
             self._the_general_way(run, run.handed)
             return
         hand, handler, delivery, monotonic = guard.hand, self._handler, self._delivery, time.monotonic
-        calls = progress.calls
-        expired = self._attempts.expired if self._attempts.max_age is not None else None
+        calls, shard_id, attempts = progress.calls, progress.shard_id, self._attempts
+        expired = attempts.expired if attempts.max_age is not None else None
+        stats, delivered, handled = attempts.stats, attempts.wants_deliveries, attempts.wants_handled
         for i in range(run.handed, run.end):  # a run set aside at a pause goes on where it stopped
             if progress.revoked or progress.paused:
                 return  # the shard is being given up (the rest is not handed over), or paused (the rest waits)
@@ -71,14 +72,18 @@ class FastPath:
                 return
             if not run.hand_over(i):  # revoked since the look above
                 return
+            if delivered:  # as next() counts it
+                stats.record_delivered(shard_id, age_of(record.approximate_arrival_timestamp))
             try:
                 if expired is not None and expired(record, progress):
                     outcome: Outcome = "done"  # it went to the sink
                 else:
-                    calls[id(record)] = monotonic()
+                    started = calls[id(record)] = monotonic()
                     try:
                         handler(record)
                         outcome = "done"
+                        if handled:
+                            stats.record_handled(shard_id, monotonic() - started)
                     except Exception as exc:  # noqa: BLE001 - the first failure: tried again, then the sink
                         del calls[id(record)]
                         outcome = self._attempts.after_first(record, progress, exc)

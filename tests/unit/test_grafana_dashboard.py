@@ -58,6 +58,7 @@ def exported() -> set[str]:
     stats.shard_gained(SHARD)
     stats.records_fetched(SHARD, 3, 100)
     stats.record_delivered(SHARD, 0.5)
+    stats.record_handled(SHARD, 0.02)
     stats.record_age(SHARD, 2.0)
     stats.checkpoint_written(SHARD)
     stats.handoff(SHARD, 1.0, True)

@@ -226,6 +226,7 @@ def test_instruments_carry_units_in_seconds_and_counts(
     units = {m.name: m.unit for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics}
     assert units == {
         "messaging.client.consumed.messages": "{message}", "kinsumer.records.fetched": "{record}",
+        "kinsumer.records.handled": "{record}",
         "kinsumer.shard.lag": "s", "kinsumer.shard.oldest_record.age": "s", "kinsumer.delivery.latency": "s",
         "kinsumer.handoffs": "{handoff}", "kinsumer.handoff.duration": "s",
     }  # fmt: skip
@@ -324,3 +325,20 @@ def test_dynamodb_calls_are_db_client_operation_duration_by_operation_table_and_
         }
     )
     assert collect(reader)["db.client.operation.duration"] == {beat: (2, 1.0), refused: (1, 0.5)}
+
+
+def test_records_handled_are_counted_per_shard_and_sampled_as_messaging_process_duration(
+    reader: InMemoryMetricReader,
+) -> None:
+    receiver = OpenTelemetryStatReceiver(STREAM, APP, meter_provider=MeterProvider(metric_readers=[reader]),
+                                         latency_sample=2)  # fmt: skip
+    for seconds in (0.1, 0.2, 0.3):
+        receiver.record_handled(SHARD, seconds)
+    receiver.record_handled(OTHER, 0.5)
+    found = collect(reader)
+    assert found["kinsumer.records.handled"] == {key(shard_attrs()): 3, key(shard_attrs(OTHER)): 1}
+    process = {"messaging.operation.name": "process"}
+    assert found["messaging.process.duration"] == {
+        key(shard_attrs(**process)): (2, pytest.approx(0.4)),  # the 1st and the 3rd
+        key(shard_attrs(OTHER, **process)): (1, 0.5),
+    }
