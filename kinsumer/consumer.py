@@ -259,7 +259,8 @@ class Kinsumer:
         try:
             self._calls.attach(self._dynamodb)
             contact = FirstContact(_UNREACHED_PATIENCE)
-            setup = functools.partial(self._setup_call, deadline=time.monotonic() + _SETUP_DEADLINE, contact=contact)
+            setup_deadline = time.monotonic() + _SETUP_DEADLINE
+            setup = functools.partial(self._setup_call, deadline=setup_deadline, contact=contact)
             setup(lambda: ensure_tables_ready(self._dynamodb, self.tables), "DescribeTable", self._dynamodb)
             identities = [
                 setup(functools.partial(ensure_stream_active, self._kinesis, name), "DescribeStreamSummary",
@@ -283,7 +284,7 @@ class Kinsumer:
             )
             self._runtime = runtime
             self._coordinator = Coordinator(runtime, self._readers(scopes))
-            self._coordinator.start()
+            self._coordinator.start(setup_deadline)
         except BaseException as exc:
             self._shutdown(clean=False)
             if isinstance(exc, Exception) and not isinstance(exc, KinsumerError):

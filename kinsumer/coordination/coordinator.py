@@ -87,9 +87,13 @@ class Coordinator:
 
     # ----------------------------------------------------------------- control
 
-    def start(self) -> None:
-        """First round on the caller's thread (so setup errors raise from run()), then the heartbeat and the loop."""
-        self.tick()
+    def start(self, deadline: float | None = None) -> None:
+        """First round on the caller's thread (so setup errors raise from run()), then the heartbeat and the loop.
+
+        ``deadline`` (monotonic): until when the first round retries transient faults, as run()'s other first
+        calls do (a round's own deadline, one heartbeat period, may be gone before a fault comes on a busy
+        machine); None: a round's."""
+        self.tick(deadline)
         self._beats.start()
         self._thread.start()
 
@@ -154,10 +158,12 @@ class Coordinator:
     def _call(self, fn: Callable[[], T], operation: str, deadline: float) -> T:
         return self._rt.call(fn, operation, deadline=deadline, should_stop=self._stopping.is_set)
 
-    def tick(self) -> None:
-        """One round: heartbeat, membership, leadership, shard cache, assignment."""
+    def tick(self, deadline: float | None = None) -> None:
+        """One round: heartbeat, membership, leadership, shard cache, assignment; its transient faults retried
+        until ``deadline`` (monotonic; None: one heartbeat period from now)."""
         rt, cfg = self._rt, self._cfg
-        deadline = time.monotonic() + cfg.shard_check_frequency
+        if deadline is None:
+            deadline = time.monotonic() + cfg.shard_check_frequency
         call = functools.partial(self._call, deadline=deadline)
 
         if not self._claimed:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import botocore.exceptions
@@ -98,3 +99,37 @@ def test_a_server_that_answers_500_twice_is_started_through(
         k.stop()
     assert relay.call_faults == [("DescribeStreamSummary", "5xx")] * 2
     assert stats.retried[("DescribeStreamSummary", "InternalFailure")] == 2
+
+
+def test_a_fault_in_the_first_round_after_a_heartbeat_period_is_retried_as_the_rest_of_the_start(
+    moto_server: LocalServer, app: str, new_stream: Callable[[int], str]
+) -> None:
+    """run()'s first membership round retries to run()'s deadline, not to the round's (one heartbeat period):
+    on a busy machine a fault could come after the round's deadline, and run() raised it (seen in a fresh
+    clone's test run). Here the round's scan of the clients table leaves late, past the period, and is
+    answered 500."""
+    stream = new_stream(1)
+
+    def members_scan(operation: str, n: int) -> str | None:
+        return "5xx" if operation == "Scan" and n == 2 else None  # the 1st: the home stream's, before the round
+
+    with KinesisRelay(moto_server.endpoint, call_fault=members_scan) as relay:
+        stats = CountingStats()
+        once = {"retries": {"mode": "standard", "total_max_attempts": 1}}  # kinsumer retries, not botocore
+        db = client(relay.endpoint, "dynamodb", **once)
+        config = attrs.evolve(SERVER_CONFIG, stats=stats)
+        scans: list[bytes] = []
+
+        def hold_the_members_scan(request: Any, **_: object) -> None:
+            if b"Scan" in request.headers.get("X-Amz-Target", b""):
+                scans.append(request.body)
+                if len(scans) == 2:
+                    time.sleep(config.shard_check_frequency + 0.2)  # the round's deadline passes meanwhile
+
+        db.meta.events.register("before-send.dynamodb", hold_the_members_scan)
+        k = Kinsumer(stream, app, "worker", config, kinesis=client(relay.endpoint, "kinesis", **once), dynamodb=db)
+        k.run()
+        k.stop()
+    assert b'_clients", "ConsistentRead": true}' in scans[1]  # the round's: every row of the clients table
+    assert relay.call_faults == [("Scan", "5xx")]
+    assert stats.retried[("Scan", "InternalFailure")] == 1
