@@ -118,12 +118,14 @@ class Producer(threading.Thread):
 
 
 def proc_status(pid: int) -> tuple[int, int] | None:
-    """(RSS in KiB, threads) of a live process; None once it is gone."""
+    """(RSS in KiB, threads) of a live process; None once it is gone (or exiting: a zombie has no VmRSS)."""
     try:
         text = pathlib.Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    if "VmRSS" not in fields:
+        return None
     return int(fields["VmRSS"].split()[0]), int(fields["Threads"])
 
 
