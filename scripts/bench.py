@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from typing import Any
 
 sys.path[:0] = [str(pathlib.Path(__file__).resolve().parent), str(pathlib.Path(__file__).resolve().parents[1])]
 
@@ -365,7 +366,7 @@ def handlers_rows(server: servers.LocalServer, args: argparse.Namespace) -> list
         )
     ]
     memory = overhead.MemoryKinesis("in-memory", PROCESS_SHARDS, PROCESS_RECORDS // PROCESS_SHARDS, RECORD_SIZE)
-    variants = {
+    variants: dict[str, dict[str, Any]] = {
         "options unset": {},
         "`max_record_age=3600`": {"max_record_age": 3600.0},
         "`timeout=30`": {"timeout": 30.0},

@@ -5,22 +5,29 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
-from demo.servers import LocalServer
-from kinsumer import Failure, Kinsumer, Record
+from kinsumer import Config, Failure, Kinsumer, Record
 
 from .common import Measure
 from .overhead import MemoryKinesis
 
-__all__ = ["process_in_memory"]
+__all__ = ["Clients", "process_in_memory"]
 
 
-def process_in_memory(server: LocalServer, kinesis: MemoryKinesis, work: float = 0.0, **options: Any) -> Measure:
+class Clients(Protocol):
+    """Where the DynamoDB client comes from (a :class:`~demo.servers.LocalServer`, say)."""
+
+    def client(self, service: str) -> Any: ...
+
+
+def process_in_memory(
+    server: Clients, kinesis: MemoryKinesis, work: float = 0.0, *, config: Config | None = None, **options: Any
+) -> Measure:
     """One client's ``process(handler, **options)`` over the in-memory stream until every record is handled;
     the handler sleeps ``work`` seconds (a call waiting on I/O). The clock runs from ``run()`` to the last record."""
     app = f"bench-{uuid.uuid4().hex[:8]}"
-    k = Kinsumer(kinesis.stream, app, "bench", kinesis=kinesis, dynamodb=server.client("dynamodb"))  # type: ignore[arg-type]
+    k = Kinsumer(kinesis.stream, app, "bench", config, kinesis=kinesis, dynamodb=server.client("dynamodb"))  # type: ignore[arg-type]
     lock = threading.Lock()
     handled = [0]
     first: list[float] = []

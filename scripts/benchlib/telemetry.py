@@ -11,14 +11,19 @@ a collector's.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from demo.servers import LocalServer
+from demo.servers import LocalServer, client
+from kinsumer import Config, StatReceiver
 
 from .common import REPO, median
+from .handlers import process_in_memory
+from .overhead import MemoryKinesis
 
 __all__ = ["VARIANTS", "cpu_per_record"]
 
@@ -39,18 +44,12 @@ def _measure(endpoint: str, variant: str, records: int) -> float:
     here = pathlib.Path(__file__).resolve().parent
     done = subprocess.run(
         [sys.executable, "-m", "benchlib.telemetry", endpoint, variant, str(records)],
-        cwd=here.parent, env={**_env(), "PYTHONPATH": f"{here.parent}:{REPO}"},
+        cwd=here.parent, env={**os.environ, "PYTHONPATH": f"{here.parent}:{REPO}"},
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"telemetry bench {variant} failed: {done.stderr[-2000:]}")
     return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu_per_record_us"])
-
-
-def _env() -> dict[str, str]:
-    import os  # noqa: PLC0415
-
-    return dict(os.environ)
 
 
 def _configure(variant: str) -> object:
@@ -93,47 +92,24 @@ def _configure(variant: str) -> object:
     return None
 
 
+class _Endpoint:
+    """The moto server the parent runs, as :func:`~benchlib.handlers.process_in_memory` reaches it."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+
+    def client(self, service: str) -> Any:
+        return client(self.endpoint, service)
+
+
 def main(argv: Sequence[str]) -> None:
-    import attrs  # noqa: PLC0415
-
-    from demo.servers import client  # noqa: PLC0415
-    from kinsumer import Config, Failure, Kinsumer, Record, StatReceiver  # noqa: PLC0415
-
-    from .overhead import MemoryKinesis  # noqa: PLC0415
-
     endpoint, variant, records = argv[0], argv[1], int(argv[2])
     stats = _configure(variant)
     kinesis = MemoryKinesis("bench", SHARDS, records // SHARDS, SIZE)
-    handled = [0]
-    import threading  # noqa: PLC0415
-    import time  # noqa: PLC0415
-    import uuid  # noqa: PLC0415
-
-    lock = threading.Lock()
-    config = attrs.evolve(Config(), stats=stats if isinstance(stats, StatReceiver) else StatReceiver())
-    k = Kinsumer("bench", f"bench-{uuid.uuid4().hex[:8]}", "bench", config, kinesis=kinesis,  # type: ignore[arg-type]
-                 dynamodb=client(endpoint, "dynamodb"))  # fmt: skip
-
-    def handler(record: Record) -> None:
-        with lock:
-            handled[0] += 1
-            if handled[0] == kinesis.total:
-                threading.Thread(target=k.stop, daemon=True).start()
-
-    def sink(failure: Failure) -> None:
-        raise RuntimeError(f"a record failed in the benchmark: {failure.error}")
-
-    k.create_required_tables()
-    try:
-        cpu = time.process_time()
-        with k:
-            k.process(handler, dead_letter=sink)
-        cpu = time.process_time() - cpu
-    finally:
-        k.delete_tables()
-    if handled[0] != kinesis.total:
-        raise RuntimeError(f"process() returned after {handled[0]} of {kinesis.total} records")
-    print(json.dumps({"variant": variant, "cpu_per_record_us": cpu / kinesis.total * 1e6}))
+    config = Config(stats=stats) if isinstance(stats, StatReceiver) else None
+    measure = process_in_memory(_Endpoint(endpoint), kinesis, config=config)
+    assert measure.cpu is not None
+    print(json.dumps({"variant": variant, "cpu_per_record_us": measure.cpu / measure.records * 1e6}))
 
 
 if __name__ == "__main__":
