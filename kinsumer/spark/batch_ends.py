@@ -95,10 +95,14 @@ class BatchEnds:
         """Every recorded end of ``batch``, by shard."""
         item = self._db.get_item(TableName=self.table, Key=self._key(batch), ConsistentRead=True).get("Item", {})
         ends = {}
+        counts = item.get("Counts", {}).get("M", {})
         for shard, value in item.get("Ends", {}).get("M", {}).items():
             behind = item.get(f"Behind|{shard}", {}).get("N")
             stop = Stop(item.get(f"Stop|{shard}", {}).get("S", Stop.MORE.value))
-            ends[shard] = ShardEnd(value["S"], stop, None if behind is None else int(behind))
+            count = counts.get(shard, {}).get("N")
+            ends[shard] = ShardEnd(
+                value["S"], stop, None if behind is None else int(behind), None if count is None else int(count)
+            )
         return ends
 
     def counts(self, batch: int) -> dict[str, int]:

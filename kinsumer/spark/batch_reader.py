@@ -1,7 +1,7 @@
 """``spark.read.format("kinsumer")``: a bounded read of what the stream holds now.
 
 For backfills and notebooks. When the read is planned, the driver takes the time as the cut;
-each shard (one partition each, closed shards included) is read on an executor from the
+each shard of each stream named (one partition each, closed shards included) is read on an executor from the
 starting position up to the first record that arrived at or after the cut, or its end, or
 the tip of the stream. Page by page, so an executor holds one page at a time. No ledger: a
 retried task reads the same records again (unless retention trimmed some meanwhile).
@@ -27,17 +27,18 @@ __all__ = ["KinsumerBatchReader"]
 
 
 class ShardSlice(InputPartition):
-    """One shard, read up to ``until`` (epoch ms)."""
+    """One shard of ``stream``, read up to ``until`` (epoch ms)."""
 
-    def __init__(self, index: int, shard: str, until: int, closed: bool) -> None:
+    def __init__(self, index: int, stream: str, shard: str, until: int, closed: bool) -> None:
         super().__init__(index)
+        self.stream = stream
         self.shard = shard
         self.until = until
         self.closed = closed  # read to its end, not just to an empty page
 
 
 class KinsumerBatchReader(DataSourceReader):
-    """Reads every shard of the stream, each up to the time the read was planned."""
+    """Reads every shard of the streams, each up to the time the read was planned."""
 
     def __init__(self, options: SourceOptions) -> None:
         if options.initial_position == "LATEST":
@@ -47,11 +48,16 @@ class KinsumerBatchReader(DataSourceReader):
 
     def partitions(self) -> list[ShardSlice]:
         kinesis = clients(self._options)[0]
-        if not stream_exists(kinesis, self._options.stream):
-            raise StreamNotFound(self._options.stream)
+        for stream in self._options.streams:
+            if not stream_exists(kinesis, stream):
+                raise StreamNotFound(stream)
         until = int(time.time() * 1000)
-        shards = sorted(list_shards(kinesis, self._options.stream), key=lambda s: s.shard_id)
-        return [ShardSlice(i, shard.shard_id, until, shard.closed) for i, shard in enumerate(shards)]
+        shards = [
+            (stream, shard)
+            for stream in self._options.streams
+            for shard in sorted(list_shards(kinesis, stream), key=lambda s: s.shard_id)
+        ]
+        return [ShardSlice(i, stream, shard.shard_id, until, shard.closed) for i, (stream, shard) in enumerate(shards)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, ShardSlice)
@@ -59,10 +65,10 @@ class KinsumerBatchReader(DataSourceReader):
         start = StartPosition.trim_horizon()
         if opts.at_timestamp is not None:
             start = StartPosition.at_timestamp(opts.at_timestamp)
-        reader = PollingReader(clients(opts)[0], opts.stream, partition.shard, start)
+        reader = PollingReader(clients(opts)[0], partition.stream, partition.shard, start)
         while True:
             page = reader.next_page()
-            rows, cut = page_rows(page.raw, opts.stream, partition.shard, partition.until)
+            rows, cut = page_rows(page.raw, partition.stream, partition.shard, partition.until)
             if rows.num_rows:
                 yield rows
             if cut or page.end_of_shard or (page.at_tip and not partition.closed):

@@ -58,6 +58,8 @@ class ShardEnd:
     stop: Stop = Stop.MORE  # ends recorded before stops were recorded: assume more
     #: How far the shard's tip was ahead of the read's last page (MillisBehindLatest), if the service said.
     behind: int | None = attrs.field(default=None, eq=False)
+    #: The records the read handed over (as recorded in the ledger; None where not known).
+    count: int | None = attrs.field(default=None, eq=False)
 
 
 def after(sequence_number: str, sub_sequence: int | None = None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import re
 from collections.abc import Mapping
 
 import attrs
@@ -23,7 +24,7 @@ __all__ = ["BATCH_ONLY_IGNORED", "CREDENTIALS", "OPTIONS", "OptionNames", "Role"
 
 #: Our option names (as documented) and what each is for.
 OPTIONS: dict[str, str] = {
-    "streamName": "the Kinesis stream (required)",
+    "streamName": "the Kinesis stream (required); several streams separated by commas (streamNames: the same)",
     "region": "the AWS region (default: the standard AWS chain)",
     "endpointUrl": "the Kinesis endpoint",
     "dynamodbEndpointUrl": "the DynamoDB endpoint of the batch ledger",
@@ -44,10 +45,12 @@ OPTIONS: dict[str, str] = {
     "roleSessionName": "the session name of roleArn (default kinsumer-spark)",
     "externalId": "the external ID roleArn's trust policy asks for",
     "stsEndpointUrl": "the STS endpoint roleArn is assumed through",
+    "dropRemovedStreams": "true: a restarted query drops the streams no longer named (default false: it fails)",
 }
 
 #: spark-sql-kinesis-connector's names for the same options.
 _ALIASES = {
+    "streamNames": "streamName",
     "kinesis.streamName": "streamName",
     "kinesis.region": "region",
     "kinesis.endpointUrl": "endpointUrl",
@@ -85,9 +88,11 @@ BATCH_ONLY_IGNORED = (
     "applicationName",
     "metadataPath",
     "consumerName",
+    "dropRemovedStreams",
 )
 
 _POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
+_STREAM_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
 _CONSUMER_TYPES = {"getrecords": "GetRecords", "subscribetoshard": "SubscribeToShard"}
 
 
@@ -166,6 +171,29 @@ def _starting_position(raw: str | None, at: str | None) -> tuple[str, dt.datetim
     return kind, when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
+def stream_names(raw: str | None) -> tuple[str, ...]:
+    """The streams of ``streamName``: one, or several separated by commas, each named once."""
+    names = tuple(name.strip() for name in (raw or "").split(","))
+    if not raw or not all(names):
+        rule = "is required" if not (raw or "").strip() else "names an empty stream (two commas, or one at an end)"
+        raise ConfigError("option streamName", rule, raw)
+    for name in names:
+        if not _STREAM_NAME.fullmatch(name):
+            raise ConfigError("option streamName", f"{name!r} is not a stream name (1-128 of a-z A-Z 0-9 _ . -)", raw)
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError("option streamName", f"names {', '.join(twice)} twice", raw)
+    return names
+
+
+def true_or_false(name: str, raw: str | None) -> bool:
+    """A boolean option (``true`` or ``false``, any case); absent: false."""
+    text = (raw or "false").strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"option {name}", "must be true or false", raw)
+    return text == "true"
+
+
 def _consumer_name(name: str | None, kind: str | None) -> str | None:
     """The enhanced fan-out consumer to read through; None: polling (GetRecords)."""
     chosen = _CONSUMER_TYPES.get((kind or "").strip().lower()) if kind is not None else None
@@ -215,7 +243,7 @@ _ROLE_OPTIONS = {
 class SourceOptions:
     """The source's options, checked."""
 
-    stream: str
+    stream: str  # the first of ``streams``: it names the default ledger table
     region: str | None = None
     endpoint_url: str | None = None
     dynamodb_endpoint_url: str | None = None
@@ -230,6 +258,12 @@ class SourceOptions:
     shards_per_task: int = 4
     consumer_name: str | None = None  # enhanced fan-out through this consumer; None: GetRecords
     role: Role | None = None  # read the stream as this role (roleArn)
+    streams: tuple[str, ...] = attrs.field()  # every stream the query reads, ``stream`` first
+    drop_removed_streams: bool = False  # a restart drops a stream its options no longer name
+
+    @streams.default
+    def _just_stream(self) -> tuple[str, ...]:
+        return (self.stream,)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
@@ -242,9 +276,7 @@ class SourceOptions:
             if (get("consumerType") or "").strip().lower() == "subscribetoshard":
                 rule = "SubscribeToShard is for streaming reads: a batch read reads with GetRecords"
                 raise ConfigError("option consumerType", rule, get("consumerType"))
-        stream = get("streamName")
-        if not stream:
-            raise ConfigError("option streamName", "is required", stream)
+        streams = stream_names(get("streamName"))
         metadata_path = get("metadataPath")
         if metadata_path is not None:
             check_metadata_path(metadata_path)
@@ -256,8 +288,11 @@ class SourceOptions:
         per_shard = number("maxRecordsPerShard", get("maxRecordsPerShard"), 100_000, whole=True, minimum=1)
         per_trigger = get("maxRecordsPerTrigger")
         total = None if per_trigger is None else number("maxRecordsPerTrigger", per_trigger, 0, whole=True, minimum=1)
+        stream = streams[0]
         return cls(
             stream=stream,
+            streams=streams,
+            drop_removed_streams=true_or_false("dropRemovedStreams", get("dropRemovedStreams")),
             region=get("region"),
             endpoint_url=get("endpointUrl"),
             dynamodb_endpoint_url=get("dynamodbEndpointUrl"),

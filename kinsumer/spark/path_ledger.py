@@ -160,7 +160,7 @@ class PathLedger:
             if body is not None:
                 data = json.loads(body)
                 shard = name.rsplit("/", 1)[1].removesuffix(".json")
-                found[shard] = ShardEnd(data["end"], Stop(data["stop"]), data.get("behind"))
+                found[shard] = ShardEnd(data["end"], Stop(data["stop"]), data.get("behind"), data.get("count"))
         return found
 
     def forget(self, batch: int) -> None:

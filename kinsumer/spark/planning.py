@@ -26,7 +26,7 @@ import attrs
 from ..aws.kinesis import ShardInfo
 from .offsets import BatchOffset, ShardEnd, Stop, next_offset
 
-__all__ = ["Limits", "plan_next", "shards_to_probe", "task_groups"]
+__all__ = ["Limits", "plan_next", "plan_streams", "shards_to_probe", "task_groups"]
 
 T = TypeVar("T")
 
@@ -38,7 +38,7 @@ class Limits:
     per_shard: int
     total: int | None = None
 
-    def share(self, shards: list[str], batch: int) -> tuple[list[str], int]:
+    def share(self, shards: list[T], batch: int) -> tuple[list[T], int]:
         """The shards a batch reads and each one's limit.
 
         With fewer records in the total than shards, ``total`` shards read one record each,
@@ -88,6 +88,54 @@ def plan_next(
 
     ``probed``: for shards at the tip, whether a probe found a record (before ``until``).
     """
+    planned = plan_streams({"": current}, {"": ends}, {"": listing}, {"": probed}, limits, until)
+    return None if planned is None else planned[""]
+
+
+def plan_streams(
+    current: Mapping[str, BatchOffset],
+    ends: Mapping[str, Mapping[str, ShardEnd]],
+    listings: Mapping[str, Iterable[ShardInfo]],
+    probed: Mapping[str, Mapping[str, bool]],
+    limits: Limits,
+    until: int | None = None,
+) -> dict[str, BatchOffset] | None:
+    """The batch after ``current`` for each stream of a query (by name); None if no shard has anything to read.
+
+    The streams' shards share the limits as one stream's would: a total is split over every
+    shard with something to read, whatever its stream.
+    """
+    following: dict[str, BatchOffset] = {}
+    stops: dict[str, dict[str, Stop]] = {}
+    waiting: list[tuple[str, str]] = []
+    for stream in sorted(current):
+        following[stream], stops[stream] = _next_stops(
+            current[stream], ends.get(stream, {}), listings.get(stream, ()), probed.get(stream, {}), until
+        )
+        waiting += [(stream, shard) for shard in sorted(stops[stream]) if stops[stream][shard] is Stop.MORE]
+    if not waiting:
+        return None
+    read, limit = limits.share(waiting, next(iter(following.values())).batch)
+    chosen = set(read)
+    return {
+        stream: attrs.evolve(
+            offset,
+            limit=limit,
+            unread={shard: stop.value for shard, stop in stops[stream].items() if (stream, shard) not in chosen},
+            until=until,
+        )
+        for stream, offset in following.items()
+    }
+
+
+def _next_stops(
+    current: BatchOffset,
+    ends: Mapping[str, ShardEnd],
+    listing: Iterable[ShardInfo],
+    probed: Mapping[str, bool],
+    until: int | None,
+) -> tuple[BatchOffset, dict[str, Stop]]:
+    """The offset after ``current`` (limits not applied yet) and what is known of each of its shards."""
     known = _known_stops(current, ends, until)
     following = next_offset(current, ends, listing)
     stops: dict[str, Stop] = {}
@@ -96,12 +144,7 @@ def plan_next(
         if stop is Stop.TIP and shard in probed:
             stop = Stop.MORE if probed[shard] else (Stop.TIP if until is None else Stop.TARGET)
         stops[shard] = stop
-    waiting = [shard for shard in sorted(stops) if stops[shard] is Stop.MORE]
-    if not waiting:
-        return None
-    read, limit = limits.share(waiting, following.batch)
-    unread = {shard: stop.value for shard, stop in stops.items() if shard not in read}
-    return attrs.evolve(following, limit=limit, unread=unread, until=until)
+    return following, stops
 
 
 def task_groups(shards: Sequence[T], shards_per_task: int) -> list[list[T]]:

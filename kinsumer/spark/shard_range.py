@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,7 @@ class ShardRange:
     until: int | None = None  # epoch ms: records that arrived at or after it are not this query run's
     recorded: str | None = None  # the end an earlier run of this batch recorded: a replay
     consumer: str | None = None  # the ARN of the enhanced fan-out consumer to read through; None: GetRecords
+    run: str = ""  # the ledger run of the batch's offset on this stream (see ``query_offset``)
 
 
 def read_shard_range(
@@ -84,18 +85,20 @@ def read_shard_range(
 
 
 def read_shard_ranges(
-    kinesis: KinesisClient, ends: BatchLedger, parts: Sequence[ShardRange]
+    kinesis: KinesisClient, ledger_of: Callable[[ShardRange], BatchLedger], parts: Sequence[ShardRange]
 ) -> Iterator[tuple[ShardRange, list[Any]]]:
     """Each of ``parts`` with its rows (Arrow batches), read concurrently, in the order the reads finish.
+
+    ``ledger_of``: the ledger each part records its end in (the parts of a task may be of several streams).
 
     A failed read is raised once the task's other reads have finished: each recorded its end
     first, so a retried task replays them.
     """
     if len(parts) == 1:  # no thread for a task of one shard
-        yield parts[0], read_shard_range(kinesis, ends, parts[0])
+        yield parts[0], read_shard_range(kinesis, ledger_of(parts[0]), parts[0])
         return
     with ThreadPoolExecutor(len(parts), thread_name_prefix="kinsumer-shard") as pool:
-        pending = {pool.submit(read_shard_range, kinesis, ends, part): part for part in parts}
+        pending = {pool.submit(read_shard_range, kinesis, ledger_of(part), part): part for part in parts}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:

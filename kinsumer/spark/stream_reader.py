@@ -1,11 +1,16 @@
 """``spark.readStream.format("kinsumer")``: plans micro-batches on the driver, reads shards on the executors.
 
 Driver: ``initialOffset`` / ``latestOffset`` / ``partitions`` list shards, read the batch
-ledger and probe idle shards (:mod:`.probe`); they never read the records a batch holds.
+ledger and probe idle shards (:mod:`.probe`), for each stream of the query
+(:mod:`.stream_side`); they never read the records a batch holds.
 Executors: ``read`` reads its shards' shares of a batch (:mod:`.shard_range`), concurrently,
 with GetRecords or, given ``consumerName``, with enhanced fan-out (the driver registers the
 consumer; idle shards are still probed with GetRecords).
-One input partition per ``shardsPerTask`` shards that a batch reads.
+One input partition per ``shardsPerTask`` shards that a batch reads, of any of the streams.
+
+Several streams (``streamName`` a list): each has an offset and ledger items of its own
+(:mod:`.query_offset`); a stream named by a restarted query and not by its checkpoint starts at
+the starting position, and one no longer named fails the query unless ``dropRemovedStreams``.
 """
 
 from __future__ import annotations
@@ -17,20 +22,18 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import attrs
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from ..aws.kinesis import ShardInfo, created_at, ensure_stream_active, list_shards
-from ..aws.stream_consumers import ensure_stream_consumer, stream_arn
 from ..aws.tables import create_table
-from .batch_ends import BatchEnds, BatchLedger
-from .clients import clients, s3_client
-from .offsets import TRIM_HORIZON, BatchOffset, ShardEnd, at_timestamp
+from ..errors import ConfigError
+from .batch_ends import BatchLedger
+from .clients import clients
+from .offsets import TRIM_HORIZON, BatchOffset, ShardEnd, Stop, at_timestamp
 from .options import SourceOptions
-from .path_ledger import PathLedger
-from .planning import Limits, plan_next, shards_to_probe, task_groups
-from .probe import Prober
+from .planning import Limits, plan_streams, shards_to_probe, task_groups
+from .query_offset import QueryOffset
 from .shard_range import ShardRange, read_shard_ranges
+from .stream_side import StreamSide, ledger
 
 try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -43,9 +46,8 @@ except ImportError:  # pragma: no cover - pyspark 4.0 / 4.1: one batch for avail
     ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc]
     SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
-__all__ = ["KinsumerStreamReader", "ShardPartition"]
+__all__ = ["KinsumerStreamReader", "ShardPartition", "ledger"]
 
-_LISTING_TTL = 1.0  # seconds a ListShards answer is reused by the driver
 _KEPT_BATCHES = 2  # ledger items kept for batches before the newest (a restart replays the newest)
 
 log = logging.getLogger("kinsumer.spark")
@@ -54,9 +56,8 @@ log = logging.getLogger("kinsumer.spark")
 class ShardPartition(InputPartition):
     """The shards one task reads in one batch (pickled to an executor)."""
 
-    def __init__(self, index: int, run: str, ranges: list[ShardRange]) -> None:
+    def __init__(self, index: int, ranges: list[ShardRange]) -> None:
         super().__init__(index)
-        self.run = run
         self.ranges = ranges
 
 
@@ -72,26 +73,34 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             initial = at_timestamp(options.at_timestamp)
         self._initial = initial
         self._run = uuid.uuid4().hex
-        self._last: BatchOffset | None = None  # pyspark < 4.2 calls latestOffset() without a start
-        self._listing: tuple[float, list[ShardInfo]] = (-_LISTING_TTL, [])
-        self._ends: tuple[int, dict[str, ShardEnd]] = (-1, {})
+        self._last: QueryOffset | None = None  # pyspark < 4.2 calls latestOffset() without a start
+        self._sides: dict[str, StreamSide] = {}
         self._until: int | None = None  # Trigger.AvailableNow: the cut, epoch ms
-        self._prober: Prober | None = None
-        self._checked = False  # the stream exists and the ledger table too
-        self._identity: str | None = None  # the stream's, learnt once per query run (a restart learns it again)
-        self._consumer: str | None = None  # the ARN of the fan-out consumer (consumerName), once registered
-        self._lag: dict[str, Any] | None = None  # how far behind the tip the last batch read ended (the progress)
+        self._checked = False  # the streams exist and the ledger table too
+        self._progress: dict[str, Any] | None = None  # what the last batch read (the progress's latestOffset)
 
     # ----------------------------------------------------------------- driver
 
     def initialOffset(self) -> dict[str, Any]:
+        streams = self._options.streams
         if not self._checked:  # Spark may ask twice
-            self._stream()  # the stream exists: before making a table for it
+            for name in streams:  # each stream exists: before making a table for them
+                self._side(name).identity()
             if self._options.metadata_path is None:
                 create_table(clients(self._options)[1], self._options.table, "Key")
-            self._consumer_arn()  # registered before the first batch, so a problem shows at the start
+            for name in streams:  # registered before the first batch, so a problem shows at the start
+                self._side(name).consumer_arn()
             self._checked = True
-        return BatchOffset(run=self._run, batch=-1, initial=self._initial, stream=self._stream()).to_json()
+        offsets = {
+            name: BatchOffset(
+                run=self._run if len(streams) == 1 else f"{self._run}.{name}",
+                batch=-1,
+                initial=self._initial,
+                stream=self._side(name).identity(),
+            )
+            for name in streams
+        }
+        return QueryOffset.start(self._run, offsets).to_json()
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow: read what arrived before now, in as many batches as the limits need."""
@@ -102,111 +111,102 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(total) if total is not None else ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
-        current = BatchOffset.from_json(start) if start is not None else self._last
+        current = self._offset(start) if start is not None else self._last
         if current is None:
-            current = BatchOffset.from_json(self.initialOffset())
-        current = self._on_this_stream(current)
-        ends = self._recorded_ends(current)
-        self._note_lag(current.batch, ends)
-        listing = self._list_shards()
-        probed = {}
-        idle = shards_to_probe(current, ends, self._until)
-        if idle:
-            probed = self._probe(idle)
-        following = plan_next(current, ends, listing, probed, self._limits(limit), self._until)
-        if following is None:  # nothing new: no batch
+            current = self._offset(self.initialOffset())
+        current = self._these_streams(current)
+        sides = {name: self._side(name) for name in current.streams}
+        ends = {name: sides[name].recorded_ends(offset) for name, offset in current.streams.items()}
+        self._note_progress(current, ends)
+        until = self._until
+        listings = {name: side.list_shards() for name, side in sides.items()}
+        probed = {
+            name: sides[name].probe(shards_to_probe(offset, ends[name], until), until)
+            for name, offset in current.streams.items()
+        }
+        planned = plan_streams(current.streams, ends, listings, probed, self._limits(limit), until)
+        if planned is None:  # nothing new: no batch
             return start if start is not None else current.to_json()
-        self._ledger(current.run).forget(current.batch - _KEPT_BATCHES)
+        for offset in current.streams.values():
+            ledger(self._options, offset.run).forget(offset.batch - _KEPT_BATCHES)
+        following = current.with_streams(planned)
         self._last = following
         return following.to_json()
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        """Shown as ``latestOffset`` in each micro-batch's progress: how far behind the stream the query is.
+        """Shown as ``latestOffset`` in each micro-batch's progress: what the last batch read, how far behind.
 
-        ``millisBehindLatest``: the largest MillisBehindLatest at the end of the last batch's reads (the
-        shard and batch named), as Spark's Kafka source reports offsets behind latest. The Python Data
-        Source API has no custom source metrics (PySpark 4.0 to 4.3), so this is where it fits.
+        ``records`` read by the last batch (``batch``), ``shardsRead``, ``shardsAtTip`` (their reads
+        ended at the tip of the stream), and ``millisBehindLatest``: the largest MillisBehindLatest at
+        the end of its reads (the ``stream`` and ``shard`` named), as Spark's Kafka source reports
+        offsets behind latest; per stream under ``streams`` when the query reads several. The Python
+        Data Source API has no custom source metrics (PySpark 4.0 to 4.3), so this is where it fits.
         """
-        return self._lag
+        return self._progress
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[ShardPartition]:
-        batch = BatchOffset.from_json(end)
-        self._last = batch
-        if start == end or batch.batch < 0:
+        query = self._offset(end)
+        self._last = query
+        if start == end or query.batch < 0:
             return []
-        if batch.foreign(self._stream()):  # a replay after the stream was created again: its records are gone
-            log.warning(
-                "batch %d was planned on an earlier stream %s (created %s): it reads nothing",
-                batch.batch, self._options.stream, created_at(batch.stream),
-            )  # fmt: skip
-            return []
-        planned = self._ledger(batch.run)
-        recorded = {} if planned.plan(batch.batch) else planned.ends(batch.batch)  # planned before: a replay
-        opts = self._options
-        closed = {s.shard_id for s in self._list_shards() if s.closed}  # read those to their end
-        ranges = [
-            ShardRange(
-                opts.stream,
-                shard,
-                batch.batch,
-                batch.shards[shard],
-                batch.limit,
-                opts.read_time_budget,
-                closed=shard in closed,
-                until=batch.until,
-                recorded=recorded[shard].position if shard in recorded else None,
-                consumer=self._consumer_arn(),
-            )
-            for shard in batch.read
-        ]
-        groups = task_groups(ranges, opts.shards_per_task)
-        return [ShardPartition(i, batch.run, group) for i, group in enumerate(groups)]
+        ranges = [part for name, offset in query.streams.items() for part in self._side(name).ranges(offset)]
+        groups = task_groups(ranges, self._options.shards_per_task)
+        return [ShardPartition(i, group) for i, group in enumerate(groups)]
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: ledger items are forgotten as later batches are planned."""
 
-    def _stream(self) -> str:
-        """The identity of the stream (``ARN@creation ms``); StreamNotFound if it is not readable."""
-        if self._identity is None:
-            self._identity = ensure_stream_active(clients(self._options)[0], self._options.stream)
-        return self._identity
+    def _side(self, name: str) -> StreamSide:
+        if name not in self._sides:
+            self._sides[name] = StreamSide(self._options, name)
+        return self._sides[name]
 
-    def _consumer_arn(self) -> str | None:
-        """The ARN of the enhanced fan-out consumer ``consumerName`` (registered if absent); None: polling."""
-        name = self._options.consumer_name
-        if name is not None and self._consumer is None:
-            self._consumer = ensure_stream_consumer(clients(self._options)[0], stream_arn(self._stream()), name)
-        return self._consumer
+    def _offset(self, data: Mapping[str, Any]) -> QueryOffset:
+        return QueryOffset.from_json(data, self._options.stream)
 
-    def _on_this_stream(self, offset: BatchOffset) -> BatchOffset:
-        """``offset`` if its positions belong to the current stream; else a restart of every shard.
+    def _these_streams(self, current: QueryOffset) -> QueryOffset:
+        """``current`` on the streams the options name now: each on its current incarnation, new ones added.
 
-        Offsets written before the identity was recorded count as the current stream's.
+        A stream the checkpoint reads and the options no longer name fails the query, unless
+        ``dropRemovedStreams``: then it is left where it was.
         """
-        stream = self._stream()
-        if offset.stream is None:
-            return attrs.evolve(offset, stream=stream)
-        if not offset.foreign(stream):
-            return offset
-        log.warning(
-            "the offsets of stream %s belong to an earlier stream of that name (created %s); this one was "
-            "created %s: every shard starts from the query's initial position %s",
-            self._options.stream, created_at(offset.stream), created_at(stream), offset.initial,
-        )  # fmt: skip
-        self._prober = None  # its iterators are the earlier stream's
-        self._consumer = None  # a consumer belongs to one stream
-        self._listing = (-_LISTING_TTL, [])
-        return offset.restarted(stream)
+        wanted = self._options.streams
+        removed = sorted(set(current.streams) - set(wanted))
+        if removed and not self._options.drop_removed_streams:
+            rule = (
+                f"no longer names {', '.join(removed)}, which this query's checkpoint reads: name it again, "
+                "or set dropRemovedStreams to true to stop reading it (its unread records stay unread)"
+            )
+            raise ConfigError("option streamName", rule, ",".join(wanted))
+        if removed:
+            log.warning("the query no longer reads %s (dropRemovedStreams): their unread records stay unread",
+                        ", ".join(removed))  # fmt: skip
+        streams = {
+            name: self._side(name).on_this_stream(offset) for name, offset in current.streams.items() if name in wanted
+        }
+        for name in wanted:
+            if name not in streams:
+                log.info("stream %s joins the query at batch %d, from %s", name, current.batch + 1, self._initial)
+                streams[name] = BatchOffset(
+                    run=current.stream_run(name), batch=current.batch, initial=self._initial,
+                    stream=self._side(name).identity(),
+                )  # fmt: skip
+        return current.with_streams(streams)
 
-    def _note_lag(self, batch: int, ends: Mapping[str, ShardEnd]) -> None:
-        """Keep (and log, once per batch) how far behind the tip the reads of ``batch`` ended."""
-        known = {shard: end.behind for shard, end in ends.items() if end.behind is not None}
-        if not known or (self._lag is not None and self._lag["batch"] == batch):
+    def _note_progress(self, current: QueryOffset, ends: Mapping[str, Mapping[str, ShardEnd]]) -> None:
+        """Keep (and log, once per batch) what the reads of ``current``'s batch did."""
+        batch = current.batch
+        if batch < 0 or (self._progress is not None and self._progress["batch"] == batch):
             return
-        shard = max(sorted(known), key=lambda s: known[s])
-        self._lag = {"batch": batch, "millisBehindLatest": known[shard], "shard": shard}
-        log.info("batch %d: %s ended %d ms behind the tip of the stream (the furthest of %d shards read)",
-                 batch, shard, known[shard], len(known))  # fmt: skip
+        if not any(ends.values()):
+            return
+        progress: dict[str, Any] = {"batch": batch, **_read_figures(ends)}
+        if len(current.streams) > 1:
+            progress["streams"] = {name: _read_figures({name: ends[name]}) for name in sorted(ends) if ends[name]}
+        self._progress = progress
+        log.info("batch %d: %d records from %d shards (%d at the tip); furthest behind the tip: %s ms (%s %s)",
+                 batch, progress["records"], progress["shardsRead"], progress["shardsAtTip"],
+                 progress.get("millisBehindLatest"), progress.get("stream"), progress.get("shard"))  # fmt: skip
 
     def _limits(self, limit: Any) -> Limits:
         total = self._options.max_records_per_trigger
@@ -216,41 +216,32 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             total = None
         return Limits(self._options.max_records_per_shard, total)
 
-    def _probe(self, positions: Mapping[str, str]) -> dict[str, bool]:
-        if self._prober is None:
-            kinesis = clients(self._options)[0]
-            self._prober = Prober(kinesis, self._options.stream, self._options.idle_batch_interval)
-        return self._prober.probe(positions, positions, self._until)
-
-    def _ledger(self, run: str) -> BatchLedger:
-        return ledger(self._options, run)
-
-    def _recorded_ends(self, offset: BatchOffset) -> dict[str, ShardEnd]:
-        if offset.batch < 0:
-            return {}
-        if self._ends[0] != offset.batch:  # a batch's ends are final once it ran: read them once
-            self._ends = (offset.batch, self._ledger(offset.run).ends(offset.batch))
-        return self._ends[1]
-
-    def _list_shards(self) -> list[ShardInfo]:
-        listed_at, listing = self._listing
-        if time.monotonic() - listed_at >= _LISTING_TTL:
-            listing = list_shards(clients(self._options)[0], self._options.stream)
-            self._listing = (time.monotonic(), listing)
-        return listing
-
     # ----------------------------------------------------------------- executors
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, ShardPartition)
         kinesis = clients(self._options)[0]
-        for _, batches in read_shard_ranges(kinesis, ledger(self._options, partition.run), partition.ranges):
+        ledgers: dict[str, BatchLedger] = {}
+
+        def ledger_of(part: ShardRange) -> BatchLedger:
+            if part.run not in ledgers:
+                ledgers[part.run] = ledger(self._options, part.run)
+            return ledgers[part.run]
+
+        for _, batches in read_shard_ranges(kinesis, ledger_of, partition.ranges):
             yield from batches
 
 
-def ledger(options: SourceOptions, run: str) -> BatchLedger:
-    """The batch ledger of ``run``: at ``metadataPath`` if set, else the DynamoDB table."""
-    path = options.metadata_path
-    if path is not None:
-        return PathLedger(path, run, s3_client(options) if path.startswith("s3://") else None)
-    return BatchEnds(clients(options)[1], options.table, run)
+def _read_figures(ends: Mapping[str, Mapping[str, ShardEnd]]) -> dict[str, Any]:
+    """Records, shards read and shards at the tip in a batch's recorded ends, and the largest lag."""
+    read = {(stream, shard): end for stream, by_shard in ends.items() for shard, end in by_shard.items()}
+    figures: dict[str, Any] = {
+        "records": sum(end.count or 0 for end in read.values()),
+        "shardsRead": len(read),
+        "shardsAtTip": sum(end.stop is Stop.TIP for end in read.values()),
+    }
+    behind = {key: end.behind for key, end in read.items() if end.behind is not None}
+    if behind:
+        stream, shard = max(sorted(behind), key=lambda key: behind[key] or 0)
+        figures.update(millisBehindLatest=behind[stream, shard], shard=shard, stream=stream)
+    return figures

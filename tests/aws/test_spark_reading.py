@@ -333,7 +333,7 @@ def test_a_task_reads_its_shards_concurrently_and_raises_a_failed_read_after_the
     ends.plan(0)
     parts = [ShardRange("s", shard, 0, TRIM_HORIZON, 100, 5.0) for shard in shards]
     meeting = MeetingLedger(ends, 3)
-    read = read_shard_ranges(kinesis, meeting, parts)
+    read = read_shard_ranges(kinesis, lambda part: meeting, parts)
     got = {part.shard: [r["Data"] for r in rows(batches)] for part, batches in read}
     assert got == written
     assert set(ends.ends(0)) == set(shards)
@@ -341,7 +341,7 @@ def test_a_task_reads_its_shards_concurrently_and_raises_a_failed_read_after_the
     ends.plan(1)
     failing = MeetingLedger(ends, 3, failing=shards[0])
     with pytest.raises(KinsumerError, match=f"recording {shards[0]} failed"):
-        list(read_shard_ranges(kinesis, failing, [attrs.evolve(p, batch=1) for p in parts]))
+        list(read_shard_ranges(kinesis, lambda part: failing, [attrs.evolve(p, batch=1) for p in parts]))
     assert set(ends.ends(1)) == set(shards[1:])  # the others recorded their ends: a retried task replays them
 
 

@@ -101,27 +101,36 @@ def sink_rows(sink: pathlib.Path) -> list[dict[str, Any]]:
             seen.add(path)
             for row in pq.read_table(path).to_pylist():
                 rows.append({**json.loads(row["data"]), "batch": batch, "shard": row["shard_id"],
-                             "seq": int(row["sequence_number"]), "sub": row["sub_sequence_number"]})  # fmt: skip
+                             "stream": row["stream"], "seq": int(row["sequence_number"]),
+                             "sub": row["sub_sequence_number"]})  # fmt: skip
     return rows
 
 
-def test_available_now_on_a_cluster_through_a_split_and_a_restart_is_exactly_once_and_keeps_key_order(
+def test_available_now_on_a_cluster_through_a_split_and_a_restart_that_adds_a_stream_is_exactly_once_in_key_order(
     cluster: SparkCluster, kinesalite: LocalServer, moto_server: LocalServer, tmp_path: pathlib.Path,
     call_log: pathlib.Path, drivers: list[subprocess.Popen[str]],
 ) -> None:  # fmt: skip
+    """The restart reads a second stream too (its shard IDs are the first's): from its start, the first on."""
     kinesis = kinesalite.client("kinesis")
-    stream, app = new_stream(kinesis, 2), unique("app")
+    stream, added, app = new_stream(kinesis, 2), new_stream(kinesis, 2), unique("app")
     producer = Producer(kinesis, stream, total=None, keys=12)
+    other = Producer(kinesis, added, total=None, keys=12, first_id=100_000)
     producer.write_batch(300)
+    other.write_batch(150)
     parent = split_first(kinesis, stream)
     producer.write_batch(300)
     finish(start_driver(drivers, cluster, kinesalite, moto_server, stream, app, tmp_path, 100, call_log))
     first = sink_rows(tmp_path / "sink")
     assert sorted(r["id"] for r in first) == producer.produced  # all that was there, once
     producer.write_batch(200)
-    finish(start_driver(drivers, cluster, kinesalite, moto_server, stream, app, tmp_path, 100, call_log))  # a restart
+    other.write_batch(150)
+    both = f"{stream},{added}"
+    finish(start_driver(drivers, cluster, kinesalite, moto_server, both, app, tmp_path, 100, call_log))  # a restart
     rows = sink_rows(tmp_path / "sink")
-    assert sorted(r["id"] for r in rows) == producer.produced
+    assert sorted(r["id"] for r in rows) == producer.produced + other.produced
+    assert sorted(r["id"] for r in rows if r["stream"] == added) == other.produced
+    assert min(r["batch"] for r in rows if r["stream"] == added) > max(r["batch"] for r in first)
+    rows = [r for r in rows if r["stream"] == stream]
     shards = kinesis.list_shards(StreamName=stream)["Shards"]
     read = assert_reshard_order(rows, shards)
     assert parent in read and {s["ShardId"] for s in shards if s.get("ParentShardId") == parent} <= read

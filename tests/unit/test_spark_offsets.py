@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from kinsumer.spark.offsets import (
     next_offset,
     to_start_position,
 )
+from kinsumer.spark.query_offset import QueryOffset, stream_of_identity
 from tests.unit.test_frontier import lineages
 
 pytest.importorskip("pyspark")  # the package kinsumer.spark imports it
@@ -121,3 +123,28 @@ def test_a_recorded_end_names_a_user_record_or_a_whole_kinesis_record() -> None:
     assert end_index(page, after("9")) == 4
     assert end_index(page, after("7")) is None
     assert end_index(page, SHARD_END) is None
+
+
+def test_a_query_of_one_stream_writes_the_offset_it_always_wrote_and_several_streams_nest_theirs() -> None:
+    one = BatchOffset("r", 3, TRIM_HORIZON, {"shardId-0": after("5")}, stream="arn:aws:kinesis:us-east-1:1:stream/a@7")
+    query = QueryOffset.start("r", {"a": one})
+    assert query.to_json() == one.to_json()  # a checkpoint written before several streams reads back the same
+    assert QueryOffset.from_json(one.to_json(), "b") == query  # its stream is the one its identity names
+    unnamed = attrs.evolve(one, stream=None)
+    assert QueryOffset.from_json(unnamed.to_json(), "b").streams == {"b": unnamed}  # before identities: the first
+    # a stream joins: the offset nests both, each with a run (ledger items) of its own
+    joined = query.with_streams({**query.streams, "b": BatchOffset(query.stream_run("b"), 3, TRIM_HORIZON)})
+    data = joined.to_json()
+    assert data["run"] == "r" and sorted(data["streams"]) == ["a", "b"] and data["batch"] == 3
+    assert data["streams"]["b"]["run"] == "r.b" and data["streams"]["a"]["run"] == "r"
+    assert QueryOffset.from_json(json.loads(json.dumps(data)), "zzz") == joined
+    assert json.dumps(data) == json.dumps(QueryOffset.from_json(data, "a").to_json())  # Spark compares the text
+    # the other stream dropped: one stream left, whose run is not the query's, keeps the nested form
+    left = joined.with_streams({"b": joined.streams["b"]})
+    assert "streams" in left.to_json() and QueryOffset.from_json(left.to_json(), "a") == left
+
+
+def test_the_stream_in_an_identity() -> None:
+    assert stream_of_identity("arn:aws:kinesis:us-east-1:123456789012:stream/clicks.v2@1700000000000") == "clicks.v2"
+    assert stream_of_identity("clicks@0") is None  # a server that gave no ARN
+    assert stream_of_identity(None) is None

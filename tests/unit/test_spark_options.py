@@ -37,6 +37,12 @@ from kinsumer.spark.options import OPTIONS, Role, SourceOptions
         ({"streamName": "s", "kinesis.consumerType": "SubscribeToShard"}, "option consumerName"),
         ({"streamName": "s", "consumerType": "GetRecords", "consumerName": "c"}, "option consumerName"),
         ({"streamName": "s", "consumerName": " "}, "option consumerName"),
+        ({"streamName": "a,,b"}, "option streamName"),
+        ({"streamName": "a,b,a"}, "option streamName"),
+        ({"streamName": "a,b c"}, "option streamName"),
+        ({"streamName": " , "}, "option streamName"),
+        ({"streamName": "a", "streamNames": "a,b"}, "option streamName"),
+        ({"streamName": "a", "dropRemovedStreams": "yes"}, "option dropRemovedStreams"),
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, str], name: str) -> None:
@@ -132,3 +138,15 @@ def test_a_role_is_taken_under_our_names_and_the_aws_connectors() -> None:
         SourceOptions.from_options({"streamName": "s", "roleArn": "reader"})
     with pytest.raises(ConfigError, match=r"option externalId goes with roleArn"):
         SourceOptions.from_options({"streamName": "s", "externalId": "ext-1"})
+
+
+def test_several_streams_are_a_comma_separated_list_under_either_name_and_the_first_names_the_ledger() -> None:
+    for key in ("streamName", "streamNames", "kinesis.streamName"):
+        opts = SourceOptions.from_options({key.lower(): " clicks, views ,orders"})
+        assert opts.streams == ("clicks", "views", "orders")
+        assert opts.stream == "clicks" and opts.table == "kinsumer-spark-clicks_metadata"
+        assert not opts.drop_removed_streams
+    assert SourceOptions.from_options({"streamName": "a"}).streams == ("a",)
+    assert SourceOptions.from_options({"streamName": "a,b", "dropRemovedStreams": "TRUE"}).drop_removed_streams
+    with pytest.raises(ConfigError, match="streaming reads"):
+        SourceOptions.from_options({"streamName": "a", "dropRemovedStreams": "true"}, batch=True)

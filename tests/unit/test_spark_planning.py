@@ -10,7 +10,7 @@ pytest.importorskip("pyspark")  # the package kinsumer.spark imports it
 
 from kinsumer.aws.kinesis import ShardInfo
 from kinsumer.spark.offsets import TRIM_HORIZON, BatchOffset, ShardEnd, Stop, after
-from kinsumer.spark.planning import Limits, plan_next, shards_to_probe, task_groups
+from kinsumer.spark.planning import Limits, plan_next, plan_streams, shards_to_probe, task_groups
 
 
 class Stream:
@@ -144,3 +144,39 @@ def test_tasks_hold_every_shard_once_at_most_shards_per_task_each_and_as_few_tas
     assert all(0 < len(g) <= per_task for g in groups)
     assert len(groups) == -(-shards // per_task)  # ceil: one task fewer could not hold them
     assert max(map(len, groups), default=0) - min(map(len, groups), default=0) <= 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(arrivals, min_size=1, max_size=3), st.integers(1, 12), st.none() | st.integers(1, 40))
+def test_several_streams_are_read_in_full_each_once_and_share_the_total(
+    streams: list[dict[str, list[int]]], per_shard: int, total: int | None
+) -> None:
+    """Streams with the same shard ids: each read in full, once, in order; no batch over the total."""
+    sources = {f"stream{i}": Stream(shards) for i, shards in enumerate(streams)}
+    limits = Limits(per_shard, total)
+    offsets = {name: BatchOffset(f"r.{name}", -1, TRIM_HORIZON) for name in sources}
+    ends: dict[str, dict[str, ShardEnd]] = {name: {} for name in sources}
+    got = {name: {shard: [] for shard in source.arrivals} for name, source in sources.items()}
+    for _ in range(1000):
+        probed = {}
+        for name, source in sources.items():
+            due = shards_to_probe(offsets[name], ends[name], None)
+            probed[name] = {shard: source.probe(shard, position, None) for shard, position in due.items()}
+        listings = {name: source.listing for name, source in sources.items()}
+        planned = plan_streams(offsets, ends, listings, probed, limits)
+        if planned is None:
+            break
+        assert len({offset.batch for offset in planned.values()}) == 1  # every stream at the same batch
+        size = 0
+        for name, offset in planned.items():
+            ends[name] = {}
+            for shard in offset.read:
+                records, ends[name][shard] = sources[name].read(shard, offset.shards[shard], offset.limit, None)
+                got[name][shard] += records
+                size += len(records)
+        assert total is None or size <= max(total, 1)
+        offsets = planned
+    else:
+        raise AssertionError("the planner never ran out of batches")
+    for name, source in sources.items():
+        assert got[name] == {shard: list(range(1, len(times) + 1)) for shard, times in source.arrivals.items()}
