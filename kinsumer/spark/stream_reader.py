@@ -134,9 +134,10 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return following.to_json()
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        """Shown as ``latestOffset`` in each micro-batch's progress: what the last batch read, how far behind.
+        """Shown as ``latestOffset`` in each micro-batch's progress: what the batch before it read, how far behind.
 
-        ``records`` read by the last batch (``batch``), ``shardsRead``, ``shardsAtTip`` (their reads
+        Spark asks right after ``latestOffset``, so the figures are those of the batch before the
+        one planned: ``records`` read by it (``batch``), ``shardsRead``, ``shardsAtTip`` (their reads
         ended at the tip of the stream), and ``millisBehindLatest``: the largest MillisBehindLatest at
         the end of its reads (the ``stream`` and ``shard`` named), as Spark's Kafka source reports
         offsets behind latest; per stream under ``streams`` when the query reads several. The Python

@@ -22,6 +22,12 @@ def _of(rows: list[dict[str, Any]], stream: str) -> list[dict[str, Any]]:
     return [row for row in rows if row["stream"] == stream]
 
 
+def _streams_read(progress: dict[str, Any]) -> set[str]:
+    """The streams the last batch's progress shows figures for."""
+    latest = progress["sources"][0].get("latestOffset")
+    return set((json.loads(latest) or {}).get("streams", {})) if latest else set()
+
+
 def test_two_streams_a_split_in_one_a_replay_and_a_stream_added_at_a_restart_read_every_record_once(
     spark: Any, kinesalite: LocalServer, moto_server: LocalServer, tmp_path: pathlib.Path
 ) -> None:
@@ -53,6 +59,10 @@ def test_two_streams_a_split_in_one_a_replay_and_a_stream_added_at_a_restart_rea
     try:
         expected = sum(len(p.produced) for p in producers.values())
         wait_for_rows(query, lambda: len(sink.ids()) >= expected, "every record, the third stream's too")
+        producers[second].write_batch(10)  # a batch's progress shows the batch before it: one more batch
+        wait_for_rows(query, lambda: len(sink.ids()) >= expected + 10, "the last records")
+        shown = lambda: set().union(*(_streams_read(p) for p in query.recentProgress))  # noqa: E731
+        wait_for_rows(query, lambda: shown() == {first, second, third}, "the batches' progress per stream")
     finally:
         query.stop()
     rows = sink.final_rows()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import pathlib
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -264,12 +264,20 @@ def test_each_batch_progress_shows_how_far_behind_the_tip_the_query_is(
     try:
         wait_for(query, lambda: len(sink.ids()) >= len(first) + len(later), "every record")
         wait_for(query, lambda: any(_lag(p) for p in query.recentProgress), "a progress with the lag")
+        # a batch's progress shows the batch before it: one more record makes a batch after the one at the tip
+        last = produce_per_shard(kinesis, stream, 1, first_id=len(first) + len(later))
+        wait_for(query, lambda: len(sink.ids()) >= len(first) + len(later) + len(last), "the last records")
+        wait_for(query, lambda: any((_lag(p) or {}).get("shardsAtTip") == 2 for p in query.recentProgress), "the tip")
     finally:
         query.stop()
     lags = [lag for p in query.recentProgress if (lag := _lag(p))]
     after_first = [lag for lag in lags if lag["batch"] == 0]
     assert after_first and after_first[0]["millisBehindLatest"] >= 500  # batch 0 ended 100 records before the tip
-    assert after_first[0]["shard"].startswith("shardId-")
+    assert after_first[0]["shard"].startswith("shardId-") and after_first[0]["stream"] == stream
+    assert (after_first[0]["records"], after_first[0]["shardsRead"], after_first[0]["shardsAtTip"]) == (200, 2, 0)
+    per_batch = {lag["batch"]: lag for lag in lags}
+    rows_per_batch = Counter(row["batch"] for row in sink.final_rows())
+    assert all(lag["records"] == rows_per_batch[batch] for batch, lag in per_batch.items())  # each batch's rows
 
 
 def _lag(progress: dict[str, Any]) -> dict[str, Any] | None:
