@@ -32,7 +32,11 @@ __all__ = ["SCHEMA", "KinsumerDataSource", "SourceOptions", "local_session", "re
 
 
 def register(spark: Any) -> None:
-    """Make ``format("kinsumer")`` available in this SparkSession."""
+    """Make ``format("kinsumer")`` available in this SparkSession, classic or Spark Connect.
+
+    On a Connect session the class goes to the server by reference: kinsumer must be importable by
+    the server's Python workers too.
+    """
     spark.dataSource.register(KinsumerDataSource)
 
 

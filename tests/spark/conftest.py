@@ -1,4 +1,4 @@
-"""A local[2] SparkSession bound to 127.0.0.1, shared by the Spark tests."""
+"""A local[2] SparkSession bound to 127.0.0.1, shared by the Spark tests; a Spark Connect server and its clients."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from tests.conftest import REGION
+from tests.spark.connect import ConnectServer, connect_server
 
 AUDIT_DIR = pathlib.Path(__file__).parent / "audit"
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -53,3 +54,48 @@ def spark(call_log: pathlib.Path) -> Iterator[Any]:
         session.stop()
         os.environ.clear()
         os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Spark Connect server (local[2]) on 127.0.0.1. Its Python workers import kinsumer from this repository
+    and have AWS settings of their own: only the server's environment reaches them, never the client's."""
+    no_aws: dict[str, str | None] = {name: None for name in os.environ if name.startswith("AWS_")}
+    env = {
+        **no_aws,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        **LEAN_JVM,
+    }
+    with connect_server(env, conf={"spark.sql.streaming.stopTimeout": "30s"}) as server:
+        yield server
+
+
+@pytest.fixture
+def spark_connect(connect: ConnectServer) -> Iterator[Any]:
+    """A Spark Connect session on the server, with the kinsumer format registered; a new one for each test.
+
+    ``create()``, not ``getOrCreate()``: the latter refuses while this process has a classic SparkSession (the
+    ``spark`` fixture's). Building a Connect session marks the process as in Connect mode
+    (SPARK_CONNECT_MODE_ENABLED), which would turn the classic session's later tests into Connect clients:
+    the mark goes with the session.
+    """
+    from pyspark.sql import SparkSession
+
+    import kinsumer.spark
+
+    marked = "SPARK_CONNECT_MODE_ENABLED" in os.environ
+    session = SparkSession.builder.remote(connect.url).create()
+    try:
+        kinsumer.spark.register(session)
+        yield session
+    finally:
+        session.stop()
+        if not marked:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
