@@ -16,6 +16,7 @@ pytestmark = pytest.mark.server
 pytest.importorskip("pyspark")  # the package kinsumer.spark imports it
 
 from kinsumer.spark.offsets import TRIM_HORIZON, after  # noqa: E402
+from kinsumer.spark.probe import Prober  # noqa: E402
 from kinsumer.spark.trigger_wait import RecordCounter  # noqa: E402
 
 
@@ -52,3 +53,28 @@ def test_counting_reads_on_from_kept_iterators_and_fetches_at_most_what_it_was_a
     moved = {first: after(records[21]["SequenceNumber"]), second: TRIM_HORIZON}
     assert count(moved, 1000) == 3 + 25
     assert sum(n for _, n in fetched) == 53
+
+
+def test_a_probe_that_found_a_record_answers_again_without_a_call_until_the_position_moves(
+    kinesalite: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kinesis = kinesalite.client("kinesis")
+    stream = new_stream(kinesis, 1)
+    [shard] = shard_hash_keys(kinesis, stream)
+    produce_per_shard(kinesis, stream, 2)
+    calls: list[int] = []
+    real = lean_get_records.get_records
+    monkeypatch.setattr(lean_get_records, "get_records", lambda *args: calls.append(1) or real(*args))
+    now = [0.0]
+    prober = Prober(kinesis, stream, interval=1.0, clock=lambda: now[0])
+    at_start = {shard: TRIM_HORIZON}
+    assert prober.probe(at_start, at_start) == {shard: True} and len(calls) == 1
+    for _ in range(3):  # a batch that waits (minRecordsPerTrigger) is planned again at every check
+        now[0] += 5
+        assert prober.probe(at_start, at_start) == {shard: True}
+    assert len(calls) == 1
+    iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+    last = kinesis.get_records(ShardIterator=iterator["ShardIterator"])["Records"][-1]["SequenceNumber"]
+    moved = {shard: after(last)}  # a batch read both records: the shard is at the tip
+    now[0] += 5
+    assert prober.probe(moved, moved) == {shard: False} and len(calls) == 2
