@@ -31,16 +31,18 @@ from .path_ledger import PathLedger
 from .planning import Limits, plan_next, shards_to_probe, task_groups
 from .probe import Prober
 from .shard_range import ShardRange, read_shard_ranges
+from .trigger_wait import RecordCounter, TriggerWait
 
 try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
         ReadLimit,
         ReadMaxRows,
+        ReadMinRows,
         SupportsTriggerAvailableNow,
     )
 except ImportError:  # pragma: no cover - pyspark 4.0 / 4.1: one batch for availableNow, no read limits
-    ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadLimit = ReadMaxRows = ReadMinRows = None  # type: ignore[assignment,misc]
     SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
 __all__ = ["KinsumerStreamReader", "ShardPartition"]
@@ -77,6 +79,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._ends: tuple[int, dict[str, ShardEnd]] = (-1, {})
         self._until: int | None = None  # Trigger.AvailableNow: the cut, epoch ms
         self._prober: Prober | None = None
+        self._wait: TriggerWait | None = None  # minRecordsPerTrigger
         self._checked = False  # the stream exists and the ledger table too
         self._identity: str | None = None  # the stream's, learnt once per query run (a restart learns it again)
         self._consumer: str | None = None  # the ARN of the fan-out consumer (consumerName), once registered
@@ -98,8 +101,10 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._until = int(time.time() * 1000)
 
     def getDefaultReadLimit(self) -> Any:
-        total = self._options.max_records_per_trigger
-        return ReadMaxRows(total) if total is not None else ReadAllAvailable()
+        total, least = self._options.max_records_per_trigger, self._options.min_records_per_trigger
+        if total is not None:  # Python has no CompositeReadLimit: the minimum stays with the options
+            return ReadMaxRows(total)
+        return ReadMinRows(least) if least is not None else ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         current = BatchOffset.from_json(start) if start is not None else self._last
@@ -114,6 +119,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if idle:
             probed = self._probe(idle)
         following = plan_next(current, ends, listing, probed, self._limits(limit), self._until)
+        following = self._admit(following, limit)
         if following is None:  # nothing new: no batch
             return start if start is not None else current.to_json()
         self._ledger(current.run).forget(current.batch - _KEPT_BATCHES)
@@ -193,7 +199,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "created %s: every shard starts from the query's initial position %s",
             self._options.stream, created_at(offset.stream), created_at(stream), offset.initial,
         )  # fmt: skip
-        self._prober = None  # its iterators are the earlier stream's
+        self._prober = self._wait = None  # their iterators are the earlier stream's
         self._consumer = None  # a consumer belongs to one stream
         self._listing = (-_LISTING_TTL, [])
         return offset.restarted(stream)
@@ -215,6 +221,22 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         elif ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
             total = None
         return Limits(self._options.max_records_per_shard, total)
+
+    def _admit(self, following: BatchOffset | None, limit: Any) -> BatchOffset | None:
+        """``following``, or None while it waits for minRecordsPerTrigger records (:mod:`.trigger_wait`).
+
+        Not for Trigger.AvailableNow (everything present runs: Spark ends the query at the first
+        trigger without a batch) nor when Spark asks for all that is available (Trigger.Once).
+        """
+        least = self._options.min_records_per_trigger
+        all_available = ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable)
+        if least is None or self._until is not None or all_available:
+            return following
+        if self._wait is None:
+            interval = self._options.idle_batch_interval
+            count = RecordCounter(clients(self._options)[0], self._options.stream, interval)
+            self._wait = TriggerWait(least, self._options.max_trigger_delay, interval, count)
+        return self._wait.admit(following)
 
     def _probe(self, positions: Mapping[str, str]) -> dict[str, bool]:
         if self._prober is None:
