@@ -20,7 +20,7 @@ from ..config import Config
 from ..errors import ConfigError
 from .path_ledger import check_metadata_path
 
-__all__ = ["BATCH_ONLY_IGNORED", "CREDENTIALS", "OPTIONS", "OptionNames", "Role", "SourceOptions", "number"]
+__all__ = ["BATCH_ONLY_IGNORED", "CREDENTIALS", "OPTIONS", "OptionNames", "Role", "SourceOptions", "duration", "number"]
 
 #: Our option names (as documented) and what each is for.
 OPTIONS: dict[str, str] = {
@@ -35,6 +35,8 @@ OPTIONS: dict[str, str] = {
     "atTimestamp": "the time (ISO 8601) of startingPosition AT_TIMESTAMP",
     "maxRecordsPerShard": "records read from one shard in one micro-batch at most (default 100000)",
     "maxRecordsPerTrigger": "records in one micro-batch at most, over all shards (default: no total)",
+    "minRecordsPerTrigger": "a micro-batch waits until this many records are available, or maxTriggerDelay passed",
+    "maxTriggerDelay": "with minRecordsPerTrigger, the longest a micro-batch waits (default 15m; 30s, 500ms, 1h, ...)",
     "readTimeBudget": "seconds one shard's read in a micro-batch may take (default 10)",
     "shardsPerTask": "shards one Spark task reads, concurrently (default 4; 1: a task per shard)",
     "idleBatchInterval": "seconds between checks of a shard that was at the tip of the stream (default 1)",
@@ -83,6 +85,8 @@ _NOT_TAKEN = {
 #: Options a batch read (``spark.read``) has no use for: it reads everything up to now, once.
 BATCH_ONLY_IGNORED = (
     "maxRecordsPerTrigger",
+    "minRecordsPerTrigger",
+    "maxTriggerDelay",
     "idleBatchInterval",
     "dynamodbEndpointUrl",
     "applicationName",
@@ -149,6 +153,27 @@ def number(name: str, raw: str | None, default: float, *, whole: bool = False, m
     if value < minimum:
         raise ConfigError(f"option {name}", f"must be >= {minimum:g}", raw)
     return value
+
+
+#: Spark's time units (``JavaUtils.timeStringAs``), in seconds.
+_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"(-?[0-9]+)([a-z]+)?")
+
+
+def duration(name: str, raw: str | None, default: float) -> float:
+    """A duration in seconds, written as Spark writes them (``Utils.timeStringAsMs``, as Kafka's
+    ``maxTriggerDelay``): a whole number and a unit (``us``, ``ms``, ``s``, ``m`` or ``min``, ``h``,
+    ``d``); a bare number is milliseconds, as in Spark."""
+    if raw is None:
+        return default
+    found = _DURATION.fullmatch(raw.strip().lower())
+    if found is None or (found[2] is not None and found[2] not in _TIME_UNITS):
+        rule = "must be a whole number and a unit (us, ms, s, m, min, h, d), e.g. 30s or 15m"
+        raise ConfigError(f"option {name}", rule, raw)
+    seconds = int(found[1]) * _TIME_UNITS[found[2] or "ms"]
+    if seconds < 0:
+        raise ConfigError(f"option {name}", "must be >= 0", raw)
+    return seconds
 
 
 def _starting_position(raw: str | None, at: str | None) -> tuple[str, dt.datetime | None]:
@@ -251,6 +276,8 @@ class SourceOptions:
     at_timestamp: dt.datetime | None = None
     max_records_per_shard: int = 100_000
     max_records_per_trigger: int | None = None
+    min_records_per_trigger: int | None = None
+    max_trigger_delay: float = 900.0  # seconds; only with min_records_per_trigger
     application_name: str = ""
     metadata_path: str | None = None
     idle_batch_interval: float = 1.0
@@ -288,6 +315,13 @@ class SourceOptions:
         per_shard = number("maxRecordsPerShard", get("maxRecordsPerShard"), 100_000, whole=True, minimum=1)
         per_trigger = get("maxRecordsPerTrigger")
         total = None if per_trigger is None else number("maxRecordsPerTrigger", per_trigger, 0, whole=True, minimum=1)
+        min_trigger = get("minRecordsPerTrigger")
+        least = None if min_trigger is None else number("minRecordsPerTrigger", min_trigger, 0, whole=True, minimum=1)
+        if least is not None and total is not None and least > total:
+            rule = f"must be <= maxRecordsPerTrigger ({int(total)}): a batch never holds more"
+            raise ConfigError("option minRecordsPerTrigger", rule, min_trigger)
+        # without minRecordsPerTrigger, maxTriggerDelay is checked and has no effect, as in Kafka's source
+        delay = duration("maxTriggerDelay", get("maxTriggerDelay"), 900.0)
         stream = streams[0]
         return cls(
             stream=stream,
@@ -300,6 +334,8 @@ class SourceOptions:
             at_timestamp=when,
             max_records_per_shard=int(per_shard),
             max_records_per_trigger=None if total is None else int(total),
+            min_records_per_trigger=None if least is None else int(least),
+            max_trigger_delay=delay,
             application_name=get("applicationName") or f"kinsumer-spark-{stream}",
             metadata_path=metadata_path,
             idle_batch_interval=number("idleBatchInterval", get("idleBatchInterval"), 1.0),

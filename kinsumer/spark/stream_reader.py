@@ -34,16 +34,18 @@ from .planning import Limits, plan_streams, shards_to_probe, task_groups
 from .query_offset import QueryOffset
 from .shard_range import ShardRange, read_shard_ranges
 from .stream_side import StreamSide, ledger
+from .trigger_wait import RecordCounter, TriggerWait
 
 try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
         ReadLimit,
         ReadMaxRows,
+        ReadMinRows,
         SupportsTriggerAvailableNow,
     )
 except ImportError:  # pragma: no cover - pyspark 4.0 / 4.1: one batch for availableNow, no read limits
-    ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadLimit = ReadMaxRows = ReadMinRows = None  # type: ignore[assignment,misc]
     SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
 __all__ = ["KinsumerStreamReader", "ShardPartition", "ledger"]
@@ -76,6 +78,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last: QueryOffset | None = None  # pyspark < 4.2 calls latestOffset() without a start
         self._sides: dict[str, StreamSide] = {}
         self._until: int | None = None  # Trigger.AvailableNow: the cut, epoch ms
+        self._wait: TriggerWait | None = None  # minRecordsPerTrigger
         self._checked = False  # the streams exist and the ledger table too
         self._progress: dict[str, Any] | None = None  # what the last batch read (the progress's latestOffset)
 
@@ -107,8 +110,10 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._until = int(time.time() * 1000)
 
     def getDefaultReadLimit(self) -> Any:
-        total = self._options.max_records_per_trigger
-        return ReadMaxRows(total) if total is not None else ReadAllAvailable()
+        total, least = self._options.max_records_per_trigger, self._options.min_records_per_trigger
+        if total is not None:  # Python has no CompositeReadLimit: the minimum stays with the options
+            return ReadMaxRows(total)
+        return ReadMinRows(least) if least is not None else ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         current = self._offset(start) if start is not None else self._last
@@ -124,7 +129,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             name: sides[name].probe(shards_to_probe(offset, ends[name], until), until)
             for name, offset in current.streams.items()
         }
-        planned = plan_streams(current.streams, ends, listings, probed, self._limits(limit), until)
+        planned = self._admit(plan_streams(current.streams, ends, listings, probed, self._limits(limit), until), limit)
         if planned is None:  # nothing new: no batch
             return start if start is not None else current.to_json()
         for offset in current.streams.values():
@@ -182,9 +187,12 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if removed:
             log.warning("the query no longer reads %s (dropRemovedStreams): their unread records stay unread",
                         ", ".join(removed))  # fmt: skip
-        streams = {
-            name: self._side(name).on_this_stream(offset) for name, offset in current.streams.items() if name in wanted
-        }
+        streams = {}
+        for name, offset in current.streams.items():
+            if name in wanted:
+                streams[name] = self._side(name).on_this_stream(offset)
+                if streams[name].stream != offset.stream and offset.stream is not None:
+                    self._wait = None  # its counting iterators are the earlier stream's
         for name in wanted:
             if name not in streams:
                 log.info("stream %s joins the query at batch %d, from %s", name, current.batch + 1, self._initial)
@@ -208,6 +216,22 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.info("batch %d: %d records from %d shards (%d at the tip); furthest behind the tip: %s ms (%s %s)",
                  batch, progress["records"], progress["shardsRead"], progress["shardsAtTip"],
                  progress.get("millisBehindLatest"), progress.get("stream"), progress.get("shard"))  # fmt: skip
+
+    def _admit(self, following: dict[str, BatchOffset] | None, limit: Any) -> dict[str, BatchOffset] | None:
+        """``following``, or None while it waits for minRecordsPerTrigger records (:mod:`.trigger_wait`).
+
+        Not for Trigger.AvailableNow (everything present runs: Spark ends the query at the first
+        trigger without a batch) nor when Spark asks for all that is available (Trigger.Once).
+        """
+        least = self._options.min_records_per_trigger
+        all_available = ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable)
+        if least is None or self._until is not None or all_available:
+            return following
+        if self._wait is None:
+            interval = self._options.idle_batch_interval
+            count = RecordCounter(clients(self._options)[0], interval)
+            self._wait = TriggerWait(least, self._options.max_trigger_delay, interval, count)
+        return self._wait.admit(following)
 
     def _limits(self, limit: Any) -> Limits:
         total = self._options.max_records_per_trigger

@@ -5,11 +5,15 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")  # the package kinsumer.spark imports it
 
 from kinsumer import ConfigError
-from kinsumer.spark.options import OPTIONS, Role, SourceOptions
+from kinsumer.spark.options import OPTIONS, Role, SourceOptions, duration
+
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "": 1e-3}
 
 
 @pytest.mark.parametrize(
@@ -150,3 +154,51 @@ def test_several_streams_are_a_comma_separated_list_under_either_name_and_the_fi
     assert SourceOptions.from_options({"streamName": "a,b", "dropRemovedStreams": "TRUE"}).drop_removed_streams
     with pytest.raises(ConfigError, match="streaming reads"):
         SourceOptions.from_options({"streamName": "a", "dropRemovedStreams": "true"}, batch=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("15m", 900.0), ("30s", 30.0), ("500ms", 0.5), ("1h", 3600.0), ("2min", 120.0), ("1d", 86400.0),
+     ("250us", 0.00025), (" 3S ", 3.0), ("1500", 1.5), ("0s", 0.0)],
+)  # fmt: skip
+def test_max_trigger_delay_is_a_duration_as_spark_writes_them(text: str, seconds: float) -> None:
+    opts = SourceOptions.from_options({"streamName": "s", "minRecordsPerTrigger": "10", "maxTriggerDelay": text})
+    assert opts.max_trigger_delay == pytest.approx(seconds)  # a bare number is milliseconds, as in Kafka's
+
+
+@given(st.integers(min_value=0, max_value=10**9), st.sampled_from(sorted(_UNITS)))
+def test_any_whole_number_with_a_unit_is_that_many_of_the_unit(value: int, unit: str) -> None:
+    assert duration("maxTriggerDelay", f"{value}{unit}", 0) == pytest.approx(value * _UNITS[unit])
+
+
+@pytest.mark.parametrize("text", ["", "m", "1.5s", "15 minutes", "-1s", "1w", "ten"])
+def test_a_malformed_max_trigger_delay_is_an_error_even_without_a_minimum(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        SourceOptions.from_options({"streamName": "s", "maxTriggerDelay": text})
+    assert info.value.field == "option maxTriggerDelay"
+
+
+def test_min_records_per_trigger_is_a_whole_number_no_larger_than_the_maximum() -> None:
+    opts = SourceOptions.from_options({"streamname": "s", "minrecordspertrigger": "500"})
+    assert (opts.min_records_per_trigger, opts.max_trigger_delay) == (500, 900.0)  # Kafka's default delay: 15m
+    assert SourceOptions.from_options({"streamName": "s"}).min_records_per_trigger is None
+    both = {"streamName": "s", "minRecordsPerTrigger": "50", "maxRecordsPerTrigger": "50"}
+    assert SourceOptions.from_options(both).min_records_per_trigger == 50
+    for bad in ("0", "2.5", "some"):
+        with pytest.raises(ConfigError) as info:
+            SourceOptions.from_options({"streamName": "s", "minRecordsPerTrigger": bad})
+        assert info.value.field == "option minRecordsPerTrigger"
+    with pytest.raises(ConfigError, match=r"must be <= maxRecordsPerTrigger \(50\)"):
+        SourceOptions.from_options({**both, "minRecordsPerTrigger": "51"})
+
+
+def test_max_trigger_delay_without_a_minimum_has_no_effect_as_in_kafkas_source() -> None:
+    opts = SourceOptions.from_options({"streamName": "s", "maxTriggerDelay": "30s"})
+    assert (opts.min_records_per_trigger, opts.max_trigger_delay) == (None, 30.0)
+
+
+def test_a_batch_read_refuses_the_trigger_options() -> None:
+    for name, value in (("minRecordsPerTrigger", "5"), ("maxTriggerDelay", "5s")):
+        with pytest.raises(ConfigError, match="batch read ignores it") as info:
+            SourceOptions.from_options({"streamName": "s", name: value}, batch=True)
+        assert info.value.field == f"option {name}"
