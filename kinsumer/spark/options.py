@@ -36,6 +36,8 @@ OPTIONS: dict[str, str] = {
     "maxRecordsPerTrigger": "records in one micro-batch at most, over all shards (default: no total)",
     "readTimeBudget": "seconds one shard's read in a micro-batch may take (default 10)",
     "shardsPerTask": "shards one Spark task reads, concurrently (default 4; 1: a task per shard)",
+    "failOnDataLoss": "true (default): fail the query when records it had not read were trimmed by the stream's "
+    "retention; false: log a warning, count it, and read on from the oldest record still there",
     "idleBatchInterval": "seconds between checks of a shard that was at the tip of the stream (default 1)",
     "consumerName": "reads with enhanced fan-out (SubscribeToShard) through this stream consumer, registered if absent",
     "consumerType": "GetRecords (default: polling) or SubscribeToShard (enhanced fan-out: needs consumerName)",
@@ -55,6 +57,7 @@ _ALIASES = {
     "kinesis.maxFetchRecordsPerShard": "maxRecordsPerShard",
     "kinesis.maxFetchTimePerShardSec": "readTimeBudget",
     "kinesis.metadataPath": "metadataPath",
+    "kinesis.failOnDataLoss": "failOnDataLoss",
     "kinesis.consumerName": "consumerName",
     "kinesis.consumerType": "consumerType",
     "kinesis.stsRoleArn": "roleArn",
@@ -85,6 +88,7 @@ BATCH_ONLY_IGNORED = (
     "applicationName",
     "metadataPath",
     "consumerName",
+    "failOnDataLoss",  # a batch read starts at TRIM_HORIZON or a time: nothing it had not read can be trimmed
 )
 
 _POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
@@ -143,6 +147,15 @@ def number(name: str, raw: str | None, default: float, *, whole: bool = False, m
         raise ConfigError(f"option {name}", "must be a whole number", raw)
     if value < minimum:
         raise ConfigError(f"option {name}", f"must be >= {minimum:g}", raw)
+    return value
+
+
+def _boolean(name: str, raw: str | None, default: bool) -> bool:
+    if raw is None:
+        return default
+    value = {"true": True, "false": False}.get(raw.strip().lower())
+    if value is None:
+        raise ConfigError(f"option {name}", "must be true or false", raw)
     return value
 
 
@@ -230,6 +243,7 @@ class SourceOptions:
     shards_per_task: int = 4
     consumer_name: str | None = None  # enhanced fan-out through this consumer; None: GetRecords
     role: Role | None = None  # read the stream as this role (roleArn)
+    fail_on_data_loss: bool = True  # failOnDataLoss
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
@@ -272,6 +286,7 @@ class SourceOptions:
             shards_per_task=int(number("shardsPerTask", get("shardsPerTask"), 4, whole=True, minimum=1)),
             consumer_name=_consumer_name(get("consumerName"), get("consumerType")),
             role=_role(get("roleArn"), get("roleSessionName"), get("externalId"), get("stsEndpointUrl")),
+            fail_on_data_loss=_boolean("failOnDataLoss", get("failOnDataLoss"), True),
         )
 
     @property

@@ -25,6 +25,7 @@ from ..aws.stream_consumers import ensure_stream_consumer, stream_arn
 from ..aws.tables import create_table
 from .batch_ends import BatchEnds, BatchLedger
 from .clients import clients, s3_client
+from .data_loss import DataLossCheck
 from .offsets import TRIM_HORIZON, BatchOffset, ShardEnd, at_timestamp
 from .options import SourceOptions
 from .path_ledger import PathLedger
@@ -81,6 +82,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._identity: str | None = None  # the stream's, learnt once per query run (a restart learns it again)
         self._consumer: str | None = None  # the ARN of the fan-out consumer (consumerName), once registered
         self._lag: dict[str, Any] | None = None  # how far behind the tip the last batch read ended (the progress)
+        self._data_loss = DataLossCheck(lambda: clients(options)[0], options.stream, options.fail_on_data_loss)
 
     # ----------------------------------------------------------------- driver
 
@@ -126,8 +128,10 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ``millisBehindLatest``: the largest MillisBehindLatest at the end of the last batch's reads (the
         shard and batch named), as Spark's Kafka source reports offsets behind latest. The Python Data
         Source API has no custom source metrics (PySpark 4.0 to 4.3), so this is where it fits.
+        ``dataLoss``: the data losses of this query run, once there was one (failOnDataLoss false).
         """
-        return self._lag
+        loss = self._data_loss.progress()
+        return self._lag if loss is None else {**(self._lag or {}), "dataLoss": loss}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[ShardPartition]:
         batch = BatchOffset.from_json(end)
@@ -143,13 +147,16 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         planned = self._ledger(batch.run)
         recorded = {} if planned.plan(batch.batch) else planned.ends(batch.batch)  # planned before: a replay
         opts = self._options
-        closed = {s.shard_id for s in self._list_shards() if s.closed}  # read those to their end
+        listing = self._list_shards()
+        closed = {s.shard_id for s in listing if s.closed}  # read those to their end
+        prior = self._recorded_ends(BatchOffset.from_json(start)) if batch.batch > 0 else {}
+        starts = self._data_loss.starts({shard: batch.shards[shard] for shard in batch.read}, listing, prior)
         ranges = [
             ShardRange(
                 opts.stream,
                 shard,
                 batch.batch,
-                batch.shards[shard],
+                starts[shard],
                 batch.limit,
                 opts.read_time_budget,
                 closed=shard in closed,

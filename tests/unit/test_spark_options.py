@@ -132,3 +132,25 @@ def test_a_role_is_taken_under_our_names_and_the_aws_connectors() -> None:
         SourceOptions.from_options({"streamName": "s", "roleArn": "reader"})
     with pytest.raises(ConfigError, match=r"option externalId goes with roleArn"):
         SourceOptions.from_options({"streamName": "s", "externalId": "ext-1"})
+
+
+@pytest.mark.parametrize(
+    ("options", "fail"),
+    [
+        ({}, True),
+        ({"failOnDataLoss": "false"}, False),
+        ({"failondataloss": "TRUE"}, True),
+        ({"kinesis.failOnDataLoss": "False"}, False),
+    ],
+)
+def test_fail_on_data_loss_is_true_by_default_and_takes_aws_connectors_name(
+    options: dict[str, str], fail: bool
+) -> None:
+    assert SourceOptions.from_options({"streamName": "s", **options}).fail_on_data_loss is fail
+
+
+def test_fail_on_data_loss_is_a_boolean_and_not_for_batch_reads() -> None:
+    with pytest.raises(ConfigError, match="option failOnDataLoss must be true or false"):
+        SourceOptions.from_options({"streamName": "s", "failOnDataLoss": "sometimes"})
+    with pytest.raises(ConfigError, match="option failOnDataLoss is for streaming reads"):
+        SourceOptions.from_options({"streamName": "s", "failOnDataLoss": "false"}, batch=True)
