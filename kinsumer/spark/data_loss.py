@@ -68,7 +68,7 @@ log = logging.getLogger("kinsumer.spark")
 #: A shard whose last read ended at least this fraction of the retention behind the tip is checked each batch.
 _AT_RISK = 0.9
 #: Empty pages a look for a shard's oldest record reads at most (AWS may answer empty pages before records).
-_OLDEST_PAGES = 20
+_OLDEST_PAGES = 50
 
 
 def follows(position: str) -> int | None:
