@@ -20,6 +20,7 @@ __all__ = [
     "CheckpointModeError",
     "ClientIdInUse",
     "ConfigError",
+    "DataLossError",
     "EndpointUnreachable",
     "KinsumerError",
     "MissingDependency",
@@ -189,6 +190,31 @@ class MissingDependency(KinsumerError, ImportError):
 
 class ReplayError(KinsumerError):
     """The Spark source cannot read a micro-batch again exactly as it was first read."""
+
+
+class DataLossError(KinsumerError):
+    """Records the Spark source had not read yet are gone from the stream (``failOnDataLoss`` is true).
+
+    The stream's retention trimmed the record a shard's position follows (``reason`` ``"trimmed"``,
+    ``earliest``: the oldest record still in the shard), or the shard itself expired before the query
+    read it to its end (``"expired"``).
+    """
+
+    def __init__(self, stream: str, shard: str, position: str, reason: str, earliest: str | None = None) -> None:
+        self.stream = stream
+        self.shard = shard
+        self.position = position
+        self.reason = reason
+        self.earliest = earliest
+        if reason == "expired":
+            what = "expired (ListShards no longer lists it) before the query read it to its end"
+        else:
+            what = f"no longer holds that record: its oldest record now is {earliest}"
+        super().__init__(
+            f"data loss in Kinesis stream {stream!r}: shard {shard} was to be read from {position}, but it {what}; "
+            "records the query had not read were trimmed by the stream's retention and may be lost. "
+            "Set the option failOnDataLoss to false to read on from the oldest record still there"
+        )
 
 
 class WriteError(KinsumerError):

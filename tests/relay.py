@@ -40,7 +40,9 @@ class KinesisRelay:
     ``get_records_fault(n)``: the fault of the n-th GetRecords call (from 1): "throttled", "5xx", "503",
     "cut", or None to forward it; ``call_fault(operation, n)``: the same for the n-th call (from 1) of
     any other operation (``"DescribeStreamSummary"``, ``"DescribeTable"``...; DynamoDB's too, for a
-    server that serves both). ``faults`` lists (operation, fault) of those others, in order."""
+    server that serves both). ``faults`` lists (operation, fault) of those others, in order.
+    ``answer(operation, answer)``: what a successful JSON answer of any forwarded call becomes (the
+    records retention trimmed left out of GetRecords, say; default: as it is)."""
 
     def __init__(
         self,
@@ -49,11 +51,13 @@ class KinesisRelay:
         throttle_call: Callable[[int], bool] = lambda n: False,
         get_records_fault: Callable[[int], str | None] = lambda n: None,
         call_fault: Callable[[str, int], str | None] = lambda operation, n: None,
+        answer: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         parsed = urllib.parse.urlsplit(upstream)
         self._upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
         self._refuse, self._throttle_call, self._get_records_fault = refuse, throttle_call, get_records_fault
         self._call_fault = call_fault
+        self._answer = answer
         self.get_records_calls = 0
         self.faults: list[str] = []  # the faults injected into GetRecords calls, in order
         self.call_faults: list[tuple[str, str]] = []  # (operation, fault) injected into other calls, in order
@@ -126,7 +130,11 @@ class KinesisRelay:
             status, error = _FAULTS[fault]
             return status, [("Content-Type", "application/x-amz-json-1.1")], json.dumps(error).encode()
         if not target.endswith(".PutRecords"):
-            return self._forward(headers, body)
+            status, answer_headers, answer = self._forward(headers, body)
+            if self._answer is None or status != 200 or not answer:
+                return status, answer_headers, answer
+            changed = self._answer(target.rpartition(".")[2], json.loads(answer))
+            return status, answer_headers, json.dumps(changed).encode()
         with self._lock:
             self.calls += 1
             whole = self._throttle_call(self.calls)

@@ -39,6 +39,8 @@ OPTIONS: dict[str, str] = {
     "maxTriggerDelay": "with minRecordsPerTrigger, the longest a micro-batch waits (default 15m; 30s, 500ms, 1h, ...)",
     "readTimeBudget": "seconds one shard's read in a micro-batch may take (default 10)",
     "shardsPerTask": "shards one Spark task reads, concurrently (default 4; 1: a task per shard)",
+    "failOnDataLoss": "true (default): fail the query when records it had not read were trimmed by the stream's "
+    "retention; false: log a warning, count it, and read on from the oldest record still there",
     "idleBatchInterval": "seconds between checks of a shard that was at the tip of the stream (default 1)",
     "consumerName": "reads with enhanced fan-out (SubscribeToShard) through this stream consumer, registered if absent",
     "consumerType": "GetRecords (default: polling) or SubscribeToShard (enhanced fan-out: needs consumerName)",
@@ -60,6 +62,7 @@ _ALIASES = {
     "kinesis.maxFetchRecordsPerShard": "maxRecordsPerShard",
     "kinesis.maxFetchTimePerShardSec": "readTimeBudget",
     "kinesis.metadataPath": "metadataPath",
+    "kinesis.failOnDataLoss": "failOnDataLoss",
     "kinesis.consumerName": "consumerName",
     "kinesis.consumerType": "consumerType",
     "kinesis.stsRoleArn": "roleArn",
@@ -93,6 +96,7 @@ BATCH_ONLY_IGNORED = (
     "metadataPath",
     "consumerName",
     "dropRemovedStreams",
+    "failOnDataLoss",  # a batch read starts at TRIM_HORIZON or a time: nothing it had not read can be trimmed
 )
 
 _POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
@@ -174,6 +178,14 @@ def duration(name: str, raw: str | None, default: float) -> float:
     if seconds < 0:
         raise ConfigError(f"option {name}", "must be >= 0", raw)
     return seconds
+def true_or_false(name: str, raw: str | None, default: bool = False) -> bool:
+    """A boolean option: ``true`` or ``false`` (any case); ``default`` if absent."""
+    if raw is None:
+        return default
+    value = {"true": True, "false": False}.get(raw.strip().lower())
+    if value is None:
+        raise ConfigError(f"option {name}", "must be true or false", raw)
+    return value
 
 
 def _starting_position(raw: str | None, at: str | None) -> tuple[str, dt.datetime | None]:
@@ -209,14 +221,6 @@ def stream_names(raw: str | None) -> tuple[str, ...]:
     if twice:
         raise ConfigError("option streamName", f"names {', '.join(twice)} twice", raw)
     return names
-
-
-def true_or_false(name: str, raw: str | None) -> bool:
-    """A boolean option (``true`` or ``false``, any case); absent: false."""
-    text = (raw or "false").strip().lower()
-    if text not in ("true", "false"):
-        raise ConfigError(f"option {name}", "must be true or false", raw)
-    return text == "true"
 
 
 def _consumer_name(name: str | None, kind: str | None) -> str | None:
@@ -287,6 +291,7 @@ class SourceOptions:
     role: Role | None = None  # read the stream as this role (roleArn)
     streams: tuple[str, ...] = attrs.field()  # every stream the query reads, ``stream`` first
     drop_removed_streams: bool = False  # a restart drops a stream its options no longer name
+    fail_on_data_loss: bool = True  # failOnDataLoss
 
     @streams.default
     def _just_stream(self) -> tuple[str, ...]:
@@ -343,6 +348,7 @@ class SourceOptions:
             shards_per_task=int(number("shardsPerTask", get("shardsPerTask"), 4, whole=True, minimum=1)),
             consumer_name=_consumer_name(get("consumerName"), get("consumerType")),
             role=_role(get("roleArn"), get("roleSessionName"), get("externalId"), get("stsEndpointUrl")),
+            fail_on_data_loss=true_or_false("failOnDataLoss", get("failOnDataLoss"), True),
         )
 
     @property

@@ -147,15 +147,24 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         the end of its reads (the ``stream`` and ``shard`` named), as Spark's Kafka source reports
         offsets behind latest; per stream under ``streams`` when the query reads several. The Python
         Data Source API has no custom source metrics (PySpark 4.0 to 4.3), so this is where it fits.
+        ``dataLoss``: the data losses of this query run, once there was one (failOnDataLoss false).
         """
-        return self._progress
+        losses = {name: loss for name, side in sorted(self._sides.items()) if (loss := side.data_loss.progress())}
+        if not losses:
+            return self._progress
+        return {**(self._progress or {}), "dataLoss": _data_loss_figures(losses)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[ShardPartition]:
         query = self._offset(end)
         self._last = query
         if start == end or query.batch < 0:
             return []
-        ranges = [part for name, offset in query.streams.items() for part in self._side(name).ranges(offset)]
+        previous = self._offset(start).streams if start else {}
+        ranges = [
+            part
+            for name, offset in query.streams.items()
+            for part in self._side(name).ranges(offset, previous.get(name))
+        ]
         groups = task_groups(ranges, self._options.shards_per_task)
         return [ShardPartition(i, group) for i, group in enumerate(groups)]
 
@@ -255,6 +264,18 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         for _, batches in read_shard_ranges(kinesis, ledger_of, partition.ranges):
             yield from batches
+
+
+def _data_loss_figures(losses: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The data losses of the query run's streams (each stream's :meth:`DataLossCheck.progress`), as one."""
+    keys = ("expired", "shards", "trimmed")
+    total: dict[str, Any] = {key: sum(loss[key] for loss in losses.values()) for key in keys}
+    if len(losses) == 1:
+        [(stream, loss)] = losses.items()
+        total["last"] = {**loss["last"], "stream": stream}
+    else:  # each stream's own, with its last loss
+        total["streams"] = dict(losses)
+    return total
 
 
 def _read_figures(ends: Mapping[str, Mapping[str, ShardEnd]]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from ..aws.kinesis import ShardInfo, created_at, ensure_stream_active, list_shar
 from ..aws.stream_consumers import ensure_stream_consumer, stream_arn
 from .batch_ends import BatchEnds, BatchLedger
 from .clients import clients, s3_client
+from .data_loss import DataLossCheck
 from .offsets import BatchOffset, ShardEnd
 from .options import SourceOptions
 from .path_ledger import PathLedger
@@ -48,6 +49,10 @@ class StreamSide:
         self._listing: tuple[float, list[ShardInfo]] = (-_LISTING_TTL, [])
         self._ends: tuple[tuple[str, int], dict[str, ShardEnd]] = (("", -1), {})
         self._prober: Prober | None = None
+        self.data_loss = self._data_loss_check()
+
+    def _data_loss_check(self) -> DataLossCheck:
+        return DataLossCheck(lambda: clients(self._options)[0], self.name, self._options.fail_on_data_loss)
 
     def identity(self) -> str:
         """The identity of the stream (``ARN@creation ms``); StreamNotFound if it is not readable."""
@@ -80,6 +85,7 @@ class StreamSide:
         self._prober = None  # its iterators are the earlier stream's
         self._consumer = None  # a consumer belongs to one stream
         self._listing = (-_LISTING_TTL, [])
+        self.data_loss = self._data_loss_check()  # what it saw was the earlier stream's
         return offset.restarted(stream)
 
     def recorded_ends(self, offset: BatchOffset) -> dict[str, ShardEnd]:
@@ -106,8 +112,12 @@ class StreamSide:
             self._prober = Prober(kinesis, self.name, self._options.idle_batch_interval)
         return self._prober.probe(positions, positions, until)
 
-    def ranges(self, offset: BatchOffset) -> list[ShardRange]:
-        """The shard ranges batch ``offset`` reads on this stream; its ledger item planned (kept if it was)."""
+    def ranges(self, offset: BatchOffset, previous: BatchOffset | None) -> list[ShardRange]:
+        """The shard ranges batch ``offset`` reads on this stream; its ledger item planned (kept if it was).
+
+        ``previous``: this stream's offset of the batch before (its ends say which shards fell far
+        behind: :mod:`.data_loss` checks those, and every shard the query run reads first).
+        """
         if not offset.read:
             return []
         if offset.foreign(self.identity()):  # a replay after the stream was created again: its records are gone
@@ -118,13 +128,16 @@ class StreamSide:
             return []
         planned = ledger(self._options, offset.run)
         recorded = {} if planned.plan(offset.batch) else planned.ends(offset.batch)  # planned before: a replay
-        closed = {s.shard_id for s in self.list_shards() if s.closed}  # read those to their end
+        listing = self.list_shards()
+        closed = {s.shard_id for s in listing if s.closed}  # read those to their end
+        prior = self.recorded_ends(previous) if previous is not None else {}
+        starts = self.data_loss.starts({shard: offset.shards[shard] for shard in offset.read}, listing, prior)
         return [
             ShardRange(
                 self.name,
                 shard,
                 offset.batch,
-                offset.shards[shard],
+                starts[shard],
                 offset.limit,
                 self._options.read_time_budget,
                 closed=shard in closed,

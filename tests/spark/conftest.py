@@ -31,7 +31,13 @@ def call_log(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def spark(call_log: pathlib.Path) -> Iterator[Any]:
+def warnings_log(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """The WARNING (and worse) records of the kinsumer loggers in every Python process Spark starts."""
+    return tmp_path_factory.mktemp("warnings") / "kinsumer-warnings.log"
+
+
+@pytest.fixture(scope="session")
+def spark(call_log: pathlib.Path, warnings_log: pathlib.Path) -> Iterator[Any]:
     import kinsumer.spark
 
     saved = dict(os.environ)
@@ -41,6 +47,7 @@ def spark(call_log: pathlib.Path) -> Iterator[Any]:
         PYSPARK_DRIVER_PYTHON=sys.executable,
         PYTHONPATH=os.pathsep.join([str(AUDIT_DIR), str(REPO), os.environ.get("PYTHONPATH", "")]),
         KINSUMER_TEST_CALL_LOG=str(call_log),
+        KINSUMER_TEST_WARNINGS=str(warnings_log),
         AWS_ACCESS_KEY_ID="testing",
         AWS_SECRET_ACCESS_KEY="testing",
         AWS_DEFAULT_REGION=REGION,

@@ -202,3 +202,25 @@ def test_a_batch_read_refuses_the_trigger_options() -> None:
         with pytest.raises(ConfigError, match="batch read ignores it") as info:
             SourceOptions.from_options({"streamName": "s", name: value}, batch=True)
         assert info.value.field == f"option {name}"
+
+
+@pytest.mark.parametrize(
+    ("options", "fail"),
+    [
+        ({}, True),
+        ({"failOnDataLoss": "false"}, False),
+        ({"failondataloss": "TRUE"}, True),
+        ({"kinesis.failOnDataLoss": "False"}, False),
+    ],
+)
+def test_fail_on_data_loss_is_true_by_default_and_takes_aws_connectors_name(
+    options: dict[str, str], fail: bool
+) -> None:
+    assert SourceOptions.from_options({"streamName": "s", **options}).fail_on_data_loss is fail
+
+
+def test_fail_on_data_loss_is_a_boolean_and_not_for_batch_reads() -> None:
+    with pytest.raises(ConfigError, match="option failOnDataLoss must be true or false"):
+        SourceOptions.from_options({"streamName": "s", "failOnDataLoss": "sometimes"})
+    with pytest.raises(ConfigError, match="option failOnDataLoss is for streaming reads"):
+        SourceOptions.from_options({"streamName": "s", "failOnDataLoss": "false"}, batch=True)

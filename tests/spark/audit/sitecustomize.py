@@ -52,3 +52,17 @@ if _LOG:
         return _subscription_request(self, params)
 
     _subscription_http.LeanSubscriber.request = _subscription_logged
+
+# kinsumer's warnings (and worse) also go to $KINSUMER_TEST_WARNINGS, one line each, so a test can
+# see what the driver's Python process logged (they still go to stderr, as without a handler)
+_WARNINGS = os.environ.get("KINSUMER_TEST_WARNINGS")
+
+if _WARNINGS:
+    import logging as _logging
+    import sys as _sys
+
+    _kinsumer_log = _logging.getLogger("kinsumer")
+    for _handler in (_logging.FileHandler(_WARNINGS), _logging.StreamHandler(_sys.stderr)):
+        _handler.setLevel(_logging.WARNING)
+        _handler.setFormatter(_logging.Formatter("%(process)d %(levelname)s %(name)s %(message)s"))
+        _kinsumer_log.addHandler(_handler)
