@@ -98,7 +98,8 @@ def test_records_trimmed_while_the_query_was_stopped_fail_it_and_with_fail_on_da
     assert sorted(going.ids()) == later[5:]  # from the oldest record left, nothing twice
     assert losses[-1] == {
         "expired": 0, "shards": 1, "trimmed": 1,
-        "last": {"shard": shard, "position": f"AFTER:{read_last}", "reason": "trimmed", "oldest": str(unread[5])},
+        "last": {"shard": shard, "position": f"AFTER:{read_last}", "reason": "trimmed", "oldest": str(unread[5]),
+                 "stream": stream},
     }  # fmt: skip
     warned = [line for line in warnings_log.read_text().splitlines() if "data loss" in line and shard in line]
     assert warned and all(" WARNING kinsumer.spark " in line and stream in line for line in warned)

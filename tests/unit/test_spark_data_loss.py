@@ -181,3 +181,14 @@ def test_a_shard_that_expired_before_the_query_read_it_to_its_end(
         "expired": 1, "last": {"shard": gone_shard, "position": position, "reason": "expired"},
         "shards": 1, "trimmed": 0,
     }  # fmt: skip
+
+
+def test_the_progress_sums_the_losses_of_every_stream_and_names_the_stream_of_each() -> None:
+    from kinsumer.spark.stream_reader import _data_loss_figures  # the reader's progress, without a Spark run
+
+    one = {"expired": 1, "shards": 1, "trimmed": 0, "last": {"shard": "s-0", "position": "AFTER:1"}}
+    two = {"expired": 0, "shards": 2, "trimmed": 3, "last": {"shard": "s-1", "position": "AFTER:9"}}
+    assert _data_loss_figures({"a": one}) == {**one, "last": {**one["last"], "stream": "a"}}
+    both = _data_loss_figures({"a": one, "b": two})
+    assert (both["expired"], both["shards"], both["trimmed"]) == (1, 3, 3)
+    assert both["streams"] == {"a": one, "b": two} and "last" not in both
