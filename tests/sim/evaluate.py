@@ -7,7 +7,7 @@ import itertools
 from typing import Any
 
 from tests.sim.errors import SimError, validation
-from tests.sim.expressions import Condition, Operand, Path, Update
+from tests.sim.expressions import Condition, Operand, Path, Update, overlap
 from tests.sim.values import Item, Value, compare, copied, equal, key_error, normalise_number
 
 __all__ = ["apply_update", "check_update", "condition_failed", "holds", "project", "resolve"]
@@ -136,15 +136,10 @@ def check_update(update: Update, keys: tuple[str, ...]) -> None:
     for i, one in enumerate(paths):
         for two in paths[i + 1 :]:
             if one[: len(two)] == two or two[: len(one)] == one:
-                raise validation("Invalid UpdateExpression: Two document paths overlap with each other; must remove "
-                                 f"or rewrite one of these paths; path one: {_show(one)}, path two: {_show(two)}")
+                raise validation(f"Invalid UpdateExpression: {overlap(one, two)}")
     for path, _ in (*update.adds, *update.deletes):
         if len(path) > 1:
             raise validation("Invalid UpdateExpression: ADD and DELETE support only top-level attributes")
-
-
-def _show(path: Path) -> str:
-    return "[" + ", ".join(str(p) for p in path) + "]"
 
 
 def apply_update(update: Update, old: Item | None, key: Item) -> Item:
@@ -197,11 +192,15 @@ def _assign(item: Item, path: Path, value: Value) -> None:
 
 
 def _remove(item: Item, path: Path) -> None:
+    """Remove ``path`` if present; its parents must be there (a missing attribute at the end is no error)."""
     holder, last = _container(item, path), path[-1]
-    if isinstance(last, int) and isinstance(holder, list) and last < len(holder):
-        del holder[last]
+    if isinstance(last, int) and isinstance(holder, list):
+        if last < len(holder):
+            del holder[last]
     elif isinstance(last, str) and isinstance(holder, dict):
         holder.pop(last, None)
+    else:
+        raise validation(_INVALID_PATH)
 
 
 def _add(item: Item, name: str, value: Value) -> None:

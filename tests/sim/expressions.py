@@ -7,7 +7,7 @@ undefined placeholder, an unused one, a reserved word used as a bare attribute n
 Grammar (DynamoDB's, developer guide "Condition and filter expressions" and "Update expressions"):
 
     condition := disjunct ("OR" disjunct)*          disjunct := conjunct ("AND" conjunct)*
-    conjunct  := "NOT" conjunct | "(" condition ")" | function "(" args ")"
+    conjunct  := "NOT" conjunct | "(" condition ")" | function "(" args ")"    (never "((" condition "))")
                | operand comparator operand | operand "BETWEEN" operand "AND" operand
                | operand "IN" "(" operand ("," operand)* ")"
     operand   := path | :value | "size" "(" path ")"
@@ -187,6 +187,15 @@ class _Parser:
             return Operand("size", path=path)
         return Operand("path", path=self.path())
 
+    def _closing(self, at: int) -> int:
+        """The index of the ``)`` that closes the ``(`` at ``at`` (past the end if none does)."""
+        depth = 0
+        for index in range(at, len(self.tokens)):
+            depth += {"(": 1, ")": -1}.get(self.tokens[index], 0)
+            if depth == 0:
+                return index
+        return len(self.tokens)
+
     # -- conditions
     def condition(self) -> Condition:
         parts = [self.conjunction()]
@@ -205,6 +214,8 @@ class _Parser:
             return Condition("NOT", (self.negation(),))
         if self.peek() == "(":
             self.take("(")
+            if self.peek() == "(" and self.peek(self._closing(self.at) - self.at + 1) == ")":
+                raise self.error("The expression has redundant parentheses;")
             inner = self.condition()
             self.take(")")
             return inner
@@ -306,4 +317,14 @@ def parse_projection(text: str, placeholders: Placeholders) -> list[Path]:
         parser.take(",")
         paths.append(parser.path())
     parser.end()
+    for i, one in enumerate(paths):
+        for two in paths[i + 1 :]:
+            if one[: len(two)] == two or two[: len(one)] == one:
+                raise parser.error(overlap(one, two))
     return paths
+
+
+def overlap(one: Path, two: Path) -> str:
+    show = ("[" + ", ".join(str(p) for p in path) + "]" for path in (one, two))
+    return "Two document paths overlap with each other; must remove or rewrite one of these paths; path one: {}, " \
+        "path two: {}".format(*show)
