@@ -31,6 +31,15 @@ def source_options(kinesalite: LocalServer, stream: str, ledger: pathlib.Path, l
     }
 
 
+def run_to_end(query: Any) -> None:
+    """Wait for an availableNow query to stop by itself, without an error."""
+    try:
+        assert query.awaitTermination(120), "the availableNow query did not stop by itself"
+    finally:
+        query.stop()
+    assert query.exception() is None
+
+
 def run_available_now(spark: Any, options: dict[str, str], out: pathlib.Path) -> None:
     """One availableNow query from the source into a parquet sink, run to its end."""
     frame = spark.readStream.format("kinsumer").options(**options).load()
@@ -41,11 +50,7 @@ def run_available_now(spark: Any, options: dict[str, str], out: pathlib.Path) ->
         .trigger(availableNow=True)
         .start()
     )
-    try:
-        assert query.awaitTermination(120), "the availableNow query did not stop by itself"
-    finally:
-        query.stop()
-    assert query.exception() is None
+    run_to_end(query)
 
 
 def read_ids(spark: Any, kinesalite: LocalServer, stream: str) -> list[int]:
@@ -98,11 +103,7 @@ def test_the_sink_through_connect_puts_every_row_once_in_a_batch_write_and_a_str
         .trigger(availableNow=True)
         .start()
     )
-    try:
-        assert query.awaitTermination(120), "the availableNow query did not stop by itself"
-    finally:
-        query.stop()
-    assert query.exception() is None
+    run_to_end(query)
     assert read_ids(spark_connect, kinesalite, target) == list(range(400))  # each once
 
 
