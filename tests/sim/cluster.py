@@ -25,6 +25,7 @@ from typing import Any, cast
 import attrs
 
 from kinsumer import clock
+from kinsumer.aws.kinesis import list_shards
 from kinsumer.aws.tables import Tables, create_table
 from kinsumer.config import Config
 from kinsumer.coordination.assignment import assigned_shards
@@ -113,7 +114,7 @@ class Cluster:
         self.application, self.stream = application, stream
         self.clients: dict[str, SimClient] = {}  # joined, neither crashed nor gone
         self.gone: dict[str, SimClient] = {}  # crashed or left
-        self.shards = sorted(s["ShardId"] for s in self.kinesis.list_shards(StreamName=stream)["Shards"])
+        self.shards = sorted(s.shard_id for s in list_shards(cast(Any, self.kinesis), stream))
         self.kinesis.calls.clear()
         self.kinesis.per_second.clear()
         self.tracking = Tracking(frozenset(self.shards))

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 import botocore.exceptions
-import botocore.session
 
 __all__ = ["SimKinesis"]
 
@@ -44,9 +43,6 @@ class SimKinesis:
         self.calls: Counter[str] = Counter()
         self.per_second: Counter[int] = Counter()  # ListShards calls in each second
         self.throttled = 0
-        self.meta = botocore.session.get_session().create_client(
-            "kinesis", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
-        ).meta
 
     def _add(self, shard_id: str, start: int, end: int, parent: str | None = None) -> None:
         shard: dict[str, Any] = {
