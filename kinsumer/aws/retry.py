@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import tenacity
 
+from .. import clock
 from ..stats import StatReceiver
 from .error_codes import error_code, is_transient
 
@@ -32,7 +32,7 @@ def retry_call(
     *,
     operation: str,
     stats: StatReceiver,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = clock.sleep,
     should_stop: Callable[[], bool] = lambda: False,
     deadline: float | None = None,
     max_wait: float = 5.0,
@@ -42,8 +42,9 @@ def retry_call(
     """Call ``fn`` until it succeeds or fails for good.
 
     Transient errors are retried with exponential backoff and full jitter, capped at
-    ``max_wait`` seconds (and at least ``min_wait``), without limit unless ``deadline`` (a ``time.monotonic()`` value)
-    passes, in which case the last error is raised. A transient error for which ``give_up_on(error)``
+    ``max_wait`` seconds (and at least ``min_wait``), without limit unless ``deadline`` (a
+    ``time.monotonic()`` value, as :func:`kinsumer.clock.monotonic` gives it) passes, in which case the
+    last error is raised. A transient error for which ``give_up_on(error)``
     is true is raised as at the deadline (run() gives up so on an endpoint it never reached).
     ``should_stop()`` turning true ends the retries with :class:`Stopped`. ``sleep`` does the
     waiting, so a caller can keep other work (heartbeats, commits) going between attempts.
@@ -70,7 +71,7 @@ def retry_call(
 
 
 def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.monotonic() >= deadline
+    return deadline is not None and clock.monotonic() >= deadline
 
 
 def _retrying(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import botocore.exceptions
 
+from ..clock import now_ms
 from ..errors import TableNotFound, TableTimeout, WrongTableSchema
 from .error_codes import is_in_use, is_not_found
 
@@ -21,11 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["Tables", "create_table", "create_tables", "delete_tables", "ensure_tables_ready", "now_ms"]
 
 _WAIT_POLL = 0.5
-
-
-def now_ms() -> int:
-    """Wall-clock time as integer epoch milliseconds: the unit of every LastUpdate."""
-    return time.time_ns() // 1_000_000
 
 
 @attrs.frozen

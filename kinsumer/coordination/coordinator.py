@@ -12,6 +12,10 @@ shard cache's refresh, the balanced assignment, the roster. The others read the 
 scanning while they can trust it (:mod:`.roster`), so the table's reads grow with the clients, not
 with their square. Whoever scans finds a client that missed a heartbeat, and
 rounds again when it will count as dead: that takes up to a round off the fail-over after a crash.
+
+Time is read through :mod:`kinsumer.clock`, and the loops of the rounds and of the heartbeat are each one
+call a wake-up (:meth:`Coordinator.step`, :meth:`Heartbeat.step`), so that a simulator (``tests/sim``) can
+run the same rounds on virtual time without threads: ``start(threads=False)``, with a pool of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from .. import clock
 from ..aws.retry import Stopped
 from ..aws.tables import now_ms as tables_now_ms
 from ..reading.reader import ReaderFactory
@@ -39,7 +44,7 @@ from .metadata_table import ShardCache
 from .roster import Roster, headline_to_trust, silent_until
 from .runtime import Runtime
 from .shard_cache import refresh_shard_cache
-from .shard_pool import ShardPool
+from .shard_pool import Pool, ShardPool
 from .shard_worker import ShardWorker
 from .streams import StreamScope, agreed_streams, combined_keys, listed_streams
 
@@ -56,10 +61,15 @@ READ_ROSTER = True
 class Coordinator:
     """Runs the membership loop on its own thread, and the shard pool it assigns shards to."""
 
-    def __init__(self, runtime: Runtime, readers: Mapping[str, ReaderFactory] | None = None) -> None:
+    def __init__(
+        self, runtime: Runtime, readers: Mapping[str, ReaderFactory] | None = None, *, pool: Pool | None = None
+    ) -> None:
+        """``pool``: what the rounds assign shards to; None (production): a :class:`ShardPool` over ``readers``.
+        The simulator (``tests/sim``) gives one that records the assignments and starts no thread."""
         self._rt = runtime
         self._cfg = runtime.config
-        self._pool = ShardPool(runtime, readers)
+        self._pool: Pool = pool if pool is not None else ShardPool(runtime, readers)
+        self._driven = False  # the rounds and the heartbeat run on (start() returned): a beat asked for is a wake
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._refresh = threading.Event()
@@ -87,15 +97,19 @@ class Coordinator:
 
     # ----------------------------------------------------------------- control
 
-    def start(self, deadline: float | None = None) -> None:
+    def start(self, deadline: float | None = None, *, threads: bool = True) -> None:
         """First round on the caller's thread (so setup errors raise from run()), then the heartbeat and the loop.
 
         ``deadline`` (monotonic): until when the first round retries transient faults, as run()'s other first
         calls do (a round's own deadline, one heartbeat period, may be gone before a fault comes on a busy
-        machine); None: a round's."""
+        machine); None: a round's. ``threads=False`` (the simulator): no thread is started; the caller runs
+        what their loops run, :meth:`step` and the heartbeat's :meth:`~.heartbeat.Heartbeat.step`, on its own
+        clock, and :meth:`leave` once :meth:`step` ends."""
         self.tick(deadline)
-        self._beats.start()
-        self._thread.start()
+        self._driven = True
+        if threads:
+            self._beats.start()
+            self._thread.start()
 
     def request_refresh(self) -> None:
         """Recompute the shard cache from Kinesis at once (a shard finished)."""
@@ -114,8 +128,8 @@ class Coordinator:
         deadline = time.monotonic() + timeout
         if self._thread.ident is not None:
             join_thread(self._thread, deadline - time.monotonic())
-        else:  # run() failed before the loop started: leave from here
-            self._leave()
+        else:  # run() failed before the loop started (or no thread ran it): leave from here
+            self.leave()
         alive = self._pool.join(deadline)
         if self._thread.is_alive() or alive:
             log.warning("stop timed out; still running: %s", alive or "the coordinator")
@@ -133,27 +147,41 @@ class Coordinator:
 
     # ----------------------------------------------------------------- the loop
 
+    @property
+    def heartbeat(self) -> Heartbeat:
+        """This client's heartbeat (its thread started by :meth:`start`)."""
+        return self._beats
+
     def _loop(self) -> None:
-        period = self._cfg.shard_check_frequency
-        next_tick = time.monotonic() + period
-        while not self._stopping.is_set():
-            due = min(next_tick, self._recheck_at)
-            self._wake.wait(max(0.0, due - time.monotonic()))
+        next_tick: float | None = clock.monotonic() + self._cfg.shard_check_frequency
+        while next_tick is not None:
+            self._wake.wait(max(0.0, self.wakes_at(next_tick) - clock.monotonic()))
             self._wake.clear()
-            if self._stopping.is_set():
-                break
-            if time.monotonic() < due and not self._refresh.is_set():
-                continue
-            try:
-                self.tick()
-            except Stopped:
-                break
-            except Exception as exc:  # noqa: BLE001
-                if not self._rt.retry_later(exc, "the membership round"):
-                    self._rt.fail(exc, "the coordinator")
-                    break
-            next_tick = max(next_tick + period, time.monotonic())
-        self._leave()
+            next_tick = self.step(next_tick)
+        self.leave()
+
+    def wakes_at(self, next_tick: float) -> float:
+        """When the loop, its next round due at ``next_tick`` (monotonic), wakes up (unless asked sooner):
+        then, or when a silent client turns stale."""
+        return min(next_tick, self._recheck_at)
+
+    def step(self, next_tick: float) -> float | None:
+        """What the loop does when it wakes up: a round, if one is due (or a refresh was asked for); the next
+        round's time, or None once the loop ends (a stop, or a failure reported to the runtime)."""
+        if self._stopping.is_set():
+            return None
+        due = self.wakes_at(next_tick)
+        if clock.monotonic() < due and not self._refresh.is_set():
+            return next_tick
+        try:
+            self.tick()
+        except Stopped:
+            return None
+        except Exception as exc:  # noqa: BLE001
+            if not self._rt.retry_later(exc, "the membership round"):
+                self._rt.fail(exc, "the coordinator")
+                return None
+        return max(next_tick + self._cfg.shard_check_frequency, clock.monotonic())
 
     def _call(self, fn: Callable[[], T], operation: str, deadline: float) -> T:
         return self._rt.call(fn, operation, deadline=deadline, should_stop=self._stopping.is_set)
@@ -163,7 +191,7 @@ class Coordinator:
         until ``deadline`` (monotonic; None: one heartbeat period from now)."""
         rt, cfg = self._rt, self._cfg
         if deadline is None:
-            deadline = time.monotonic() + cfg.shard_check_frequency
+            deadline = clock.monotonic() + cfg.shard_check_frequency
         call = functools.partial(self._call, deadline=deadline)
 
         if not self._claimed:
@@ -173,12 +201,12 @@ class Coordinator:
         rt.membership = membership
         clients = [row for row in rows if row.id in membership.live and not row.leaving]
         silent = scanned_at and silent_until(clients, rt.client_id, scanned_at, cfg.shard_check_frequency, rt.max_age)
-        self._recheck_at = time.monotonic() + (silent - tables_now_ms()) / 1000 + 0.05 if silent else math.inf
+        self._recheck_at = clock.monotonic() + (silent - tables_now_ms()) / 1000 + 0.05 if silent else math.inf
         index, count = client_index([c.id for c in clients], rt.client_id)
         leader = self._leader
         leader.lead(index == 0, call)
         agreed = self._agreed(clients)
-        now = time.monotonic()
+        now = clock.monotonic()
         newest = max((c.cache_version for c in clients), default=0)
         read_all = newest > self._cache_version or now >= self._next_cache_read
         if read_all:
@@ -206,14 +234,14 @@ class Coordinator:
         version = sum(cache.version for cache in caches.values())
         self._cache_version = version
         if version > max(heartbeat_version, newest):  # we wrote a new cache (or assignment): say so now
-            if self._thread.is_alive():
+            if self._driven:
                 self._beats.beat_now()
             else:  # the first round: before the heartbeat's thread runs
                 self._beats.beat(deadline)
         self._leader_seen = clients[0].id if clients else None
         if leader.leading and scanned_at:
             news = leader.publish_roster(rows, membership, scanned_at, silent, self._cache_version, call)
-            if news and self._thread.is_alive():
+            if news and self._driven:
                 self._beats.beat_now()
         if not self._stopping.is_set():
             self._pool.assign(wanted, parents)
@@ -225,7 +253,7 @@ class Coordinator:
         if any(worker.captured for worker in self._pool.workers()):
             self.owned_once, self.idle_since = True, None
         elif shards >= clients > 0:
-            self.idle_since = self.idle_since if self.idle_since is not None else time.monotonic()
+            self.idle_since = self.idle_since if self.idle_since is not None else clock.monotonic()
         else:
             self.idle_since = None
 
@@ -308,20 +336,20 @@ class Coordinator:
             self._not_agreed = waiting
         return [scope for scope in rt.streams if scope.name in agreed]
 
-    def _leave(self) -> None:
-        """Stop path on the loop thread: hand every shard off, then leave the membership.
+    def leave(self) -> None:
+        """Stop path on the loop thread, once :meth:`step` ended: hand every shard off, then leave the membership.
 
         While the workers hand off, the heartbeat goes on marked ``Leaving``: the others
         assign this client nothing, yet do not take its shards before they are released.
         """
         rt = self._rt
         self._pool.request_stop()
-        self._leader.resign(time.monotonic() + _FINAL_CALL_DEADLINE)
+        self._leader.resign(clock.monotonic() + _FINAL_CALL_DEADLINE)
         self._beats.leaving = True
         self._beats.beat_now()
-        self._pool.wait(time.monotonic() + self._cfg.handoff_timeout + _FINAL_CALL_DEADLINE)
+        self._pool.wait(clock.monotonic() + self._cfg.handoff_timeout + _FINAL_CALL_DEADLINE)
         self._beats.stop(_FINAL_CALL_DEADLINE)  # before the row goes: a late heartbeat must not bring it back
-        deadline = time.monotonic() + _FINAL_CALL_DEADLINE
+        deadline = clock.monotonic() + _FINAL_CALL_DEADLINE
         try:
             rt.call(
                 lambda: clients_table.deregister(rt.dynamodb, rt.tables.clients, rt.client_id, rt.instance),

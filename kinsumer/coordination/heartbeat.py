@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
+from .. import clock
 from ..waiting import join_thread
 from . import clients_table
 from .clients_table import Headline
@@ -79,19 +79,30 @@ class Heartbeat:
         rt.liveness.heartbeat_done(started)
         self.announced = version
 
+    @property
+    def asked(self) -> bool:
+        """A beat was asked for (:meth:`beat_now`) and the loop has not woken up for it yet."""
+        return self._wake.is_set()
+
     def _loop(self) -> None:
-        next_beat = time.monotonic() + self._period
-        while not self._stopping.is_set():
-            self._wake.wait(max(0.0, next_beat - time.monotonic()))
-            self._wake.clear()
+        next_beat: float | None = clock.monotonic() + self._period
+        while next_beat is not None:
+            self._wake.wait(max(0.0, next_beat - clock.monotonic()))
+            next_beat = self.step()
+
+    def step(self) -> float | None:
+        """What the loop does when it wakes up (its time came, or a beat was asked for): a beat; when the next
+        is due (monotonic), or None once the loop ends (a stop, or a failure reported to the runtime)."""
+        self._wake.clear()
+        if self._stopping.is_set():
+            return None
+        next_beat = clock.monotonic() + self._period
+        try:
+            self.beat(next_beat)
+        except Exception as exc:  # noqa: BLE001
             if self._stopping.is_set():
-                return
-            next_beat = time.monotonic() + self._period
-            try:
-                self.beat(next_beat)
-            except Exception as exc:  # noqa: BLE001
-                if self._stopping.is_set():
-                    return
-                if not self._rt.retry_later(exc, "the heartbeat"):
-                    self._rt.fail(exc, "the heartbeat")
-                    return
+                return None
+            if not self._rt.retry_later(exc, "the heartbeat"):
+                self._rt.fail(exc, "the heartbeat")
+                return None
+        return next_beat

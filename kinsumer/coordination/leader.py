@@ -15,12 +15,12 @@ The coordinator calls it from its round; ``call`` runs a DynamoDB call with the 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
+from ..clock import monotonic
 from . import clients_table, metadata_table
 from .assignment import balanced_assignment
 from .clients_table import ClientRow, Headline
@@ -55,8 +55,8 @@ class Leader:
         """Take or renew the lease if this client is ``first`` of the live clients, else let it go."""
         rt = self._rt
         db, table = rt.dynamodb, rt.tables.metadata
-        if first and (not self.leading or time.monotonic() >= self._renew_at):
-            renew_at = time.monotonic() + rt.max_age / 2
+        if first and (not self.leading or monotonic() >= self._renew_at):
+            renew_at = monotonic() + rt.max_age / 2
             leader = call(
                 lambda: metadata_table.take_leadership(db, table, rt.client_id, rt.client_name, rt.max_age), "PutItem"
             )
@@ -73,16 +73,16 @@ class Leader:
 
     def refresh_due(self) -> bool:
         """It leads and the shard cache is due to be listed again."""
-        return self.leading and time.monotonic() >= self._next_action
+        return self.leading and monotonic() >= self._next_action
 
     def refreshed(self, call: Callable[..., Any]) -> None:
         """The due refresh was done: the next one in ``leader_action_frequency``; and, if due, the rows of
         clients silent for long are deleted."""
         rt = self._rt
         period = rt.config.leader_action_frequency
-        self._next_action = time.monotonic() + period
-        if time.monotonic() >= self._next_reap:
-            self._next_reap = time.monotonic() + max(_REAP_EVERY, period)
+        self._next_action = monotonic() + period
+        if monotonic() >= self._next_reap:
+            self._next_reap = monotonic() + max(_REAP_EVERY, period)
             reap_after = max(_REAP_AFTER, 10 * rt.max_age)
             call(lambda: clients_table.reap_clients(rt.dynamodb, rt.tables.clients, reap_after), "Scan")
 

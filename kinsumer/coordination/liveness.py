@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections.abc import Callable
+
+from ..clock import monotonic
 
 __all__ = ["Liveness"]
 
@@ -26,7 +27,7 @@ Listener = Callable[[int, float], None]
 class Liveness:
     """The heartbeat chain of one client: its epoch and until when it is fresh."""
 
-    def __init__(self, max_age: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, max_age: float, clock: Callable[[], float] = monotonic) -> None:
         self._fresh_for = max_age / 2
         self._clock = clock
         self._lock = threading.Lock()

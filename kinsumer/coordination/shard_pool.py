@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from typing import Protocol
 
 from ..reading.polling import polling_readers
 from ..reading.reader import ReaderFactory
@@ -22,11 +23,25 @@ from .runtime import Runtime
 from .shard_worker import ShardWorker
 from .streams import StreamScope, scope_stats
 
-__all__ = ["ShardPool"]
+__all__ = ["Pool", "ShardPool"]
 
 log = logging.getLogger("kinsumer.coordinator")
 
 _COMMITTER_STOP = 5.0  # seconds to wait for a commit under way at the very end
+
+
+class Pool(Protocol):
+    """What the coordinator assigns shards to: a :class:`ShardPool`, or a simulator's stand-in (``tests/sim``)."""
+
+    def workers(self) -> list[ShardWorker]: ...
+
+    def assign(self, wanted: list[str], parents: Mapping[str, tuple[str, ...]]) -> None: ...
+
+    def request_stop(self) -> None: ...
+
+    def wait(self, deadline: float) -> bool: ...
+
+    def join(self, deadline: float) -> list[str]: ...
 
 
 class ShardPool:

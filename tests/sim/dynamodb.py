@@ -22,6 +22,7 @@ NotImplementedError rather than being ignored.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import types
@@ -67,6 +68,14 @@ _RETURN_VALUES = {
     "DeleteItem": {"NONE", "ALL_OLD"},
     "UpdateItem": {"NONE", "ALL_OLD", "ALL_NEW", "UPDATED_OLD", "UPDATED_NEW"},
 }
+
+
+@functools.cache
+def _scan_pages() -> Any:
+    """botocore's paginator model of Scan, loaded once (a session costs a tenth of a second)."""
+    import botocore.session
+
+    return botocore.session.get_session().get_paginator_model("dynamodb").get_paginator("Scan")
 
 
 class SimDynamoDB:
@@ -133,10 +142,7 @@ class SimDynamoDB:
     def get_paginator(self, operation_name: str) -> Paginator:  # type: ignore[type-arg]
         if operation_name != "scan":
             raise NotImplementedError(f"SimDynamoDB paginates scan only, not {operation_name}")
-        import botocore.session
-
-        config = botocore.session.get_session().get_paginator_model("dynamodb").get_paginator("Scan")
-        return Paginator(self.scan, config, service_model().operation_model("Scan"))  # type: ignore[arg-type]
+        return Paginator(self.scan, _scan_pages(), service_model().operation_model("Scan"))  # type: ignore[arg-type]
 
     def set_limits(self, table: str, limits: Limits) -> None:
         """Throughput limits for ``table`` from now on (its windows start afresh)."""

@@ -3,6 +3,7 @@ import pytest
 
 from kinsumer.aws.error_codes import is_transient
 from kinsumer.aws.retry import Stopped, counted, retry_call
+from kinsumer.clock import installed
 from tests.helpers import CountingStats
 
 
@@ -104,10 +105,19 @@ def test_a_deadline_that_passes_while_retrying_counts_the_last_fault_as_abandone
         clock[0] += 1.0
         raise client_error("ThrottlingException")
 
+    class Counted:
+        def monotonic(self) -> float:
+            return clock[0]
+
+        def wall(self) -> float:
+            return clock[0]
+
+        def sleep(self, seconds: float) -> None:
+            pass
+
     stats = CountingStats()
-    with pytest.raises(botocore.exceptions.ClientError) as raised, pytest.MonkeyPatch.context() as patch:
-        patch.setattr("kinsumer.aws.retry.time.monotonic", lambda: clock[0])
-        retry_call(always, operation="Op", stats=stats, sleep=lambda s: None, deadline=3.5)
+    with pytest.raises(botocore.exceptions.ClientError) as raised, installed(Counted()):
+        retry_call(always, operation="Op", stats=stats, deadline=3.5)
     # attempts at t=1, 2, 3 were retried; the one at t=4 was past the deadline
     assert stats.retried[("Op", "ThrottlingException")] == 3
     assert stats.abandoned == [("Op", "ThrottlingException")]

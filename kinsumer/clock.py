@@ -1,0 +1,75 @@
+"""The clocks the coordination reads: monotonic time, epoch time, and the retries' sleep.
+
+Production reads the system's clocks through these functions (``time.monotonic``, ``time.time_ns``,
+``time.sleep``: one global look-up more than calling them directly). A simulator that drives the
+coordination on virtual time (``tests/sim/cluster.py``) installs a clock of its own for the length of a
+``with installed(clock):`` block, process-wide: the coordination code then reads virtual time, and a
+retry's backoff advances it instead of sleeping. Only the membership rounds, the heartbeat, the leader
+and the table code read time through here; the per-record paths (reading, delivery) read ``time``
+directly, as the simulator does not run them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Protocol
+
+__all__ = ["Clock", "installed", "monotonic", "now_ms", "sleep", "wall"]
+
+
+class Clock(Protocol):
+    """What a clock installed in place of the system's gives."""
+
+    def monotonic(self) -> float:
+        """Seconds, never going backwards (as ``time.monotonic``)."""
+        ...
+
+    def wall(self) -> float:
+        """Epoch seconds (as ``time.time``)."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Let ``seconds`` pass (as ``time.sleep``)."""
+        ...
+
+
+_installed: Clock | None = None
+
+
+def monotonic() -> float:
+    clock = _installed
+    return time.monotonic() if clock is None else clock.monotonic()
+
+
+def wall() -> float:
+    clock = _installed
+    return time.time() if clock is None else clock.wall()
+
+
+def now_ms() -> int:
+    """Wall-clock time as integer epoch milliseconds: the unit of every LastUpdate."""
+    clock = _installed
+    return time.time_ns() // 1_000_000 if clock is None else int(clock.wall() * 1000)
+
+
+def sleep(seconds: float) -> None:
+    clock = _installed
+    if clock is None:
+        time.sleep(seconds)
+    else:
+        clock.sleep(seconds)
+
+
+@contextlib.contextmanager
+def installed(clock: Clock) -> Iterator[Clock]:
+    """Read ``clock`` instead of the system's until the block ends (one at a time: a simulator's)."""
+    global _installed  # noqa: PLW0603 - the one switch of the seam
+    if _installed is not None:
+        raise RuntimeError("a clock is installed already")
+    _installed = clock
+    try:
+        yield clock
+    finally:
+        _installed = None

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Simulate N kinsumer clients over S shards on virtual time (issue 40) and print what the coordination costs.
+
+Kinsumer's own coordinator, heartbeat and leader run for each client, against the in-memory DynamoDB and
+Kinesis of ``tests/sim`` (see ``tests/sim/cluster.py``); the shard workers are not simulated (no lease
+captures, no commits, no reading): the figures are the membership's, the leadership's, the shard cache's and
+the assignment's. The scenario: the clients start at once; ``--seconds`` of steady state; then a join, a clean
+leave of a follower, a crash of a follower and a crash of the leader, each run until converged.
+
+    python scripts/simulate.py --clients 10 --shards 1000 --assignment balanced
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+
+import attrs
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from kinsumer.config import Config
+from tests.sim.cluster import Cluster
+from tests.sim.figures import Change, Steady, largest_item, scenario
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=10)
+    parser.add_argument("--shards", type=int, default=1000)
+    parser.add_argument("--assignment", choices=["modulo", "balanced"], default="modulo")
+    parser.add_argument("--seconds", type=float, default=60.0, help="virtual seconds of steady state measured")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--staleness", type=float, default=0.0, help="how old an eventually consistent read may be")
+    parser.add_argument("--validate", action="store_true", help="validate every call's parameters (slower)")
+    args = parser.parse_args(argv)
+    config = attrs.evolve(Config(), assignment=args.assignment)
+    started = time.perf_counter()
+    with Cluster(args.shards, config, seed=args.seed, staleness=args.staleness, validate=args.validate) as cluster:
+        changes, figures = scenario(cluster, args.clients, args.seconds)
+        size, table, key = largest_item(cluster)
+        slept = cluster.clock.slept
+        errors = [(c.id, e) for c in [*cluster.clients.values(), *cluster.gone.values()] for e in c.errors]
+    took = time.perf_counter() - started
+    print(f"{args.clients} clients, {args.shards} shards, assignment={args.assignment}, default Config "
+          f"(round {config.shard_check_frequency:g} s, leader {config.leader_action_frequency:g} s, "
+          f"max age {config.effective_client_record_max_age:g} s)")  # fmt: skip
+    _print_steady(figures)
+    print(f"largest item: {size:,} bytes ({size / 1024:.1f} KB of 400 KB), {table} {key!r}")
+    _print_changes(changes)
+    if slept:
+        print(f"backoffs (throttled calls) advanced the clock by {slept:.2f} s")
+    for client, error in errors:
+        print(f"client {client} failed: {error}")
+    print(f"ran in {took:.1f} s of wall time ({cluster.clock.now:.0f} s simulated)")
+
+
+def _print_steady(figures: Steady) -> None:
+    print(f"steady state over {figures.seconds:g} s:")
+    for t in figures.tables:
+        print(f"  {t.table:<18} {t.calls:8.2f} calls/s {t.read_units:8.2f} RCU/s {t.write_units:8.2f} WCU/s")
+    for h in figures.hottest:
+        print(f"  hot item {h.table} {h.key!r}: {h.calls:.2f} calls/s, {h.read_units:.2f} RCU/s, "
+              f"{h.write_units:.2f} WCU/s (peak second of the run: {h.peak_read:g} RCU, "
+              f"{h.peak_write:g} WCU)")  # fmt: skip
+    print(f"  DynamoDB calls per client per minute: {figures.calls_per_client_minute:.1f}")
+    print(f"  Kinesis calls/s: {figures.kinesis_calls:.3f}; busiest second of ListShards: {figures.peak_list_shards}")
+
+
+def _print_changes(changes: list[Change]) -> None:
+    print("changes (converged = every shard wanted by one live client, as the assignment gives it):")
+    for c in changes:
+        took = "not converged" if c.seconds is None else f"{c.seconds:6.2f} s ({c.rounds:.1f} rounds)"
+        print(f"  {c.what:<13} {c.client:<13} {took}; {c.moved} shards moved; wanted by two at once: "
+              f"{c.most_doubled} at most ({c.ever_doubled} shards in all); "
+              f"unwanted at most {c.most_uncovered}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

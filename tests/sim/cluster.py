@@ -1,0 +1,275 @@
+"""N clients of one application over one stream of S shards, on virtual time, without threads (issue 40).
+
+:class:`Cluster` owns a :class:`VirtualClock`, installed as :mod:`kinsumer.clock`'s while the cluster is open
+(``with Cluster(...) as cluster:``), a :class:`~tests.sim.SimDynamoDB` and a :class:`~tests.sim.kinesis.SimKinesis`
+on that clock, and the clients (:class:`~tests.sim.client.SimClient`: kinsumer's own coordinator). Its event
+queue runs, in virtual-time order, what the clients' threads would: each coordinator's loop wake-up
+(``Coordinator.step``, due every ``shard_check_frequency``, or sooner when a silent client turns stale, or at once
+after a stop), each heartbeat's (``Heartbeat.step``, every period, or at once when a round asks for a beat).
+A call that backs off (throttled) advances the clock by its sleep, as if the calls of other clients waited too:
+one event at a time, the sim's one approximation of concurrency. The clients' clocks agree (no skew).
+
+Operations: :meth:`join`, :meth:`leave` (a clean stop: ``request_stop``, then the coordinator's ``leave``),
+:meth:`crash` (no more rounds or heartbeats; its row stays until it ages). What the clients want is tracked as
+the rounds assign it (:meth:`converged`, :attr:`doubled`: shards two live clients want at once).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, cast
+
+import attrs
+
+from kinsumer import clock
+from kinsumer.aws.kinesis import list_shards
+from kinsumer.aws.tables import Tables, create_table
+from kinsumer.config import Config
+from kinsumer.coordination.assignment import assigned_shards
+from tests.sim.client import SimClient
+from tests.sim.dynamodb import SimDynamoDB
+from tests.sim.kinesis import SimKinesis
+
+__all__ = ["Cluster", "VirtualClock"]
+
+_SETUP_DEADLINE = 30.0  # as run()'s
+
+
+class VirtualClock:
+    """Virtual seconds since the simulation began; epoch time is that plus ``epoch``."""
+
+    def __init__(self, epoch: float = 1_800_000_000.0) -> None:
+        self.now = 0.0
+        self.epoch = epoch
+        self.slept = 0.0  # seconds the retries' backoffs advanced the clock
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
+        return self.epoch + self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept += seconds
+        self.now += seconds
+
+
+@attrs.define
+class Tracking:
+    """What the live clients want, shard by shard, and the worst of it since :meth:`reset`."""
+
+    shards: frozenset[str]
+    wanting: dict[str, int] = attrs.Factory(dict)  # live clients that want each shard
+    doubled: set[str] = attrs.Factory(set)  # wanted by two live clients or more, now
+    covered: int = 0  # shards wanted by at least one
+    most_doubled: int = 0  # since the reset: the most shards wanted twice at one instant
+    ever_doubled: set[str] = attrs.Factory(set)  # since the reset: every shard wanted twice at some instant
+    most_uncovered: int = 0
+
+    def change(self, old: frozenset[str], new: frozenset[str]) -> None:
+        for shard in new - old:
+            count = self.wanting.get(shard, 0) + 1
+            self.wanting[shard] = count
+            self.covered += count == 1 and shard in self.shards
+            if count == 2:
+                self.doubled.add(shard)
+                self.ever_doubled.add(shard)
+        for shard in old - new:
+            count = self.wanting[shard] - 1
+            self.wanting[shard] = count
+            self.covered -= count == 0 and shard in self.shards
+            if count == 1:
+                self.doubled.discard(shard)
+        self.most_doubled = max(self.most_doubled, len(self.doubled))
+        self.most_uncovered = max(self.most_uncovered, len(self.shards) - self.covered)
+
+    def reset(self) -> None:
+        self.most_doubled, self.ever_doubled = len(self.doubled), set(self.doubled)
+        self.most_uncovered = len(self.shards) - self.covered
+
+
+class Cluster:
+    """The simulated application: its tables, its stream, its clients and their events."""
+
+    def __init__(
+        self,
+        shards: int,
+        config: Config | None = None,
+        *,
+        seed: int = 0,
+        staleness: float = 0.0,
+        validate: bool = True,
+        application: str = "sim",
+        stream: str = "stream",
+    ) -> None:
+        self.config = config or Config()
+        self.clock = VirtualClock()
+        self.rng = random.Random(seed)
+        self.db = SimDynamoDB(self.clock.monotonic, staleness=staleness, seed=seed, validate=validate)
+        self.kinesis = SimKinesis(self.clock.monotonic, shards, stream=stream)
+        self.tables = Tables.for_application(application)
+        self.application, self.stream = application, stream
+        self.clients: dict[str, SimClient] = {}  # joined, neither crashed nor gone
+        self.gone: dict[str, SimClient] = {}  # crashed or left
+        self.shards = sorted(s.shard_id for s in list_shards(cast(Any, self.kinesis), stream))
+        self.kinesis.calls.clear()
+        self.kinesis.per_second.clear()
+        self.tracking = Tracking(frozenset(self.shards))
+        self.calls_by_client: dict[str, int] = {}
+        self._current: str | None = None  # the client whose event runs: its calls are counted as its
+        self._queue: list[tuple[float, int, str, str]] = []
+        self._serial = 0
+        self._checked: tuple[tuple[int, int], bool] | None = None  # (the state checked, the result)
+        self._changes = 0
+        self._installed: Any = None
+        self.db.meta.events.register("after-call.dynamodb", self._count_call)
+
+    # -- the clock, installed while the cluster is open
+    def __enter__(self) -> Cluster:
+        self._installed = clock.installed(self.clock)
+        self._installed.__enter__()
+        for name, key in self.tables.with_keys():  # create_required_tables(), one table at a time
+            create_table(cast(Any, self.db), name, key)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._installed.__exit__(kind, exc, tb)
+
+    def _count_call(self, **kwargs: Any) -> None:
+        if self._current is not None:
+            self.calls_by_client[self._current] = self.calls_by_client.get(self._current, 0) + 1
+
+    # -- operations
+    def new_id(self) -> str:
+        """A client ID as a generated one sorts: anywhere among the others."""
+        return f"{self.rng.getrandbits(48):012x}"
+
+    def join(self, client_id: str | None = None) -> SimClient:
+        client_id = client_id or self.new_id()
+        self._current = client_id
+        try:
+            client = SimClient(
+                client_id, self.config, self.stream, self.application, self.kinesis, self.db, self._wanted_changed,
+                self.clock.now + _SETUP_DEADLINE,
+            )  # fmt: skip
+        finally:
+            self._current = None
+        self.clients[client_id] = client
+        now, period = self.clock.now, self.config.shard_check_frequency
+        client.next_tick = now + period
+        self._schedule_round(client)
+        self._schedule_beat(client, now if client.coordinator.heartbeat.asked else now + period)
+        return client
+
+    def leave(self, client_id: str) -> None:
+        """A clean stop: the loop wakes up at once, ends, and the coordinator leaves."""
+        client = self.clients[client_id]
+        client.coordinator.request_stop()
+        client.round_at = self.clock.now
+        self._push(self.clock.now, "round", client_id)
+
+    def crash(self, client_id: str) -> None:
+        """The process dies: no more rounds or heartbeats; its row stays until it ages."""
+        client = self.clients.pop(client_id)
+        client.pool.drop()
+        client.round_at = client.beat_at = None
+        self.gone[client_id] = client
+
+    def live(self) -> list[str]:
+        """The clients that run and are not stopping, sorted: the leader first."""
+        return sorted(cid for cid, c in self.clients.items() if not c.pool.stopping)
+
+    # -- the event loop
+    def _push(self, at: float, kind: str, client_id: str) -> None:
+        self._serial += 1
+        heapq.heappush(self._queue, (at, self._serial, kind, client_id))
+
+    def _schedule_round(self, client: SimClient) -> None:
+        client.round_at = client.coordinator.wakes_at(client.next_tick)
+        self._push(client.round_at, "round", client.id)
+
+    def _schedule_beat(self, client: SimClient, at: float) -> None:
+        client.beat_at = at
+        self._push(at, "beat", client.id)
+
+    def run(self, seconds: float, until: Callable[[], bool] | None = None) -> bool:
+        """Run the events of the next ``seconds``; with ``until``, stop at the first event after which it holds
+        (True), else False once the time is up."""
+        end = self.clock.now + seconds
+        while self._queue and self._queue[0][0] <= end:
+            at, _, kind, client_id = heapq.heappop(self._queue)
+            client = self.clients.get(client_id)
+            if client is None or at != (client.round_at if kind == "round" else client.beat_at):
+                continue  # crashed, gone, or rescheduled since
+            self.clock.now = max(self.clock.now, at)
+            self._current = client_id
+            try:
+                if kind == "round":
+                    self._round(client)
+                else:
+                    self._beat(client)
+            finally:
+                self._current = None
+            if until is not None and until():
+                return True
+        self.clock.now = max(self.clock.now, end)
+        return until is not None and until()
+
+    def _round(self, client: SimClient) -> None:
+        coordinator = client.coordinator
+        next_tick = coordinator.step(client.next_tick)
+        if next_tick is None:  # the loop ends: the coordinator leaves, on the loop's thread
+            coordinator.leave()
+            client.pool.drop()
+            client.round_at = client.beat_at = None
+            self.gone[client.id] = self.clients.pop(client.id)
+            return
+        client.rounds += 1
+        client.next_tick = next_tick
+        self._schedule_round(client)
+        if coordinator.heartbeat.asked:
+            self._schedule_beat(client, self.clock.now)
+
+    def _beat(self, client: SimClient) -> None:
+        next_beat = client.coordinator.heartbeat.step()
+        client.beat_at = None
+        if next_beat is not None:
+            self._schedule_beat(client, next_beat)
+
+    # -- what the clients want
+    def _wanted_changed(self, client_id: str, old: frozenset[str], new: frozenset[str]) -> None:
+        self.tracking.change(old, new)
+        self._changes += 1
+
+    def owners(self) -> dict[str, str]:
+        """Shard -> the live client that wants it (one of them, if two do)."""
+        return {shard: cid for cid in self.live() for shard in self.clients[cid].wanted}
+
+    def leader_ok(self) -> bool:
+        """The first live client leads, and no other live client does."""
+        live = self.live()
+        return not live or (self.clients[live[0]].leading and not any(self.clients[c].leading for c in live[1:]))
+
+    def converged(self) -> bool:
+        """Every shard is wanted by exactly one live client, as the assignment for the live clients gives it
+        (modulo: exactly; balanced: max - min <= 1), and the first live client leads."""
+        tracking = self.tracking
+        if tracking.doubled or tracking.covered != len(self.shards) or not self.leader_ok():
+            return False
+        key = (self._changes, len(self.live()))
+        if self._checked is None or self._checked[0] != key:
+            self._checked = (key, self._assignment_holds())
+        return self._checked[1]
+
+    def _assignment_holds(self) -> bool:
+        live = self.live()
+        wanted = [self.clients[cid].wanted for cid in live]
+        if any(not w <= self.tracking.shards for w in wanted):
+            return False
+        if self.config.assignment == "modulo":
+            return all(w == frozenset(assigned_shards(self.shards, i, len(live))) for i, w in enumerate(wanted))
+        sizes = [len(w) for w in wanted]
+        return max(sizes) - min(sizes) <= 1
