@@ -116,14 +116,14 @@ def test_available_now_on_a_cluster_through_a_split_and_a_restart_that_adds_a_st
     producer = Producer(kinesis, stream, total=None, keys=12)
     other = Producer(kinesis, added, total=None, keys=12, first_id=100_000)
     producer.write_batch(300)
-    other.write_batch(150)
+    other.write_batch(60)
     parent = split_first(kinesis, stream)
     producer.write_batch(300)
     finish(start_driver(drivers, cluster, kinesalite, moto_server, stream, app, tmp_path, 100, call_log))
     first = sink_rows(tmp_path / "sink")
     assert sorted(r["id"] for r in first) == producer.produced  # all that was there, once
     producer.write_batch(200)
-    other.write_batch(150)
+    other.write_batch(60)
     both = f"{stream},{added}"
     finish(start_driver(drivers, cluster, kinesalite, moto_server, both, app, tmp_path, 100, call_log))  # a restart
     rows = sink_rows(tmp_path / "sink")
