@@ -471,7 +471,10 @@ def test_commits_keep_their_own_clock_while_the_reader_retries(
 
 
 def test_an_idle_shard_writes_nothing_and_stays_owned_through_heartbeats(kinesis: Any, db: Any, stream: str) -> None:
+    """Nothing moved, nothing written: the one write an idle shard may make confirms its lease after a
+    heartbeat that landed too late to keep the chain (a new epoch), which a loaded machine can cause."""
     writes: list[str] = []
+    epochs: list[int] = []
 
     def note(params: dict[str, Any], **_: Any) -> None:
         writes.append(params["TableName"])
@@ -479,13 +482,19 @@ def test_an_idle_shard_writes_nothing_and_stays_owned_through_heartbeats(kinesis
     db.meta.events.register("provide-client-params.dynamodb.UpdateItem", note)
     db.meta.events.register("provide-client-params.dynamodb.PutItem", note)
     put(kinesis, b"a", b"b")
-    with make(kinesis, db) as k:
+    # heartbeats every 0.25 s keep the chain for 1.5 s (max age 3 s): a beat must be 1.25 s late to break it
+    with make(kinesis, db, attrs.evolve(FAST, client_record_max_age=3.0)) as k:
         first = k.next_record(timeout=10)
         assert first is not None and k.next(timeout=10) == b"b"  # a is processed: one commit; b stays in hand
+        assert k._runtime is not None
+        liveness = k._runtime.liveness
+        liveness.subscribe(lambda epoch, _: epochs.append(epoch))
+        before = liveness.epoch  # the commit of a, written after this, confirms the lease in this epoch
         wait_until(lambda: stored_checkpoint(db).sequence_number == first.sequence_number, 10, "a committed")  # type: ignore[union-attr]
         commits, heartbeats = writes.count("app_checkpoints"), writes.count("app_clients")
         wait_until(lambda: writes.count("app_clients") >= heartbeats + 10, 10, "ten more heartbeats")
-        assert writes.count("app_checkpoints") == commits  # nothing moved: nothing written
+        confirmations = len({*epochs, liveness.epoch} - {before})  # new epochs since: each may confirm the lease
+        assert commits <= writes.count("app_checkpoints") <= commits + confirmations  # nothing moved: nothing else
         assert [s.captured for s in k.status().shards] == [True]
 
 
