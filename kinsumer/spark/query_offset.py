@@ -27,7 +27,12 @@ import attrs
 from ..errors import ConfigError
 from .offsets import BatchOffset
 
-__all__ = ["QueryOffset", "stream_of_identity"]
+__all__ = ["QueryOffset", "stream_of_identity", "stream_run"]
+
+
+def stream_run(run: str, stream: str) -> str:
+    """The ledger run of ``stream`` in query run ``run`` when the query reads several streams, or it joins one."""
+    return f"{run}.{stream}"
 
 
 def stream_of_identity(identity: str | None) -> str | None:
@@ -54,7 +59,7 @@ class QueryOffset:
 
     def stream_run(self, stream: str) -> str:
         """The ledger run of ``stream`` joining this query (a query that starts with one stream gives it its own)."""
-        return f"{self.run}.{stream}"
+        return stream_run(self.run, stream)
 
     def to_json(self) -> dict[str, Any]:
         if len(self.streams) == 1:

@@ -31,7 +31,7 @@ from .clients import clients
 from .offsets import TRIM_HORIZON, BatchOffset, ShardEnd, Stop, at_timestamp
 from .options import SourceOptions
 from .planning import Limits, plan_streams, shards_to_probe, task_groups
-from .query_offset import QueryOffset
+from .query_offset import QueryOffset, stream_run
 from .shard_range import ShardRange, read_shard_ranges
 from .stream_side import StreamSide, ledger
 from .trigger_wait import RecordCounter, TriggerWait
@@ -96,7 +96,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._checked = True
         offsets = {
             name: BatchOffset(
-                run=self._run if len(streams) == 1 else f"{self._run}.{name}",
+                run=self._run if len(streams) == 1 else stream_run(self._run, name),
                 batch=-1,
                 initial=self._initial,
                 stream=self._side(name).identity(),
