@@ -4,19 +4,20 @@ Production reads the system's clocks through these functions (``time.monotonic``
 ``time.sleep``: one global look-up more than calling them directly). A simulator that drives the
 coordination on virtual time (``tests/sim/cluster.py``) installs a clock of its own for the length of a
 ``with installed(clock):`` block, process-wide: the coordination code then reads virtual time, and a
-retry's backoff advances it instead of sleeping. Only the membership rounds, the heartbeat, the leader
-and the table code read time through here; the per-record paths (reading, delivery) read ``time``
-directly, as the simulator does not run them.
+retry's backoff advances it instead of sleeping. The membership rounds, the heartbeat, the leader, the
+table code, the shard workers' capture, handoff and waits and the commit clock read time through here;
+the per-record paths (reading, delivery) read ``time`` directly, as the simulator does not run them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from typing import Protocol
 
-__all__ = ["Clock", "installed", "monotonic", "now_ms", "sleep", "wall"]
+__all__ = ["Clock", "installed", "monotonic", "now_ms", "sleep", "wait", "wall"]
 
 
 class Clock(Protocol):
@@ -60,6 +61,17 @@ def sleep(seconds: float) -> None:
         time.sleep(seconds)
     else:
         clock.sleep(seconds)
+
+
+def wait(event: threading.Event, seconds: float) -> bool:
+    """Wait until ``event`` is set or ``seconds`` passed; whether it is set (as ``event.wait``). On an
+    installed clock the time passes at once (nobody else runs meanwhile to set it)."""
+    clock = _installed
+    if clock is None:
+        return event.wait(seconds)
+    if not event.is_set():
+        clock.sleep(seconds)
+    return event.is_set()
 
 
 @contextlib.contextmanager

@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 """Simulate N kinsumer clients over S shards on virtual time (issue 40) and print what the coordination costs.
 
-Kinsumer's own coordinator, heartbeat and leader run for each client, against the in-memory DynamoDB and
-Kinesis of ``tests/sim`` (see ``tests/sim/cluster.py``); the shard workers are not simulated (no lease
-captures, no commits, no reading): the figures are the membership's, the leadership's, the shard cache's and
-the assignment's. The scenario: the clients start at once; ``--seconds`` of steady state; then a join, a clean
+Kinsumer's own coordinator, heartbeat, leader, shard pool and workers (lease captures, handoffs, commits) run
+for each client, against the in-memory DynamoDB and Kinesis of ``tests/sim`` (see ``tests/sim/cluster.py``),
+on an idle stream. The scenario: the clients start at once; ``--seconds`` of steady state; then a join, a clean
 leave of a follower, a crash of a follower and a crash of the leader, each run until converged.
 
     python scripts/simulate.py --clients 10 --shards 1000 --assignment balanced
@@ -34,11 +33,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="virtual seconds of steady state measured")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--staleness", type=float, default=0.0, help="how old an eventually consistent read may be")
+    parser.add_argument("--skew", type=float, default=0.0, help="each client's wall clock off by up to this (s)")
     parser.add_argument("--validate", action="store_true", help="validate every call's parameters (slower)")
     args = parser.parse_args(argv)
     config = attrs.evolve(Config(), assignment=args.assignment)
     started = time.perf_counter()
-    with Cluster(args.shards, config, seed=args.seed, staleness=args.staleness, validate=args.validate) as cluster:
+    with Cluster(args.shards, config, seed=args.seed, staleness=args.staleness, validate=args.validate,
+                 skew=args.skew) as cluster:
         changes, figures = scenario(cluster, args.clients, args.seconds)
         size, table, key = largest_item(cluster)
         slept = cluster.clock.slept
@@ -66,7 +67,8 @@ def _print_steady(figures: Steady) -> None:
               f"{h.write_units:.2f} WCU/s (peak second of the run: {h.peak_read:g} RCU, "
               f"{h.peak_write:g} WCU)")  # fmt: skip
     print(f"  DynamoDB calls per client per minute: {figures.calls_per_client_minute:.1f}")
-    print(f"  Kinesis calls/s: {figures.kinesis_calls:.3f}; busiest second of ListShards: {figures.peak_list_shards}")
+    print(f"  Kinesis: ListShards {figures.list_shards:.3f}/s (busiest second: {figures.peak_list_shards}), "
+          f"GetRecords {figures.get_records:.1f}/s")  # fmt: skip
 
 
 def _print_changes(changes: list[Change]) -> None:
@@ -76,6 +78,10 @@ def _print_changes(changes: list[Change]) -> None:
         print(f"  {c.what:<13} {c.client:<13} {took}; {c.moved} shards moved; wanted by two at once: "
               f"{c.most_doubled} at most ({c.ever_doubled} shards in all); "
               f"unwanted at most {c.most_uncovered}")  # fmt: skip
+        held = "not settled" if c.settled is None else f"{c.settled:6.2f} s"
+        print(f"  {'':<13} {'':<13} every lease with its client after {held}; "
+              f"held by two clients at once: {c.double_held} shards; "
+              f"false silent verdicts: {c.false_silent}")  # fmt: skip
 
 
 if __name__ == "__main__":

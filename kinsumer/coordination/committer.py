@@ -19,9 +19,9 @@ import functools
 import logging
 import math
 import threading
-import time
 from typing import Protocol
 
+from .. import clock
 from ..aws.retry import Stopped
 from ..aws.tables import now_ms
 from ..reading.shard_loop import ThreadPool
@@ -62,8 +62,11 @@ class Committable(Protocol):
 class Committer:
     """Commits every registered shard each ``commit_frequency`` on a thread of its own."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, *, threads: bool = True) -> None:
+        """``threads=False`` (the simulator, ``tests/sim``): no thread; the caller runs :meth:`step` when
+        :meth:`next_due` comes, and every write runs on the caller's thread."""
         self._rt = runtime
+        self._threads = threads
         self._cond = threading.Condition()
         self._schedule = CommitSchedule(runtime.config.commit_frequency)
         self._shards: dict[str, Committable] = {}
@@ -72,13 +75,14 @@ class Committer:
         self._pool = ThreadPool(COMMIT_THREADS, "kinsumer-commit")
 
     def start(self) -> None:
-        self._thread.start()
+        if self._threads:
+            self._thread.start()
 
     def add(self, shard: Committable) -> None:
         """Commit ``shard`` from one period from now on."""
         with self._cond:
             self._shards[shard.shard_id] = shard
-            self._schedule.add(shard.shard_id, time.monotonic())
+            self._schedule.add(shard.shard_id, clock.monotonic())
             self._cond.notify()
 
     def remove(self, shard: Committable) -> None:
@@ -99,35 +103,47 @@ class Committer:
 
     def submit(self, shard: Committable, deadline: float) -> concurrent.futures.Future[bool | None]:
         """:meth:`commit` on the committer's threads (a worker confirming its lease); None once stopped."""
+        if not self._threads:
+            done: concurrent.futures.Future[bool | None] = concurrent.futures.Future()
+            done.set_result(None if self._stopping else self.commit(shard, deadline))
+            return done
         try:
             return self._pool.submit(functools.partial(self.commit, shard, deadline))
         except RuntimeError:  # shut down: the client is stopping
-            done: concurrent.futures.Future[bool | None] = concurrent.futures.Future()
-            done.set_result(None)
-            return done
+            stopped: concurrent.futures.Future[bool | None] = concurrent.futures.Future()
+            stopped.set_result(None)
+            return stopped
 
     def _loop(self) -> None:
-        period = self._schedule.period
         while True:
             with self._cond:
                 while not self._stopping:
-                    now = time.monotonic()
-                    due = self._schedule.due(now)
-                    if due:
+                    now, next_due = clock.monotonic(), self._schedule.next_due()
+                    if next_due is not None and next_due <= now:
                         break
-                    next_due = self._schedule.next_due()
                     self._cond.wait(None if next_due is None else next_due - now)
                 if self._stopping:
                     return
-                batch = []
-                for shard_id in due:
-                    self._schedule.started(shard_id, now)
-                    batch.append(self._shards[shard_id])
-            plans = [(shard, shard.to_commit()) for shard in batch]
-            self._report_ages(plans)
-            writes = [s for s, c in plans if s.lease.needs_commit(c)]  # most are idle
-            if writes:
-                self._round(writes, now + period)
+            self.step()
+
+    def next_due(self) -> float | None:
+        """When the next commit is due (monotonic); None with no shard, or once stopped."""
+        with self._cond:
+            return None if self._stopping else self._schedule.next_due()
+
+    def step(self) -> None:
+        """One round of the clock: the commits due now, the idle ones skipped without a write."""
+        with self._cond:
+            now = clock.monotonic()
+            batch = []
+            for shard_id in self._schedule.due(now):
+                self._schedule.started(shard_id, now)
+                batch.append(self._shards[shard_id])
+        plans = [(shard, shard.to_commit()) for shard in batch]
+        self._report_ages(plans)
+        writes = [s for s, c in plans if s.lease.needs_commit(c)]  # most are idle
+        if writes:
+            self._round(writes, now + self._schedule.period)
 
     def _report_ages(self, plans: list[tuple[Committable, Commit]]) -> None:
         """The age of the oldest record in hand of each shard of the round, to the stats (once a period)."""
@@ -151,7 +167,7 @@ class Committer:
                     return
                 self._write(shard, deadline)
 
-        lanes = min(COMMIT_THREADS, math.ceil(len(writes) / WRITES_PER_LANE))
+        lanes = min(COMMIT_THREADS, math.ceil(len(writes) / WRITES_PER_LANE)) if self._threads else 1
         futures = [self._pool.submit(lane) for _ in range(lanes - 1)]
         lane()
         concurrent.futures.wait(futures)

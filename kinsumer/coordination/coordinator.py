@@ -44,7 +44,7 @@ from .metadata_table import ShardCache
 from .roster import Roster, headline_to_trust, silent_until
 from .runtime import Runtime
 from .shard_cache import refresh_shard_cache
-from .shard_pool import Pool, ShardPool
+from .shard_pool import ShardPool
 from .shard_worker import ShardWorker
 from .streams import StreamScope, agreed_streams, combined_keys, listed_streams
 
@@ -62,13 +62,13 @@ class Coordinator:
     """Runs the membership loop on its own thread, and the shard pool it assigns shards to."""
 
     def __init__(
-        self, runtime: Runtime, readers: Mapping[str, ReaderFactory] | None = None, *, pool: Pool | None = None
+        self, runtime: Runtime, readers: Mapping[str, ReaderFactory] | None = None, *, pool: ShardPool | None = None
     ) -> None:
         """``pool``: what the rounds assign shards to; None (production): a :class:`ShardPool` over ``readers``.
-        The simulator (``tests/sim``) gives one that records the assignments and starts no thread."""
+        The simulator (``tests/sim``) gives one on its own loop, with no thread of its own (``threads=False``)."""
         self._rt = runtime
         self._cfg = runtime.config
-        self._pool: Pool = pool if pool is not None else ShardPool(runtime, readers)
+        self._pool = pool if pool is not None else ShardPool(runtime, readers)
         self._driven = False  # the rounds and the heartbeat run on (start() returned): a beat asked for is a wake
         self._stopping = threading.Event()
         self._wake = threading.Event()
@@ -94,6 +94,8 @@ class Coordinator:
         self.idle_since: float | None = None
         #: This client has owned a shard since it started.
         self.owned_once = False
+        #: Until when (monotonic) a client that leaves waits for its shards' handoffs (:meth:`begin_leaving`).
+        self.handoff_deadline = math.inf
 
     # ----------------------------------------------------------------- control
 
@@ -342,12 +344,23 @@ class Coordinator:
         While the workers hand off, the heartbeat goes on marked ``Leaving``: the others
         assign this client nothing, yet do not take its shards before they are released.
         """
-        rt = self._rt
+        self.begin_leaving()
+        self._pool.wait(self.handoff_deadline)
+        self.end_leaving()
+
+    def begin_leaving(self) -> None:
+        """:meth:`leave`'s first half: every shard asked to hand off, the lead resigned, the heartbeat marked
+        ``Leaving``. Then the workers hand off (until :attr:`handoff_deadline`), then :meth:`end_leaving`."""
         self._pool.request_stop()
         self._leader.resign(clock.monotonic() + _FINAL_CALL_DEADLINE)
         self._beats.leaving = True
         self._beats.beat_now()
-        self._pool.wait(clock.monotonic() + self._cfg.handoff_timeout + _FINAL_CALL_DEADLINE)
+        self.handoff_deadline = clock.monotonic() + self._cfg.handoff_timeout + _FINAL_CALL_DEADLINE
+
+    def end_leaving(self) -> None:
+        """:meth:`leave`'s second half, once the workers handed off (or their time is up): the heartbeat
+        stopped, the row deleted."""
+        rt = self._rt
         self._beats.stop(_FINAL_CALL_DEADLINE)  # before the row goes: a late heartbeat must not bring it back
         deadline = clock.monotonic() + _FINAL_CALL_DEADLINE
         try:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping
-from typing import Protocol
 
+from .. import clock
 from ..reading.polling import polling_readers
 from ..reading.reader import ReaderFactory
 from ..reading.shard_loop import ShardLoop
@@ -23,31 +22,27 @@ from .runtime import Runtime
 from .shard_worker import ShardWorker
 from .streams import StreamScope, scope_stats
 
-__all__ = ["Pool", "ShardPool"]
+__all__ = ["ShardPool"]
 
 log = logging.getLogger("kinsumer.coordinator")
 
 _COMMITTER_STOP = 5.0  # seconds to wait for a commit under way at the very end
 
 
-class Pool(Protocol):
-    """What the coordinator assigns shards to: a :class:`ShardPool`, or a simulator's stand-in (``tests/sim``)."""
-
-    def workers(self) -> list[ShardWorker]: ...
-
-    def assign(self, wanted: list[str], parents: Mapping[str, tuple[str, ...]]) -> None: ...
-
-    def request_stop(self) -> None: ...
-
-    def wait(self, deadline: float) -> bool: ...
-
-    def join(self, deadline: float) -> list[str]: ...
-
-
 class ShardPool:
     """Starts, hands off and joins the workers of the shards assigned to this client."""
 
-    def __init__(self, runtime: Runtime, readers: Mapping[str, ReaderFactory] | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        readers: Mapping[str, ReaderFactory] | None = None,
+        *,
+        loop: ShardLoop | None = None,
+        threads: bool = True,
+    ) -> None:
+        """``loop``: where the workers run (None: a :class:`ShardLoop` of ``reader_threads``, started here).
+        ``threads=False`` (the simulator, ``tests/sim``): the given loop is driven by the caller, and so is the
+        commit clock (:attr:`committer`'s ``step``)."""
         self._rt = runtime
         readers = readers or {}
         #: Each stream's readers (by stream name): the given ones, else polling.
@@ -56,8 +51,8 @@ class ShardPool:
             or polling_readers(runtime.kinesis, scope.name, runtime.reader_settings, scope_stats(runtime.stats, scope))
             for scope in runtime.streams
         }
-        self._committer = Committer(runtime)
-        self._loop = ShardLoop(runtime.config.reader_threads)
+        self._committer = Committer(runtime, threads=threads)
+        self._loop = loop if loop is not None else ShardLoop(runtime.config.reader_threads)
         self._lock = threading.Lock()  # guards the worker maps
         self._workers: dict[str, ShardWorker] = {}
         self._retiring: list[ShardWorker] = []
@@ -65,10 +60,20 @@ class ShardPool:
         self._committer.start()
         self._loop.start()
 
+    @property
+    def committer(self) -> Committer:
+        """The commit clock of this client's shards."""
+        return self._committer
+
     def workers(self) -> list[ShardWorker]:
         """The workers of the shards this client is assigned, by shard ID."""
         with self._lock:
             return [self._workers[shard] for shard in sorted(self._workers)]
+
+    def every_worker(self) -> list[ShardWorker]:
+        """The workers of the shards assigned, and those still handing off."""
+        with self._lock:
+            return [*self._workers.values(), *self._retiring]
 
     def assign(self, wanted: list[str], parents: Mapping[str, tuple[str, ...]]) -> None:
         """Hand off the shards no longer wanted, start workers for the new ones."""
@@ -113,20 +118,18 @@ class ShardPool:
 
     def wait(self, deadline: float) -> bool:
         """Wait until every worker ended (True) or ``deadline`` (monotonic) passed (False)."""
-        with self._lock:
-            workers = [*self._workers.values(), *self._retiring]
+        workers = self.every_worker()
         for worker in workers:
-            worker.join(max(0.0, deadline - time.monotonic()))
+            worker.join(max(0.0, deadline - clock.monotonic()))
         return not any(w.is_alive() for w in workers)
 
     def join(self, deadline: float) -> list[str]:
         """Wait for every worker, then stop the committer; the shards whose worker is still running."""
-        with self._lock:
-            workers = [*self._workers.values(), *self._retiring]
+        workers = self.every_worker()
         for worker in workers:
-            worker.join(max(0.0, deadline - time.monotonic()))
+            worker.join(max(0.0, deadline - clock.monotonic()))
         alive = [w.shard_id for w in workers if w.is_alive()]
-        self._committer.stop(0.0 if alive else min(_COMMITTER_STOP, max(0.0, deadline - time.monotonic())))
+        self._committer.stop(0.0 if alive else min(_COMMITTER_STOP, max(0.0, deadline - clock.monotonic())))
         if not alive:
-            self._loop.stop(max(0.0, deadline - time.monotonic()))
+            self._loop.stop(max(0.0, deadline - clock.monotonic()))
         return alive

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .. import clock
 from ..aws.retry import Stopped
 from ..aws.tables import now_ms
 from ..delivery.budget import ByteBudget, Ticket
@@ -154,7 +155,7 @@ class ShardWorker:
         log); None if it failed (a failed note is logged and left, not tried again) or a stop came."""
         rt = self._rt
         try:
-            return write(rt.call_until(time.monotonic() + rt.config.commit_frequency, self._stop))
+            return write(rt.call_until(clock.monotonic() + rt.config.commit_frequency, self._stop))
         except Stopped:
             return None
         except Exception as exc:  # noqa: BLE001 - only for operators: a failed note is logged and left
@@ -267,12 +268,12 @@ class ShardWorker:
         return self._rt.call(fn, operation, sleep=self._blocking_sleep, should_stop=self._stop.is_set)
 
     def _blocking_sleep(self, seconds: float) -> None:
-        if self._stop.wait(seconds):
+        if clock.wait(self._stop, seconds):
             raise Stopped(self.shard_id)
 
     def _wait_unless_stopping(self, seconds: float) -> bool:
         """Wait ``seconds`` (a caller's thread); False (at once) if the shard is being given up."""
-        return not self._stop.wait(seconds)
+        return not clock.wait(self._stop, seconds)
 
     async def _io(self, fn: Callable[[], T]) -> T:
         return await self._loop.io(fn)
@@ -297,12 +298,12 @@ class ShardWorker:
         """Wait until the monotonic time ``due()`` (looked at again on every poke, and at least every
         second) or ``timeout`` seconds (None: no limit); False at the timeout. A stop request raises
         :class:`Stopped` unless ``stoppable`` is false."""
-        deadline = math.inf if timeout is None else time.monotonic() + timeout
+        deadline = math.inf if timeout is None else clock.monotonic() + timeout
         while True:
             self._poke.clear()
             if stoppable and self._stop.is_set():
                 raise Stopped(self.shard_id)
-            now, when = time.monotonic(), due()
+            now, when = clock.monotonic(), due()
             if when <= now:
                 return True
             if now >= deadline:
@@ -446,7 +447,7 @@ class ShardWorker:
             log.info(
                 "the heartbeat of this client was late; confirming the lease of %s before reading on", self.shard_id
             )
-            deadline = time.monotonic() + rt.config.commit_frequency
+            deadline = clock.monotonic() + rt.config.commit_frequency
             confirmed = await asyncio.wrap_future(self._committer.submit(self, deadline))
             if confirmed is False:
                 return False
@@ -464,7 +465,7 @@ class ShardWorker:
             await self._wait_for(progress.all_processed, None)
         except Stopped:
             return False
-        await self._revoked(progress, time.monotonic() + self._rt.config.handoff_timeout)
+        await self._revoked(progress, clock.monotonic() + self._rt.config.handoff_timeout)
         final = progress.release()
         call = self._call
         try:
@@ -487,7 +488,7 @@ class ShardWorker:
         """Give the shard up: drop queued records, wait for acknowledgements, release."""
         rt = self._rt
         self.state = ShardState.HANDING_OFF
-        started = time.monotonic()
+        started = clock.monotonic()
         dropped = rt.delivery.start_hand_off(progress)
         await self._wait_for(progress.all_acknowledged, rt.config.handoff_timeout, stoppable=False)
         if progress.all_acknowledged():
@@ -506,7 +507,7 @@ class ShardWorker:
                 "could not store the release of %s: its row was no longer this client's (taken by a client that "
                 "found this one silent, or deleted)", self.shard_id,
             )  # fmt: skip
-        elapsed = time.monotonic() - started
+        elapsed = clock.monotonic() - started
         log.info(
             "released %s at %s after %.2f s (%d queued records dropped)",
             self.shard_id, result.checkpoint, elapsed, result.dropped,
@@ -524,7 +525,7 @@ class ShardWorker:
         guard = guard_of(progress)
         careful = guard.release_state() if guard is not None else None
         while True:
-            call = rt.call_until(time.monotonic() + _RELEASE_DEADLINE)
+            call = rt.call_until(clock.monotonic() + _RELEASE_DEADLINE)
             try:
                 release = functools.partial(
                     self.lease.release, checkpoint, finished=False, call=call, careful=careful, expired=progress.expired
@@ -550,7 +551,7 @@ class ShardWorker:
         """``process()``'s ``on_revoked`` for a capture it announced, waited for until ``deadline`` (monotonic)."""
         finished = self._tell(progress, "on_revoked")
         if finished is not None and not await self._wait_for(
-            finished.is_set, max(0.0, deadline - time.monotonic()), stoppable=False
+            finished.is_set, max(0.0, deadline - clock.monotonic()), stoppable=False
         ):
             log.warning("on_revoked(%r) is still running at the end of the handoff; the shard goes on", self.shard_id)
 
@@ -616,7 +617,7 @@ class _GuardWrites:
         worker = self._worker
         rt = worker._rt
         try:
-            call = rt.call_until(time.monotonic() + rt.config.commit_frequency, worker._stop)
+            call = rt.call_until(clock.monotonic() + rt.config.commit_frequency, worker._stop)
             return worker.lease.guard(checkpoint, careful, call, handed)
         except Stopped:
             return False  # the shard is being given up
@@ -636,4 +637,4 @@ class _GuardWrites:
 
     def commit_now(self) -> bool | None:
         worker = self._worker
-        return worker._committer.commit(worker, time.monotonic() + worker._rt.config.commit_frequency, worker._stop)
+        return worker._committer.commit(worker, clock.monotonic() + worker._rt.config.commit_frequency, worker._stop)

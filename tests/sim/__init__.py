@@ -2,14 +2,15 @@
 
 - :class:`SimDynamoDB` acts as a botocore DynamoDB client for the operations and parameters kinsumer uses,
   keeping DynamoDB's rules: see :mod:`tests.sim.dynamodb` for the model and its approximations;
-- :class:`~tests.sim.kinesis.SimKinesis`: the coordination's Kinesis calls (DescribeStreamSummary, ListShards);
-- :class:`~tests.sim.cluster.Cluster`: N clients (kinsumer's own Runtime, Coordinator, Heartbeat and Leader)
-  driven without threads on a virtual clock installed as :mod:`kinsumer.clock`'s; the figures of
-  :mod:`tests.sim.figures`; ``scripts/simulate.py`` prints them.
+- :class:`~tests.sim.kinesis.SimKinesis`: the coordination's Kinesis calls (DescribeStreamSummary, ListShards),
+  splits; :mod:`tests.sim.reader`: the shard readers of an idle stream, paced as production's;
+- :class:`~tests.sim.cluster.Cluster`: N clients (kinsumer's own Runtime, Coordinator, Heartbeat, Leader,
+  ShardPool, ShardWorkers with their leases, and commit clock) driven without threads on a virtual clock
+  installed as :mod:`kinsumer.clock`'s, the workers' coroutines on a virtual-time event loop
+  (:mod:`tests.sim.shard_loop`); the figures of :mod:`tests.sim.figures`; ``scripts/simulate.py`` prints them.
 
-The boundary: each client's shard pool is :class:`~tests.sim.client.RecordingPool`, which records what the
-rounds assign and starts no shard worker. Lease captures, handoffs and commits (ShardWorker, Committer) are
-not simulated yet: the next step of issue 40.
+The boundary: no record is written or read (an idle stream), so no checkpoint moves: commits happen only to
+confirm a lease; the readers are the simulation's, not the polling reader (no HTTP).
 """
 
 from tests.sim.capacity import Limits

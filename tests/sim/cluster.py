@@ -7,11 +7,20 @@ queue runs, in virtual-time order, what the clients' threads would: each coordin
 (``Coordinator.step``, due every ``shard_check_frequency``, or sooner when a silent client turns stale, or at once
 after a stop), each heartbeat's (``Heartbeat.step``, every period, or at once when a round asks for a beat).
 A call that backs off (throttled) advances the clock by its sleep, as if the calls of other clients waited too:
-one event at a time, the sim's one approximation of concurrency. The clients' clocks agree (no skew).
+one event at a time, the sim's one approximation of concurrency. With ``skew``, each client's wall clock
+(what its rows' ``LastUpdate`` say, and what it compares others' with) is off by a constant of its own, drawn
+in ``[-skew, skew]``; monotonic time is common.
 
-Operations: :meth:`join`, :meth:`leave` (a clean stop: ``request_stop``, then the coordinator's ``leave``),
-:meth:`crash` (no more rounds or heartbeats; its row stays until it ages). What the clients want is tracked as
-the rounds assign it (:meth:`converged`, :attr:`doubled`: shards two live clients want at once).
+Each client's shard workers are kinsumer's own (:class:`~kinsumer.coordination.shard_pool.ShardPool`,
+:class:`~kinsumer.coordination.shard_worker.ShardWorker`, the lease, the commit clock), their coroutines on the
+client's :class:`~.shard_loop.SimShardLoop`: a client's "shards" event runs its workers' timers and its commits
+when due. The readers (:mod:`.reader`) read an idle stream.
+
+Operations: :meth:`join`, :meth:`leave` (a clean stop: ``request_stop``; the coordinator's loop ends, it
+begins leaving, its workers hand off while its heartbeat goes on, then it ends leaving), :meth:`crash` (no
+more events of any kind; its rows stay until they age). What the clients want is tracked as the rounds assign
+it (:meth:`converged`, :class:`Tracking`), and what they hold as their leases say (:class:`Ownership`:
+never two holders; :meth:`settled`: every lease with the client that wants it).
 """
 
 from __future__ import annotations
@@ -45,12 +54,13 @@ class VirtualClock:
         self.now = 0.0
         self.epoch = epoch
         self.slept = 0.0  # seconds the retries' backoffs advanced the clock
+        self.offset = 0.0  # how far the wall clock of the client whose event runs is off (seconds)
 
     def monotonic(self) -> float:
         return self.now
 
     def wall(self) -> float:
-        return self.epoch + self.now
+        return self.epoch + self.now + self.offset
 
     def sleep(self, seconds: float) -> None:
         self.slept += seconds
@@ -86,9 +96,47 @@ class Tracking:
         self.most_doubled = max(self.most_doubled, len(self.doubled))
         self.most_uncovered = max(self.most_uncovered, len(self.shards) - self.covered)
 
+    def reshard(self, shards: frozenset[str]) -> None:
+        """The consumable shards are now ``shards`` (a split or a merge)."""
+        self.shards = shards
+        self.covered = sum(1 for shard in shards if self.wanting.get(shard, 0) > 0)
+
     def reset(self) -> None:
         self.most_doubled, self.ever_doubled = len(self.doubled), set(self.doubled)
         self.most_uncovered = len(self.shards) - self.covered
+
+
+@attrs.define
+class Ownership:
+    """Which clients hold each shard's lease (captured, neither released nor lost), as their events leave it:
+    a client's leases change only while its own events run. A crashed client holds nothing (its process
+    is gone; its rows wait to age). Two holders of one shard at once is what the leases must never allow."""
+
+    held: dict[str, frozenset[str]] = attrs.Factory(dict)  # client -> the shards it holds
+    holders: dict[str, set[str]] = attrs.Factory(dict)  # shard -> the clients that hold it
+    doubled: set[str] = attrs.Factory(set)  # every shard ever held by two clients at once
+    captures: int = 0  # leases taken, in all
+    changes: int = 0
+
+    def change(self, client_id: str, owned: frozenset[str]) -> None:
+        old = self.held.get(client_id, frozenset())
+        if owned == old:
+            return
+        self.held[client_id] = owned
+        self.changes += 1
+        for shard in owned - old:
+            holders = self.holders.setdefault(shard, set())
+            holders.add(client_id)
+            self.captures += 1
+            if len(holders) > 1:
+                self.doubled.add(shard)
+        for shard in old - owned:
+            self.holders[shard].discard(client_id)
+
+    def holder(self, shard: str) -> str | None:
+        """The one client that holds ``shard`` (None if none, or more than one, does)."""
+        holders = self.holders.get(shard, ())
+        return next(iter(holders)) if len(holders) == 1 else None
 
 
 class Cluster:
@@ -102,12 +150,15 @@ class Cluster:
         seed: int = 0,
         staleness: float = 0.0,
         validate: bool = True,
+        skew: float = 0.0,
         application: str = "sim",
         stream: str = "stream",
     ) -> None:
         self.config = config or Config()
         self.clock = VirtualClock()
         self.rng = random.Random(seed)
+        self.skew = skew
+        self.false_silent = 0  # rounds in which a client found another that runs not live (silent), summed
         self.db = SimDynamoDB(self.clock.monotonic, staleness=staleness, seed=seed, validate=validate)
         self.kinesis = SimKinesis(self.clock.monotonic, shards, stream=stream)
         self.tables = Tables.for_application(application)
@@ -118,11 +169,13 @@ class Cluster:
         self.kinesis.calls.clear()
         self.kinesis.per_second.clear()
         self.tracking = Tracking(frozenset(self.shards))
+        self.ownership = Ownership()
         self.calls_by_client: dict[str, int] = {}
         self._current: str | None = None  # the client whose event runs: its calls are counted as its
         self._queue: list[tuple[float, int, str, str]] = []
         self._serial = 0
         self._checked: tuple[tuple[int, int], bool] | None = None  # (the state checked, the result)
+        self._settled: tuple[tuple[int, int, int], bool] | None = None
         self._changes = 0
         self._installed: Any = None
         self.db.meta.events.register("after-call.dynamodb", self._count_call)
@@ -136,7 +189,11 @@ class Cluster:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self._installed.__exit__(kind, exc, tb)
+        try:
+            for client in [*self.clients.values(), *self.gone.values()]:  # the simulation is over: drop the coroutines
+                client.loop.stop(0.0)
+        finally:
+            self._installed.__exit__(kind, exc, tb)
 
     def _count_call(self, **kwargs: Any) -> None:
         if self._current is not None:
@@ -150,6 +207,8 @@ class Cluster:
     def join(self, client_id: str | None = None) -> SimClient:
         client_id = client_id or self.new_id()
         self._current = client_id
+        offset = self.rng.uniform(-self.skew, self.skew) if self.skew else 0.0
+        self.clock.offset = offset
         try:
             client = SimClient(
                 client_id, self.config, self.stream, self.application, self.kinesis, self.db, self._wanted_changed,
@@ -157,6 +216,8 @@ class Cluster:
             )  # fmt: skip
         finally:
             self._current = None
+            self.clock.offset = 0.0
+        client.offset = offset
         self.clients[client_id] = client
         now, period = self.clock.now, self.config.shard_check_frequency
         client.next_tick = now + period
@@ -175,8 +236,18 @@ class Cluster:
         """The process dies: no more rounds or heartbeats; its row stays until it ages."""
         client = self.clients.pop(client_id)
         client.pool.drop()
-        client.round_at = client.beat_at = None
+        client.round_at = client.beat_at = client.shards_at = None
+        self.ownership.change(client_id, frozenset())
         self.gone[client_id] = client
+
+    def split(self, shard_id: str) -> tuple[str, str]:
+        """Split ``shard_id`` in the stream: it closes, and its two children are the ones to read once it is
+        finished (read to its end: its owner's next read says so)."""
+        children = self.kinesis.split(shard_id)
+        self.shards = sorted({*self.shards, *children} - {shard_id})
+        self.tracking.reshard(frozenset(self.shards))
+        self._checked = None
+        return children
 
     def live(self) -> list[str]:
         """The clients that run and are not stopping, sorted: the leader first."""
@@ -202,17 +273,25 @@ class Cluster:
         while self._queue and self._queue[0][0] <= end:
             at, _, kind, client_id = heapq.heappop(self._queue)
             client = self.clients.get(client_id)
-            if client is None or at != (client.round_at if kind == "round" else client.beat_at):
+            if client is None or at != getattr(client, f"{kind}_at"):
                 continue  # crashed, gone, or rescheduled since
             self.clock.now = max(self.clock.now, at)
             self._current = client_id
+            self.clock.offset = client.offset
+            calls = self.calls_by_client.get(client_id, 0)
             try:
                 if kind == "round":
                     self._round(client)
-                else:
+                elif kind == "beat":
                     self._beat(client)
+                elif kind == "leaving":
+                    client.leaving_at = None
+                self._shards(client)
             finally:
                 self._current = None
+                self.clock.offset = 0.0
+            if self.calls_by_client.get(client_id, 0) != calls:  # a write may have changed what it owns
+                self.ownership.change(client_id, client.pool.owned())
             if until is not None and until():
                 return True
         self.clock.now = max(self.clock.now, end)
@@ -222,16 +301,39 @@ class Cluster:
         coordinator = client.coordinator
         next_tick = coordinator.step(client.next_tick)
         if next_tick is None:  # the loop ends: the coordinator leaves, on the loop's thread
-            coordinator.leave()
-            client.pool.drop()
-            client.round_at = client.beat_at = None
-            self.gone[client.id] = self.clients.pop(client.id)
+            coordinator.begin_leaving()  # then waits for the handoffs (_shards), then ends leaving
+            client.round_at = None
+            client.leaving_at = coordinator.handoff_deadline
+            self._push(client.leaving_at, "leaving", client.id)
+            if coordinator.heartbeat.asked:
+                self._schedule_beat(client, self.clock.now)
             return
         client.rounds += 1
         client.next_tick = next_tick
+        membership = client.runtime.membership
+        self.false_silent += sum(1 for c in membership.heartbeats if c not in membership.live and c in self.clients)
         self._schedule_round(client)
         if coordinator.heartbeat.asked:
             self._schedule_beat(client, self.clock.now)
+
+    def _shards(self, client: SimClient) -> None:
+        """Run the client's shard workers and commits due now; a leaving client ends leaving once they all
+        ended (or its handoff deadline came); schedule what is due next."""
+        pool = client.pool
+        pool.run_due(self.clock.now)
+        coordinator = client.coordinator
+        leaving = client.round_at is None and client.id in self.clients and pool.stopping
+        if leaving and (pool.wait(self.clock.now) or self.clock.now >= coordinator.handoff_deadline):
+            coordinator.end_leaving()
+            pool.run_due(self.clock.now)
+            client.beat_at = client.shards_at = client.leaving_at = None
+            self.ownership.change(client.id, pool.owned())
+            self.gone[client.id] = self.clients.pop(client.id)
+            return
+        at = pool.next_at()
+        if at is not None and at != client.shards_at:
+            client.shards_at = max(at, self.clock.now)
+            self._push(client.shards_at, "shards", client.id)
 
     def _beat(self, client: SimClient) -> None:
         next_beat = client.coordinator.heartbeat.step()
@@ -263,6 +365,20 @@ class Cluster:
         if self._checked is None or self._checked[0] != key:
             self._checked = (key, self._assignment_holds())
         return self._checked[1]
+
+    def settled(self) -> bool:
+        """:meth:`converged`, and each live client holds the lease of exactly the shards it wants (so every
+        handoff is done), and no other client holds one."""
+        if not self.converged():
+            return False
+        key = (self._changes, self.ownership.changes, len(self.clients))
+        if self._settled is None or self._settled[0] != key:
+            live = set(self.live())
+            held = self.ownership.held
+            holds = all(held.get(c, frozenset()) == (self.clients[c].wanted if c in live else frozenset())
+                        for c in self.clients)  # fmt: skip
+            self._settled = (key, holds)
+        return self._settled[1]
 
     def _assignment_holds(self) -> bool:
         live = self.live()

@@ -4,8 +4,10 @@
   with the Kinesis calls and each client's DynamoDB calls a minute;
 - :func:`change`: after a join, a clean leave or a crash, the seconds (and rounds of ``shard_check_frequency``)
   until :meth:`Cluster.converged`, the shards whose owner changed, and on the way the most shards two live
-  clients wanted at once (the assignment's overlap; the lease, not simulated yet, is what excludes them), and
-  the most shards no live client wanted;
+  clients wanted at once (the assignment's overlap; the lease is what excludes them), and the most shards no
+  live client wanted; then the seconds until :meth:`Cluster.settled` (every lease with the client that wants
+  it), the shards whose lease two clients held at once (none, if the leases work) and the false "silent"
+  verdicts (a running client found not live);
 - :func:`largest_item`: the largest item of the tables, against DynamoDB's 400 KB.
 """
 
@@ -31,6 +33,9 @@ class Change:
     most_doubled: int
     ever_doubled: int
     most_uncovered: int
+    settled: float | None  # seconds until every lease is with the client that wants it (None: not within the limit)
+    double_held: int  # shards whose lease two clients held at once (never, if the leases work)
+    false_silent: int  # rounds in which a client found a running client silent (not live), summed over clients
 
 
 @attrs.frozen
@@ -58,21 +63,22 @@ class Steady:
     tables: list[TableRate]
     hottest: list[HotItem]
     calls_per_client_minute: float
-    kinesis_calls: float  # a second
+    list_shards: float  # a second
+    get_records: float  # a second (the idle shards' reads)
     peak_list_shards: int  # ListShards calls in the busiest second of the run
 
 
 Counts = dict[tuple[str, Hashable], tuple[int, float, float]]
 
 
-def _snapshot(cluster: Cluster) -> tuple[Counts, Counts, int, int]:
+def _snapshot(cluster: Cluster) -> tuple[Counts, Counts, dict[str, int], int]:
     tables: Counts = {}
     items: Counts = {}
     for name, meter in cluster.db.meter.tables.items():
         tables[(name, "")] = (meter.total.calls, meter.total.read_units, meter.total.write_units)
         for key, usage in meter.items.items():
             items[(name, key)] = (usage.calls, usage.read_units, usage.write_units)
-    return tables, items, sum(cluster.kinesis.calls.values()), sum(cluster.calls_by_client.values())
+    return tables, items, dict(cluster.kinesis.calls), sum(cluster.calls_by_client.values())
 
 
 def _rates(after: Counts, before: Counts, seconds: float) -> dict[tuple[str, Hashable], tuple[float, float, float]]:
@@ -97,8 +103,10 @@ def steady(cluster: Cluster, seconds: float, hottest: int = 3) -> Steady:
         hot_items.append(HotItem(name, _key(key), calls, read, write, peak_read, peak_write))
     clients = max(1, len(cluster.clients))
     per_minute = (after[3] - before[3]) / clients / seconds * 60
-    kinesis = (after[2] - before[2]) / seconds
-    return Steady(seconds, tables, hot_items, per_minute, kinesis, cluster.kinesis.peak_list_rate())
+    list_shards, get_records = (
+        (after[2].get(op, 0) - before[2].get(op, 0)) / seconds for op in ("ListShards", "GetRecords")
+    )
+    return Steady(seconds, tables, hot_items, per_minute, list_shards, get_records, cluster.kinesis.peak_list_rate())
 
 
 def _key(key: Hashable) -> str:
@@ -113,17 +121,20 @@ def change(cluster: Cluster, what: str, operation: Callable[[], str], limit: flo
     """Do ``operation`` (it returns the client it joined, stopped or crashed) and run until converged."""
     before = cluster.owners()
     cluster.tracking.reset()
+    doubled, silent = len(cluster.ownership.doubled), cluster.false_silent
     started = cluster.clock.now
     client = operation()
     done = cluster.run(limit, cluster.converged)
     seconds = cluster.clock.now - started if done else None
+    settled = cluster.clock.now - started if done and cluster.run(limit, cluster.settled) else None
     after = cluster.owners()
     moved = sum(1 for shard in cluster.shards if before.get(shard) != after.get(shard))
     tracking = cluster.tracking
     period = cluster.config.shard_check_frequency
     return Change(
         what, client, seconds, None if seconds is None else seconds / period, moved, tracking.most_doubled,
-        len(tracking.ever_doubled), tracking.most_uncovered,
+        len(tracking.ever_doubled), tracking.most_uncovered, settled, len(cluster.ownership.doubled) - doubled,
+        cluster.false_silent - silent,
     )  # fmt: skip
 
 

@@ -6,7 +6,7 @@ What kinsumer's coordination calls on Kinesis outside the shard readers: ``descr
 the cache is empty). Kept of Kinesis: pages of at most 1,000 shards, a ``NextToken`` that is sent alone, the
 shards' hash key ranges, a split that closes its parent (``EndingSequenceNumber``) and adds two children, and
 ListShards' limit per stream (SPEC §14: 100 calls a second; over it, ``LimitExceededException``). Every call
-is counted, by operation and by second of the injected clock. Reading shards is not modeled.
+is counted, by operation and by second of the injected clock. Reading is :mod:`.reader`'s (no records).
 """
 
 from __future__ import annotations
@@ -64,6 +64,16 @@ class SimKinesis:
         self._add(children[0], start, middle, shard_id)
         self._add(children[1], middle + 1, end, shard_id)
         return children
+
+    def shard_ids(self) -> list[str]:
+        """Every shard, open or closed, in the order they were made."""
+        return list(self._shards)
+
+    def children(self, shard_id: str) -> tuple[str, ...] | None:
+        """The shards that continue ``shard_id`` once it is closed (None while it is open)."""
+        if "EndingSequenceNumber" not in self._shards[shard_id]["SequenceNumberRange"]:
+            return None
+        return tuple(s["ShardId"] for s in self._shards.values() if s.get("ParentShardId") == shard_id)
 
     def describe_stream_summary(self, **params: Any) -> dict[str, Any]:
         self._count("DescribeStreamSummary", params)

@@ -17,6 +17,7 @@ from tests.sim.figures import change, largest_item, scenario, steady
 
 PERIOD = Config().shard_check_frequency
 MAX_AGE = Config().effective_client_record_max_age
+LEADER = Config().leader_action_frequency
 
 
 @pytest.mark.parametrize("assignment", ["modulo", "balanced"])
@@ -60,7 +61,8 @@ def test_steady_state_costs_and_the_largest_item() -> None:
     assert 30 <= figures.calls_per_client_minute <= 100  # SPEC §10: idle DynamoDB at most 100 calls/min/client
     tables = {t.table: t for t in figures.tables}
     assert tables["sim_clients"].write_units == pytest.approx(3 / PERIOD, rel=0.1)  # one heartbeat a round each
-    assert figures.kinesis_calls == pytest.approx(1 / Config().leader_action_frequency, rel=0.2)  # the leader lists
+    assert figures.list_shards == pytest.approx(1 / Config().leader_action_frequency, rel=0.2)  # the leader lists
+    assert figures.get_records == pytest.approx(12 / Config().idle_poll_interval, rel=0.1)  # each idle shard
     assert (table, key) == ("sim_metadata", "ShardCache") and size < 2_000
 
 
@@ -75,7 +77,7 @@ def test_thousands_of_shards_are_listed_in_pages_and_shared() -> None:
 
 Op = tuple[str, int, float]
 ops = st.lists(
-    st.tuples(st.sampled_from(["join", "leave", "crash"]), st.integers(0, 10), st.floats(0, 2 * PERIOD)),
+    st.tuples(st.sampled_from(["join", "leave", "crash", "split"]), st.integers(0, 10), st.floats(0, 2 * PERIOD)),
     max_size=8,
 )
 
@@ -86,26 +88,37 @@ ops = st.lists(
     shards=st.integers(1, 9),
     assignment=st.sampled_from(["modulo", "balanced"]),
     staleness=st.sampled_from([0.0, 1.0]),
+    skew=st.sampled_from([0.0, 1.0]),
     changes=ops,
     seed=st.integers(0, 2**16),
 )
-def test_any_interleaving_of_joins_leaves_and_crashes_converges_once_they_stop(
-    clients: int, shards: int, assignment: str, staleness: float, changes: list[Op], seed: int
+def test_any_interleaving_of_joins_leaves_crashes_and_splits_converges_never_with_two_holders_of_a_lease(
+    clients: int, shards: int, assignment: str, staleness: float, skew: float, changes: list[Op], seed: int
 ) -> None:
     config = attrs.evolve(Config(), assignment=assignment)
-    with Cluster(shards, config, seed=seed, staleness=staleness, validate=False) as cluster:
+    with Cluster(shards, config, seed=seed, staleness=staleness, validate=False, skew=skew) as cluster:
         for _ in range(clients):
             cluster.join()
         for kind, which, wait in changes:
             live = cluster.live()
             if kind == "join":
                 cluster.join()
+            elif kind == "split":
+                cluster.split(cluster.shards[which % len(cluster.shards)])
             elif len(live) > 1:  # one client stays
                 client = live[which % len(live)]
                 cluster.leave(client) if kind == "leave" else cluster.crash(client)
             cluster.run(wait)
-        # a crash takes its heartbeat's age, then a round; the roster up to two rounds more
-        assert cluster.run(MAX_AGE + 4 * PERIOD, cluster.converged), (cluster.live(), cluster.owners())
+        # a crash takes its heartbeat's age, then a round; the roster up to two rounds more; a split, once its
+        # parent is assigned, up to three: the owner reads it to its end and finishes it, the leader publishes
+        # the children, the others read the new cache at their next round
+        split = any(kind == "split" for kind, _, _ in changes)
+        limit = MAX_AGE + (7 if split else 4) * PERIOD
+        assert cluster.run(limit, cluster.converged), (cluster.live(), cluster.owners())
+        # then each lease comes to the client that wants it: a crashed owner's row ages first; a split parent's
+        # owner reads it to its end, finishes it, and its children are taken
+        assert cluster.run(MAX_AGE + 4 * PERIOD + LEADER, cluster.settled), cluster.ownership.held
+        assert not cluster.ownership.doubled  # no shard's lease was ever held by two clients at once
         live = cluster.live()
         assert cluster.leader_ok()  # the first live client leads, no other does
         lease = cluster.db.get_item(TableName=cluster.tables.metadata, Key={"Key": {"S": metadata_table.LEADER_KEY}},

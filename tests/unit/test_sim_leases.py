@@ -1,0 +1,87 @@
+"""The shard workers in the simulation (tests/sim: kinsumer's ShardPool, ShardWorker, lease and commit clock on
+virtual time): captures, handoffs on a clean leave, takeovers after a crash, finished splits; never two holders."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from kinsumer.config import Config
+from kinsumer.coordination import checkpoints_table
+from tests.sim.cluster import Cluster
+from tests.sim.figures import change, steady
+
+PERIOD = Config().shard_check_frequency
+MAX_AGE = Config().effective_client_record_max_age
+
+
+def _rows(cluster: Cluster) -> dict[str, checkpoints_table.CheckpointRow]:
+    db, table = cluster.db, cluster.tables.checkpoints
+    return {s: row for s in cluster.kinesis.shard_ids() if (row := checkpoints_table.read_row(db, table, s))}
+
+
+@pytest.mark.parametrize("assignment", ["modulo", "balanced"])
+def test_every_lease_goes_to_the_client_that_wants_it_and_the_rows_say_so(assignment: str) -> None:
+    with Cluster(12, attrs.evolve(Config(), assignment=assignment), seed=2) as cluster:
+        for _ in range(3):
+            cluster.join()
+        assert cluster.run(20, cluster.settled)
+        rows = _rows(cluster)
+        held = cluster.ownership.held
+        assert {s: r.owner_id for s, r in rows.items()} == {s: c for c in cluster.live() for s in held[c]}
+        assert len(rows) == 12 and not cluster.ownership.doubled
+
+
+def test_a_clean_leave_hands_its_shards_off_before_its_row_ages() -> None:
+    with Cluster(12, seed=4) as cluster:
+        for _ in range(3):
+            cluster.join()
+        assert cluster.run(20, cluster.settled)
+        follower = cluster.live()[-1]
+        left = change(cluster, "clean leave", lambda: (cluster.leave(follower), follower)[1])
+        assert follower in cluster.gone and left.settled is not None
+        # released, then taken: sooner than a crashed owner's row could age
+        assert left.settled < MAX_AGE and left.double_held == 0
+        assert not [r for r in _rows(cluster).values() if r.owner_id == follower]
+
+
+def test_a_crashed_clients_shards_are_taken_only_once_its_heartbeat_aged() -> None:
+    with Cluster(12, seed=6) as cluster:
+        for _ in range(3):
+            cluster.join()
+        assert cluster.run(20, cluster.settled)
+        victim = cluster.live()[-1]
+        held = set(cluster.ownership.held[victim])
+        crashed_at = cluster.clock.now
+        last_beat = cluster.clients[victim].coordinator.heartbeat
+        crash = change(cluster, "crash", lambda: (cluster.crash(victim), victim)[1])
+        assert crash.settled is not None and crash.double_held == 0
+        rows = _rows(cluster)
+        assert held and all(rows[s].owner_id != victim for s in held)
+        # nobody took them while the victim's last heartbeat was younger than the max age
+        assert crash.settled >= MAX_AGE - PERIOD, (crash, crashed_at, last_beat)
+
+
+def test_a_split_parent_is_finished_and_its_children_are_taken() -> None:
+    with Cluster(4, seed=1) as cluster:
+        cluster.join()
+        cluster.join()
+        assert cluster.run(20, cluster.settled)
+        parent = cluster.shards[1]
+        children = cluster.split(parent)
+        assert cluster.run(4 * Config().leader_action_frequency, cluster.settled), cluster.ownership.held
+        rows = _rows(cluster)
+        assert rows[parent].finished
+        assert all(rows[c].owner_id in cluster.live() for c in children)
+        assert not cluster.ownership.doubled
+
+
+def test_idle_shards_commit_nothing_at_steady_state() -> None:
+    with Cluster(16, seed=8) as cluster:
+        for _ in range(2):
+            cluster.join()
+        assert cluster.run(20, cluster.settled)
+        figures = steady(cluster, 60)
+    tables = {t.table: t for t in figures.tables}
+    assert tables["sim_checkpoints"].write_units == 0  # an idle shard's lease lives on the heartbeat
+    assert figures.get_records == pytest.approx(16 / Config().idle_poll_interval, rel=0.1)
