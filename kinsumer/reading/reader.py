@@ -124,7 +124,9 @@ class ReaderSettings:
         at_full_rate = max(1, math.ceil(IDLE_AFTER / throttle))
         if empty_reads < at_full_rate:
             return throttle
-        slower = throttle * 2 ** (empty_reads - at_full_rate + 1)
+        # the doubling stops once past the idle interval: 2 ** n of a shard idle for hours is no float
+        doublings = min(empty_reads - at_full_rate + 1, math.ceil(math.log2(self.idle_poll_interval / throttle)) + 1)
+        slower = throttle * 2.0**doublings
         return float(max(throttle, min(self.idle_poll_interval, slower)))
 
 

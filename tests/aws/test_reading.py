@@ -321,6 +321,22 @@ def test_an_idle_shard_is_read_at_the_full_rate_for_a_second_then_less_often_up_
     assert [slow.delay(n) for n in range(4)] == [2.0, 4.0, 5.0, 5.0]
 
 
+@given(
+    throttle=st.sampled_from([0.01, 0.2, 0.25, 1.0, 2.0]),
+    idle=st.sampled_from([0.01, 1.0, 5.0, 3600.0]),
+    empty_reads=st.integers(0, 10**12),
+)
+def test_a_shard_idle_for_any_number_of_reads_is_read_every_idle_interval_at_most(
+    throttle: float, idle: float, empty_reads: int
+) -> None:
+    """Found by the simulator (tests/sim): 2 ** n overflowed a float after 1,024 empty reads in a row, which a
+    shard idle for 17 minutes reaches at one read a second, and the reader failed."""
+    settings = ReaderSettings(throttle_delay=throttle, idle_poll_interval=max(idle, throttle))
+    delay = settings.delay(empty_reads)
+    assert throttle <= delay <= max(idle, throttle)
+    assert delay >= settings.delay(max(0, empty_reads - 1))  # never sooner for more empty reads
+
+
 def test_a_shard_whose_reads_come_back_empty_is_read_less_often_and_at_full_rate_once_records_come(
     kinesis: Any, stream: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
