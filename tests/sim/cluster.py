@@ -204,10 +204,12 @@ class Cluster:
         """A client ID as a generated one sorts: anywhere among the others."""
         return f"{self.rng.getrandbits(48):012x}"
 
-    def join(self, client_id: str | None = None) -> SimClient:
+    def join(self, client_id: str | None = None, offset: float | None = None) -> SimClient:
+        """A client starts (``offset``: how far its wall clock is off; None: drawn within the cluster's skew)."""
         client_id = client_id or self.new_id()
         self._current = client_id
-        offset = self.rng.uniform(-self.skew, self.skew) if self.skew else 0.0
+        if offset is None:
+            offset = self.rng.uniform(-self.skew, self.skew) if self.skew else 0.0
         self.clock.offset = offset
         try:
             client = SimClient(

@@ -85,3 +85,18 @@ def test_idle_shards_commit_nothing_at_steady_state() -> None:
     tables = {t.table: t for t in figures.tables}
     assert tables["sim_checkpoints"].write_units == 0  # an idle shard's lease lives on the heartbeat
     assert figures.get_records == pytest.approx(16 / Config().idle_poll_interval, rel=0.1)
+
+
+@pytest.mark.parametrize(("apart", "taken"), [(4.0, False), (8.0, True)])
+def test_clocks_further_apart_than_the_max_age_make_a_live_owner_look_silent(apart: float, taken: bool) -> None:
+    """What the leases rest on: the clients' clocks agree well within the max age (a heartbeat's LastUpdate is
+    its writer's clock, read against the reader's). The check of two holders is not vacuous: clocks 8 s apart
+    (max age 7 s) make one client find the other silent and take its shards while it runs."""
+    with Cluster(8, seed=3) as cluster:
+        first = cluster.join(offset=0.0).id
+        assert cluster.run(10, cluster.settled)
+        cluster.join(offset=apart)
+        cluster.run(30)
+        assert first in cluster.clients  # it never stopped
+        assert bool(cluster.ownership.doubled) is taken
+        assert (cluster.false_silent > 0) is taken
