@@ -7,6 +7,10 @@
   driven without threads on a virtual clock installed as :mod:`kinsumer.clock`'s; the figures of
   :mod:`tests.sim.figures`; ``scripts/simulate.py`` prints them.
 
+:mod:`~tests.sim.agreement` runs the scenario that ``tests/server/test_sim_agreement.py`` also runs with real
+clients on moto's server (calls a minute per client, join time in rounds), and adds what virtual time lacks: the
+time a call takes.
+
 The boundary: each client's shard pool is :class:`~tests.sim.client.RecordingPool`, which records what the
 rounds assign and starts no shard worker. Lease captures, handoffs and commits (ShardWorker, Committer) are
 not simulated yet: the next step of issue 40.
