@@ -9,6 +9,10 @@
   installed as :mod:`kinsumer.clock`'s, the workers' coroutines on a virtual-time event loop
   (:mod:`tests.sim.shard_loop`); the figures of :mod:`tests.sim.figures`; ``scripts/simulate.py`` prints them.
 
+:mod:`~tests.sim.agreement` runs the scenario that ``tests/server/test_sim_agreement.py`` also runs with real
+clients on moto's server (calls a minute per client, join time in rounds), and adds what virtual time lacks: the
+time a call takes.
+
 The boundary: no record is written or read (an idle stream), so no checkpoint moves: commits happen only to
 confirm a lease; the readers are the simulation's, not the polling reader (no HTTP).
 """

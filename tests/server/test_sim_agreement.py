@@ -1,0 +1,255 @@
+"""The simulator checked against reality (issue 40): one scenario, run by ``tests/sim`` (kinsumer's own
+coordination on virtual time, :mod:`tests.sim.agreement`) and by real Kinsumer clients on moto's server, over 8
+and over 128 shards. Client A starts alone; client B joins as one of A's rounds ends; once each client holds its
+share, a steady window with both, from the end of one of A's rounds.
+
+What is compared, and what agreement means:
+
+- The join time in rounds of the joining client: B's rounds (its first, in ``run()``, included) when the
+  assignment converged, every shard wanted by exactly one client as modulo gives it and A alone leading; counted
+  discretely on both sides (the real rounds by wrapping ``Coordinator.tick``), so a slow machine does not
+  stretch it as it stretches seconds. A round count is a small integer, where 20% is less than one round, so
+  within 20% is ``|real - sim| <= 0.2 * sim``: equal, for counts under 5. As B's start may fall anywhere between
+  two of A's rounds in reality, the simulator joins B at several phases of A's period; the real count must agree
+  with the simulator's at one of them (it gives the same count at all of them).
+- DynamoDB calls a minute of each client in the window (A, the leader; B, a follower), counted per client (the
+  real side through ``StatReceiver.dynamodb_call``, the simulator through botocore's ``after-call`` on its
+  client): the real figure within 20% of the simulator's. Idle shards write no checkpoint, so these are the
+  coordination's calls on both sides. The rate of a timer-driven client is set by its timers, so the timings
+  make the count in a window exact rather than cut at its edges: the window holds 22 rounds, starts as one of A's
+  rounds ends, and every periodic call comes every round (heartbeat, membership) or every 11 rounds (the
+  leader's cache refresh, its lease renewal, a follower's cache read: 5 s, plus the round it slips by as its
+  calls take time; :mod:`tests.sim.agreement`). What a loaded machine can change: a round that takes longer
+  than its period (moto's Scan of 128 rows, under load) skips the rounds it overran, and a refresh that takes
+  over a round slips one more; both only lower the real figure, by a call or two of ~46 each; moto does not
+  throttle, so there is no backoff; the failure message gives each side's calls by operation and the rounds in
+  the window. ``client_record_max_age`` is 10 s, not the tier's 2 s: a heartbeat must land 4.5 s late before
+  the leases need confirming with a write each (64 at 128 shards: a loaded machine's doing, not the
+  coordination's rate); ``idle_poll_interval`` is 10 s, so that 128 idle shards poll moto 13 times a second,
+  not 128 (the simulator reads no shard).
+
+Not compared: the join's lease handoff (A releasing B's shards, B capturing them), as the simulator does not run
+shard workers yet (the real side waits for it before the window, and reports B's rounds until then); the
+calls of A alone (a window more, for a figure the two-client window already checks for the leader).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import attrs
+import pytest
+
+from demo.servers import LocalServer
+from kinsumer import Config, Kinsumer, StatReceiver
+from kinsumer.aws.kinesis import list_shards
+from kinsumer.coordination.assignment import assigned_shards
+from kinsumer.coordination.coordinator import Coordinator
+from tests.helpers import wait_until
+from tests.sim.agreement import JoinFigures, Window, simulate_join
+
+pytestmark = pytest.mark.server
+
+#: The same on both sides (see the docstring).
+CONFIG = Config(
+    shard_check_frequency=0.5, leader_action_frequency=5.0, client_record_max_age=10.0, idle_poll_interval=10.0
+)
+FIRST, SECOND = "client-a", "client-b"  # A sorts first: it leads throughout
+WINDOW = 22 * CONFIG.shard_check_frequency  # seconds of the steady window: twice the 11 rounds of the slowest call
+SETTLE = 2 * CONFIG.shard_check_frequency  # seconds after the shards are held (or A starts), before the window
+PHASES = (0.0, 0.25, 0.5, 0.75)  # where in A's period B joins, on the simulator
+TOLERANCE = 0.2
+
+
+@attrs.frozen
+class Round:
+    """One real membership round, as it ended."""
+
+    client: str
+    ended: float  # monotonic
+    wanted: frozenset[str]
+    leading: bool
+
+
+class Rounds:
+    """Every membership round of the real clients, in the order they end (``Coordinator.tick`` wrapped)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._done = threading.Condition()
+        self.log: list[Round] = []
+        original = Coordinator.tick
+
+        def tick(coordinator: Coordinator, deadline: float | None = None) -> None:
+            try:
+                original(coordinator, deadline)
+            finally:
+                wanted = frozenset(w.shard_id for w in coordinator.workers())
+                ended = Round(coordinator._rt.client_id, time.monotonic(), wanted, coordinator.is_leader)
+                with self._done:
+                    self.log.append(ended)
+                    self._done.notify_all()
+
+        monkeypatch.setattr(Coordinator, "tick", tick)
+
+    def of(self, client: str) -> int:
+        with self._done:
+            return sum(1 for r in self.log if r.client == client)
+
+    def wait(self, client: str, count: int, timeout: float) -> None:
+        """Until ``client`` has ended ``count`` rounds."""
+        with self._done:
+            if not self._done.wait_for(lambda: sum(1 for r in self.log if r.client == client) >= count, timeout):
+                raise AssertionError(f"{client} did not end {count} rounds within {timeout:g} s")
+
+    def converged(self, shards: list[str], clients: list[str]) -> tuple[int, float] | None:
+        """The rounds of the last of ``clients`` (which joins last) when every one of them, as of its last
+        round, wanted exactly its modulo share and the first alone led, and when (monotonic); None: not yet."""
+        shares = [frozenset(assigned_shards(shards, i, len(clients))) for i in range(len(clients))]
+        latest: dict[str, Round] = {}
+        joining = 0
+        with self._done:
+            for ended in self.log:
+                latest[ended.client] = ended
+                joining += ended.client == clients[-1]
+                if len(latest) < len(clients):
+                    continue
+                rounds = [latest[c] for c in clients]
+                if [r.wanted for r in rounds] == shares and [r.leading for r in rounds] == [True] + [False] * (
+                    len(clients) - 1
+                ):
+                    return joining, ended.ended
+        return None
+
+
+class Calls(StatReceiver):
+    """One client's DynamoDB calls, with when each ended (monotonic)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.seen: list[tuple[float, str, str, str | None]] = []
+
+    def dynamodb_call(self, operation: str, table: str, seconds: float, error: str | None) -> None:
+        with self._lock:
+            self.seen.append((time.monotonic(), operation, table, error))
+
+    def between(self, start: float, end: float) -> Counter[str]:
+        """The calls that ended in [start, end), by operation and table (and error)."""
+        with self._lock:
+            return Counter(
+                f"{op} {table}" + (f" {error}" if error else "")
+                for at, op, table, error in self.seen
+                if start <= at < end
+            )
+
+
+@attrs.frozen
+class Real:
+    """What the real run measured."""
+
+    window: Window
+    join_rounds: int
+    held_rounds: int  # B's rounds when each client held its share (its leases): polled, so at most one late
+    window_rounds: dict[str, int]  # each client's rounds in the second window, to show a stalled machine
+
+
+def _window(calls: dict[str, Calls], seconds: float) -> Window:
+    """A steady window of ``seconds`` from now: a measurement over a fixed time, not a wait for something."""
+    start = time.monotonic()
+    time.sleep(seconds)  # the calls are counted by when they ended: one that ends late is not in the window
+    return Window(seconds, {client: c.between(start, start + seconds) for client, c in calls.items()})
+
+
+def _holds_share(k: Kinsumer, share: frozenset[str]) -> bool:
+    shards = k.status().shards
+    return {s.shard_id for s in shards} == share and all(s.captured for s in shards)
+
+
+def _stop(*clients: Kinsumer) -> None:
+    """Stop ``clients`` at once: each hands its shards off, one write a shard, while the others do."""
+    failed: list[BaseException] = []
+
+    def stop(k: Kinsumer) -> None:
+        try:
+            k.stop()
+        except BaseException as exc:  # reported below
+            failed.append(exc)
+
+    stopping = [threading.Thread(target=stop, args=(k,), name=f"stop-{k.client_id}") for k in clients]
+    for thread in stopping:
+        thread.start()
+    for thread in stopping:
+        thread.join(60)
+    assert not [t.name for t in stopping if t.is_alive()], "a client did not stop within 60 s"
+    assert not failed, failed
+
+
+def run_real(server: LocalServer, stream: str, app: str, rounds: Rounds) -> Real:
+    """The scenario with real clients; the clients are stopped at the end."""
+    kinesis = server.client("kinesis")
+    shards = sorted(s.shard_id for s in list_shards(kinesis, stream))
+    calls = {FIRST: Calls(), SECOND: Calls()}
+
+    def client(client_id: str) -> Kinsumer:
+        config = attrs.evolve(CONFIG, client_id=client_id, stats=calls[client_id])
+        return Kinsumer(stream, app, client_id, config, kinesis=server.client("kinesis"),
+                        dynamodb=server.client("dynamodb"))  # fmt: skip
+
+    a, b = client(FIRST), client(SECOND)
+    settle = int(SETTLE / CONFIG.shard_check_frequency)
+    try:
+        a.run()
+        wait_until(lambda: _holds_share(a, frozenset(shards)), 60, "A holding every shard")
+        rounds.wait(FIRST, rounds.of(FIRST) + 1, 30)  # B starts as one of A's rounds ends
+        b.run()
+        wait_until(lambda: rounds.converged(shards, [FIRST, SECOND]) is not None, 30, "the assignment converging")
+        shares = [frozenset(assigned_shards(shards, i, 2)) for i in range(2)]
+        wait_until(lambda: _holds_share(a, shares[0]) and _holds_share(b, shares[1]), 60, "each holding its share")
+        held = rounds.of(SECOND)
+        rounds.wait(SECOND, held + settle, 30)
+        rounds.wait(FIRST, rounds.of(FIRST) + 1, 30)  # the window starts as one of A's rounds ends
+        before = {c: rounds.of(c) for c in calls}
+        window = _window(calls, WINDOW)
+        in_window = {c: rounds.of(c) - before[c] for c in calls}
+    finally:
+        _stop(a, b)
+    converged = rounds.converged(shards, [FIRST, SECOND])
+    assert converged is not None
+    return Real(window, converged[0], held, in_window)
+
+
+def _agrees(real: float, sim: float) -> bool:
+    return abs(real - sim) <= TOLERANCE * sim
+
+
+def _compare(client: str, real: Window, sim: Window) -> str | None:
+    """None if the two windows' rates of ``client`` agree, else why not (with both sides' calls)."""
+    real_rate, sim_rate = real.per_minute(client), sim.per_minute(client)
+    if _agrees(real_rate, sim_rate):
+        return None
+    return (
+        f"{client}: real {real_rate:.0f} calls/min, simulated {sim_rate:.0f} "
+        f"(real {dict(real.calls[client])}, simulated {dict(sim.calls[client])} in {real.seconds:g} s)"
+    )
+
+
+@pytest.mark.parametrize("shards", [8, 128])
+def test_the_simulators_calls_a_minute_and_join_rounds_agree_with_real_clients_on_moto(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str, shards: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    sim: JoinFigures = simulate_join(shards, CONFIG, FIRST, SECOND, window=WINDOW, settle=SETTLE, phases=PHASES)
+    real = run_real(moto_server, new_stream(shards), app, Rounds(monkeypatch))
+    figures = (
+        f"{shards} shards: A {real.window.per_minute(FIRST):.0f} (simulated {sim.window.per_minute(FIRST):.0f}), "
+        f"B {real.window.per_minute(SECOND):.0f} (simulated {sim.window.per_minute(SECOND):.0f}) calls/min; "
+        f"join: {real.join_rounds} rounds of B (simulated {sorted(set(sim.join_rounds.values()), key=str)}), "
+        f"leases held after {real.held_rounds}; rounds in the window {real.window_rounds}"
+    )
+    print(figures, {c: (dict(real.window.calls[c]), dict(sim.window.calls[c])) for c in (FIRST, SECOND)})
+    disagreements = [_compare(client, real.window, sim.window) for client in (FIRST, SECOND)]
+    assert not [d for d in disagreements if d], f"{figures}; {[d for d in disagreements if d]}"
+    assert None not in sim.join_rounds.values(), sim.join_rounds
+    assert any(_agrees(real.join_rounds, s) for s in sim.join_rounds.values() if s is not None), figures
