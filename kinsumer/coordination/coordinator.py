@@ -210,7 +210,7 @@ class Coordinator:
         agreed = self._agreed(clients)
         now = clock.monotonic()
         newest = max((c.cache_version for c in clients), default=0)
-        read_all = newest > self._cache_version or now >= self._next_cache_read
+        read_all = newest > self._cache_version or now >= self._next_cache_read - cfg.shard_check_frequency / 2
         if read_all:
             self._next_cache_read = now + cfg.leader_action_frequency
         leader_due = leader.refresh_due()

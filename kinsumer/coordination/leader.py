@@ -72,8 +72,10 @@ class Leader:
             self.leading = False
 
     def refresh_due(self) -> bool:
-        """It leads and the shard cache is due to be listed again."""
-        return self.leading and monotonic() >= self._next_action
+        """It leads and the shard cache is due to be listed again (by the round nearest its time: a round that
+        comes a little early for it does it, so it stays every ``leader_action_frequency`` and does not slip a
+        round each time by the calls the refresh itself took)."""
+        return self.leading and monotonic() >= self._next_action - self._rt.config.shard_check_frequency / 2
 
     def refreshed(self, call: Callable[..., Any]) -> None:
         """The due refresh was done: the next one in ``leader_action_frequency``; and, if due, the rows of

@@ -9,11 +9,12 @@ cluster converged, a count of discrete events that a slow machine cannot stretch
 each client's DynamoDB calls a minute in the window (and by operation, to tell where two sides differ).
 
 What the simulator lacks and this module adds: the time a call takes (:func:`with_latency`). On virtual time
-every call takes none, and that is not neutral: the leader's next shard cache refresh is due
+every call takes none, and that was not neutral: the leader's next shard cache refresh was due
 ``leader_action_frequency`` after the clock read *after* the refresh's calls, so with a frequency that is a
-whole number of rounds, a refresh that takes any time at all misses the round it would fall on and slips to the
-next one (with 0.5 s rounds and a 1 s frequency, reality refreshes every 1.5 s; a simulator without latency,
-every 1 s). The followers' cache reads slip the same way.
+whole number of rounds, a refresh that took any time at all missed the round it fell on and slipped to the
+next one, in reality and not in the simulator. Found here; kinsumer now does the refresh (and a follower's
+periodic cache read) by the round nearest its time, and the latency stays so that the two sides time their
+calls alike.
 """
 
 from __future__ import annotations
