@@ -21,6 +21,8 @@ DEFAULT_THROTTLE_DELAY = 0.25
 MAX_RECORDS_PER_CALL = 10_000
 #: The longest wait between two reads of a shard whose reads come back empty.
 DEFAULT_IDLE_POLL_INTERVAL = 1.0
+#: The longest wait between two reads of a shard whose reads have come back empty for a long time.
+DEFAULT_MAX_IDLE_POLL_INTERVAL = 5.0
 #: The default bound on bytes of record data read from Kinesis and not yet taken
 #: (see :class:`~kinsumer.delivery.budget.ByteBudget`).
 DEFAULT_MAX_BUFFERED_BYTES = 64 * 2**20
@@ -150,6 +152,14 @@ class Config:
     idle_poll_interval: float = attrs.field(
         default=DEFAULT_IDLE_POLL_INTERVAL, converter=_as_float, validator=_seconds(0, inclusive=False)
     )
+    #: The longest wait between two GetRecords of a shard whose reads have come back empty for 60 s
+    #: at ``idle_poll_interval``: from there the wait doubles again up to this, and a read with
+    #: records brings the full rate back at once. A record written to a long-idle shard waits at
+    #: most this long. None: 5 s (``idle_poll_interval`` if longer); equal to ``idle_poll_interval``:
+    #: no such slowing down; at least ``idle_poll_interval``.
+    max_idle_poll_interval: float | None = attrs.field(
+        default=None, converter=_as_float, validator=attrs.validators.optional(_seconds(0, inclusive=False))
+    )
     #: How often, at most, a shard's checkpoint is written; only when it moved (an idle shard
     #: writes nothing: the client's heartbeat keeps its shards). After a crash, up to this much
     #: of each shard's processed records is delivered again.
@@ -250,6 +260,13 @@ class Config:
             return 3.5 * self.shard_check_frequency
         return self.client_record_max_age
 
+    @property
+    def effective_max_idle_poll_interval(self) -> float:
+        """max_idle_poll_interval, or its default of 5 s (``idle_poll_interval`` if that is longer)."""
+        if self.max_idle_poll_interval is None:
+            return max(DEFAULT_MAX_IDLE_POLL_INTERVAL, self.idle_poll_interval)
+        return self.max_idle_poll_interval
+
     def __attrs_post_init__(self) -> None:
         for name in ("external_id", "role_session_name"):
             if getattr(self, name) is not None and self.role_arn is None:
@@ -274,6 +291,13 @@ class Config:
                 "Config.idle_poll_interval",
                 f"must be >= throttle_delay ({self.throttle_delay:g} s): it is the longest wait between two reads",
                 self.idle_poll_interval,
+            )
+        if self.effective_max_idle_poll_interval < self.idle_poll_interval:
+            raise ConfigError(
+                "Config.max_idle_poll_interval",
+                f"must be >= idle_poll_interval ({self.idle_poll_interval:g} s): it is the longest wait between "
+                "two reads of a long-idle shard",
+                self.max_idle_poll_interval,
             )
         if (self.initial_position == "AT_TIMESTAMP") != (self.initial_timestamp is not None):
             raise ConfigError(

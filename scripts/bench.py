@@ -72,11 +72,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--out", type=pathlib.Path, default=REPO / "docs" / "benchmarks.md", help="where to write the table"
     )
+    parser.add_argument(
+        "--scale-shards", default=",".join(map(str, scale.SHARD_COUNTS)),
+        help=f"comma-separated shard counts of the scale section (default {','.join(map(str, scale.SHARD_COUNTS))})",
+    )
     parser.add_argument("--peer-python", default=str(PEER_PYTHON), help="the interpreter that has async-kinesis")
     args = parser.parse_args(argv)
     unknown = set(args.only.split(",")) - set(SECTIONS)
     if unknown or args.runs < 1 or args.records < SHARDS:
         parser.error(f"--only: unknown {sorted(unknown)}" if unknown else "--runs must be >= 1, --records >= 8")
+    try:
+        args.scale_shards = tuple(int(n) for n in args.scale_shards.split(","))
+    except ValueError:
+        parser.error(f"--scale-shards: not a list of shard counts: {args.scale_shards!r}")
+    if not all(1 <= n <= scale.MAX_SHARDS for n in args.scale_shards):
+        parser.error(f"--scale-shards: each between 1 and {scale.MAX_SHARDS}")
     return args
 
 
@@ -706,7 +716,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "scale" in args.only:
             with tempfile.TemporaryDirectory() as logs, start_kinesalite(pathlib.Path(logs) / "k.log") as kinesalite:
                 say(f"scale: kinesalite at {kinesalite.endpoint}, DynamoDB on moto's server")
-                rows += scale.scale_rows(kinesalite, server, say)
+                rows += scale.scale_rows(kinesalite, server, say, args.scale_shards)
     if "movement" in args.only:
         rows += movement_rows()
     if "rebalance" in args.only:

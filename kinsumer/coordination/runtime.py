@@ -87,7 +87,9 @@ class Runtime:
     @property
     def reader_settings(self) -> ReaderSettings:
         cfg = self.config
-        return ReaderSettings(cfg.throttle_delay, cfg.max_records_per_call, cfg.idle_poll_interval)
+        return ReaderSettings(
+            cfg.throttle_delay, cfg.max_records_per_call, cfg.idle_poll_interval, cfg.effective_max_idle_poll_interval
+        )
 
     def call(self, fn: Callable[[], T], operation: str, **kwargs: object) -> T:
         """``fn()`` with transient faults retried (see :func:`retry_call`)."""

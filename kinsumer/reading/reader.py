@@ -29,6 +29,7 @@ from .position import StartPosition
 
 __all__ = [
     "IDLE_AFTER",
+    "LONG_IDLE_AFTER",
     "ApiRecord",
     "Page",
     "ReaderFactory",
@@ -82,6 +83,12 @@ class Page:
 
 #: Seconds of empty reads at the full rate before an idle shard is read less often.
 IDLE_AFTER = 1.0
+#: Seconds of empty reads at ``idle_poll_interval`` before a long-idle shard is read less often still
+#: (up to ``max_idle_poll_interval``).
+LONG_IDLE_AFTER = 60.0
+#: Doublings of a wait at most: past every bound a wait can have, and no float overflow however
+#: long a shard stays idle.
+_MAX_DOUBLINGS = 64
 
 
 @attrs.frozen
@@ -90,9 +97,13 @@ class ReaderSettings:
 
     A read comes ``throttle_delay`` after the one before while the shard brings records, and for
     :data:`IDLE_AFTER` seconds of empty reads after that (a shard written to every second or so
-    keeps its latency); then twice as late each time, up to ``idle_poll_interval``: an idle shard
-    costs a read per ``idle_poll_interval``, and a record written to it waits at most that long.
-    A read that brings records (or says more are waiting) brings back the full rate at once.
+    keeps its latency); then twice as late each time, up to ``idle_poll_interval``. A shard that
+    still reads nothing for :data:`LONG_IDLE_AFTER` seconds at that pace is read twice as late
+    each time again, up to ``max_idle_poll_interval`` (None: the same as ``idle_poll_interval``):
+    a long-idle shard costs a read per ``max_idle_poll_interval``, and a record written to it waits
+    at most that long (at most ``idle_poll_interval`` on a shard written to in the last
+    :data:`LONG_IDLE_AFTER` seconds). A read that brings records (or says more are waiting)
+    brings back the full rate at once.
 
     A backlog (the last page came back full) is read at once, as long as the last second holds
     fewer than :attr:`per_second` reads: the same reads per second, without a pause after a page
@@ -102,11 +113,18 @@ class ReaderSettings:
     throttle_delay: float = DEFAULT_THROTTLE_DELAY
     max_records_per_call: int = MAX_RECORDS_PER_CALL
     idle_poll_interval: float = DEFAULT_IDLE_POLL_INTERVAL
+    max_idle_poll_interval: float | None = None
 
     @property
     def per_second(self) -> int:
         """Reads of a shard in any one second, at most: as many as ``throttle_delay`` spaces out (Kinesis allows 5)."""
         return max(1, math.floor(1.0 / self.throttle_delay + 1e-9))
+
+    @property
+    def longest_wait(self) -> float:
+        """The longest wait between two reads: ``max_idle_poll_interval`` (at least ``idle_poll_interval``)."""
+        longest = self.max_idle_poll_interval
+        return self.idle_poll_interval if longest is None else max(longest, self.idle_poll_interval)
 
     def next_read(self, reads: Sequence[float], empty_reads: int, backlog: bool) -> float:
         """When the next read may go, given the times of the last reads (oldest first, at least the last
@@ -120,14 +138,32 @@ class ReaderSettings:
 
     def delay(self, empty_reads: int) -> float:
         """Seconds between a read and the next, after ``empty_reads`` empty reads in a row."""
-        throttle = self.throttle_delay
+        throttle, idle = self.throttle_delay, max(self.throttle_delay, self.idle_poll_interval)
         at_full_rate = max(1, math.ceil(IDLE_AFTER / throttle))
         if empty_reads < at_full_rate:
             return throttle
-        # the doubling stops once past the idle interval: 2 ** n of a shard idle for hours is no float
-        doublings = min(empty_reads - at_full_rate + 1, math.ceil(math.log2(self.idle_poll_interval / throttle)) + 1)
-        slower = throttle * 2.0**doublings
-        return float(max(throttle, min(self.idle_poll_interval, slower)))
+        slower = _doubled(throttle, empty_reads - at_full_rate + 1)
+        if slower < idle or self.longest_wait <= idle:
+            return float(min(idle, slower))
+        # the first read at ``idle``, then LONG_IDLE_AFTER seconds of them, then slower still
+        at_idle = at_full_rate + _doublings_below(throttle, idle)
+        long_idle = at_idle + max(1, math.ceil(LONG_IDLE_AFTER / idle))
+        if empty_reads < long_idle:
+            return float(idle)
+        return float(min(self.longest_wait, _doubled(idle, empty_reads - long_idle + 1)))
+
+
+def _doubled(seconds: float, times: int) -> float:
+    """``seconds`` doubled ``times`` times (at most :data:`_MAX_DOUBLINGS`)."""
+    return seconds * 2.0 ** min(times, _MAX_DOUBLINGS)
+
+
+def _doublings_below(start: float, bound: float) -> int:
+    """How many of ``start`` doubled 1, 2, ... times stay under ``bound``."""
+    count = 0
+    while count < _MAX_DOUBLINGS and _doubled(start, count + 1) < bound:
+        count += 1
+    return count
 
 
 class ShardReader(Protocol):

@@ -1,4 +1,4 @@
-"""Scale: one client, then two, on streams of 8 to 256 shards; this version against the thread-per-shard design.
+"""Scale: one client, then two, on streams of 8 to 1,024 shards; this version against the thread-per-shard design.
 
 For each shard count, on a fresh stream of kinesalite (DynamoDB on moto's server: two server
 processes), each design in turn runs client processes of its own (``scale_client.py``, default
@@ -6,8 +6,9 @@ processes), each design in turn runs client processes of its own (``scale_client
 from git into a temporary folder and put first on the client's ``PYTHONPATH``.
 
 1. Client A starts: seconds until it has captured every shard; its threads and RSS then.
-2. Idle (nothing written), from :data:`SETTLE_SECONDS` after the capture for :data:`IDLE_SECONDS`:
-   A's CPU (share of one core) and GetRecords/s.
+2. Idle (nothing written), from :func:`settle_seconds` after the capture (once every shard is read
+   at its longest wait, ``max_idle_poll_interval``) for :data:`IDLE_SECONDS`: A's CPU (share of one
+   core) and GetRecords/s.
 3. A record written every 50 ms to a random shard: put -> ``next()`` latency, p50 and p99.
 4. Client B joins while records flow: seconds until each client has captured its half.
 5. B stops cleanly: seconds until A has captured every shard again, and how long B's stop took.
@@ -16,6 +17,9 @@ from git into a temporary folder and put first on the client's ``PYTHONPATH``.
 7. With a slow consumer (1 ms per record) on a stream with a backlog of 4 KiB records (256 MB at
    256 shards), the most RSS the client reached: what reading ahead holds in memory.
 8. At 8 and 256 shards, one client reads a backlog of 100,000 records of 100 bytes: records/s.
+
+At :data:`LARGE_SHARD_COUNTS` (512 and 1,024) only this version runs, and only steps 1-6: a thread
+per shard would start a thousand threads, and the backlog steps say nothing more than at 256.
 """
 
 from __future__ import annotations
@@ -40,21 +44,26 @@ from typing import Any
 import attrs
 
 from demo.servers import LocalServer
+from kinsumer import Config
+from kinsumer.reading.reader import ReaderSettings
 
 from .common import HERE, REPO, Row
 
-__all__ = ["SHARD_COUNTS", "THREAD_PER_SHARD", "scale_rows"]
+__all__ = ["LARGE_SHARD_COUNTS", "MAX_SHARDS", "SHARD_COUNTS", "THREAD_PER_SHARD", "scale_rows"]
 
 #: The last commit whose clients ran a thread per shard (today's design before issue 28).
 THREAD_PER_SHARD = "047f1fd"
-SHARD_COUNTS = (8, 32, 128, 256)
+SHARD_COUNTS = (8, 32, 128, 256, 512, 1024)
+#: Shard counts measured for this version only, steps 1-6 (see the module's description).
+LARGE_SHARD_COUNTS = (512, 1024)
+MAX_SHARDS = 2048  # kinesalite's shard limit (tests/kinesalite/server.js)
+BUSY_SHARDS = 256  # the memory step's stream; the backlog step reads at 8 and at this many shards
 IDLE_SECONDS = 10.0
 LATENCY_SECONDS = 10.0
 DEADLINE = 120.0
 BACKLOG_RECORDS = 250  # per shard, of 4 KiB, for the memory step: 256 MB at 256 shards, four times the budget
 BACKLOG_SIZE = 4096
 THROUGHPUT_RECORDS = 100_000  # of 100 bytes, for the busy step (8 and 256 shards)
-SETTLE_SECONDS = 3.0  # after the capture: a shard is read at the full rate for its first second
 
 
 @attrs.frozen
@@ -216,7 +225,7 @@ def measure(kinesalite: LocalServer, moto: LocalServer, source: pathlib.Path, sh
         capture = _wait(lambda: a.last().get("owned") == shards)
         if capture is None:
             return Figures(failure=f"client A did not capture {shards} shards within {DEADLINE:.0f} s")
-        time.sleep(SETTLE_SECONDS)
+        time.sleep(settle_seconds())
         settled = a.last()
         time.sleep(IDLE_SECONDS)  # the measure itself: the client's cost while nothing comes
         idle = a.last()
@@ -261,7 +270,7 @@ def measure(kinesalite: LocalServer, moto: LocalServer, source: pathlib.Path, sh
         for c in (a, b):
             if c is not None:
                 c.kill()
-        kinesis.delete_stream(StreamName=stream)  # kinesalite holds at most 1,000 shards
+        kinesis.delete_stream(StreamName=stream)  # kinesalite holds at most 2,048 shards (tests/kinesalite/server.js)
 
 
 def busy_rss(kinesalite: LocalServer, moto: LocalServer, source: pathlib.Path, shards: int) -> float | None:
@@ -314,11 +323,25 @@ def backlog_rate(kinesalite: LocalServer, moto: LocalServer, source: pathlib.Pat
         kinesis.delete_stream(StreamName=stream)
 
 
+def settle_seconds(config: Config | None = None) -> float:
+    """Seconds from a shard's first read until its reads come at the longest wait (the default ``Config``'s
+    schedule: see :class:`~kinsumer.reading.reader.ReaderSettings`), and a second more."""
+    cfg = config or Config()
+    settings = ReaderSettings(cfg.throttle_delay, cfg.max_records_per_call, cfg.idle_poll_interval,
+                              cfg.effective_max_idle_poll_interval)  # fmt: skip
+    seconds, reads = 0.0, 0
+    while settings.delay(reads) < settings.longest_wait:
+        seconds, reads = seconds + settings.delay(reads), reads + 1
+    return seconds + settings.longest_wait + 1.0
+
+
 def _percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def scale_rows(kinesalite: LocalServer, moto: LocalServer, say: Any) -> list[Row]:
+def scale_rows(
+    kinesalite: LocalServer, moto: LocalServer, say: Any, shard_counts: tuple[int, ...] = SHARD_COUNTS
+) -> list[Row]:
     rows: list[Row] = []
     with thread_per_shard_source() as old:
         designs = [("this version", REPO)]
@@ -326,13 +349,13 @@ def scale_rows(kinesalite: LocalServer, moto: LocalServer, say: Any) -> list[Row
             designs.append((f"thread per shard ({THREAD_PER_SHARD})", old))
         else:
             say(f"  scale: git could not unpack {THREAD_PER_SHARD}; only this version is measured")
-        for shards in SHARD_COUNTS:
-            for name, source in designs:
+        for shards in shard_counts:
+            for name, source in designs[:1] if shards in LARGE_SHARD_COUNTS else designs:
                 say(f"  scale: {shards} shards, {name}")
                 figures = measure(kinesalite, moto, source, shards)
-                if shards == max(SHARD_COUNTS) and figures.failure is None:
+                if shards == BUSY_SHARDS and figures.failure is None:
                     figures = attrs.evolve(figures, busy_rss_mb=busy_rss(kinesalite, moto, source, shards))
-                if shards in (min(SHARD_COUNTS), max(SHARD_COUNTS)) and figures.failure is None:
+                if shards in (min(SHARD_COUNTS), BUSY_SHARDS) and figures.failure is None:
                     figures = attrs.evolve(figures, backlog_rate=backlog_rate(kinesalite, moto, source, shards))
                 say(f"    {figures}")
                 rows.append(_row(name, shards, figures))

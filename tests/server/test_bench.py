@@ -44,6 +44,16 @@ def test_bench_rejects_unknown_sections() -> None:
     assert "nonsense" in done.stderr
 
 
+@pytest.mark.parametrize("shards", ["many", "0", "4096"])
+def test_bench_rejects_scale_shard_counts_kinesalite_cannot_hold(shards: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "scripts/bench.py", "--only", "scale", "--scale-shards", f"8,{shards}"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--scale-shards" in done.stderr
+
+
 def test_a_run_of_some_sections_replaces_their_rows_and_keeps_the_others(tmp_path: pathlib.Path) -> None:
     sys.path.insert(0, str(REPO / "scripts"))
     try:

@@ -40,6 +40,10 @@ INVALID: list[tuple[dict[str, Any], str, str]] = [
     ({"assignment": "sticky"}, "Config.assignment", "modulo, balanced"),
     ({"read_capacity": 0}, "Config.read_capacity", ">= 1"),
     ({"write_capacity": 0}, "Config.write_capacity", ">= 1"),
+    ({"max_idle_poll_interval": 0}, "Config.max_idle_poll_interval", "> 0"),
+    ({"max_idle_poll_interval": "slow"}, "Config.max_idle_poll_interval", "number of seconds"),
+    ({"max_idle_poll_interval": 0.5}, "Config.max_idle_poll_interval", ">= idle_poll_interval (1 s)"),
+    ({"idle_poll_interval": 3.0, "max_idle_poll_interval": 2.0}, "Config.max_idle_poll_interval", ">= idle_poll"),
 ]
 
 
@@ -62,6 +66,12 @@ def test_evolve_rederives_the_default_max_age_and_validates() -> None:
     assert tuned.effective_client_record_max_age == 1.75
     with pytest.raises(ConfigError, match="buffer_size"):
         attrs.evolve(tuned, buffer_size=-1)
+
+
+def test_a_long_idle_shard_is_read_every_5_s_by_default_never_more_often_than_idle_poll_interval() -> None:
+    assert Config().effective_max_idle_poll_interval == 5.0
+    assert Config(idle_poll_interval=8).effective_max_idle_poll_interval == 8.0  # a longer idle_poll_interval wins
+    assert Config(max_idle_poll_interval=1).effective_max_idle_poll_interval == 1.0  # no slowing down
 
 
 def test_config_is_frozen() -> None:
