@@ -23,7 +23,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from kinsumer.config import Config
 from tests.sim.cluster import Cluster
-from tests.sim.figures import Change, Steady, largest_item, scenario
+from tests.sim.figures import Change, Steady, largest_item, scenario, throttled
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         changes, figures = scenario(cluster, args.clients, args.seconds)
         size, table, key = largest_item(cluster)
         slept = cluster.clock.slept
+        throttles = throttled(cluster)
         errors = [(c.id, e) for c in [*cluster.clients.values(), *cluster.gone.values()] for e in c.errors]
     took = time.perf_counter() - started
     print(f"{args.clients} clients, {args.shards} shards, assignment={args.assignment}, default Config "
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     _print_steady(figures)
     print(f"largest item: {size:,} bytes ({size / 1024:.1f} KB of 400 KB), {table} {key!r}")
     _print_changes(changes)
+    print("throttled calls over the run: " + ", ".join(f"{table} {count}" for table, count in throttles.items()))
     if slept:
         print(f"backoffs (throttled calls) advanced the clock by {slept:.2f} s")
     for client, error in errors:
@@ -65,6 +67,9 @@ def _print_steady(figures: Steady) -> None:
         print(f"  hot item {h.table} {h.key!r}: {h.calls:.2f} calls/s, {h.read_units:.2f} RCU/s, "
               f"{h.write_units:.2f} WCU/s (peak second of the run: {h.peak_read:g} RCU, "
               f"{h.peak_write:g} WCU)")  # fmt: skip
+    if (c := figures.cache) is not None:
+        print(f"  shard cache item {c.key!r}: {c.calls:.2f} calls/s, {c.read_units:.2f} RCU/s, {c.write_units:.2f} "
+              f"WCU/s (peak second of the run: {c.peak_read:g} RCU, {c.peak_write:g} WCU)")  # fmt: skip
     print(f"  DynamoDB calls per client per minute: {figures.calls_per_client_minute:.1f}")
     print(f"  Kinesis calls/s: {figures.kinesis_calls:.3f}; busiest second of ListShards: {figures.peak_list_shards}")
 

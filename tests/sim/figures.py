@@ -6,7 +6,8 @@
   until :meth:`Cluster.converged`, the shards whose owner changed, and on the way the most shards two live
   clients wanted at once (the assignment's overlap; the lease, not simulated yet, is what excludes them), and
   the most shards no live client wanted;
-- :func:`largest_item`: the largest item of the tables, against DynamoDB's 400 KB.
+- :func:`largest_item`: the largest item of the tables, against DynamoDB's 400 KB;
+- :func:`throttled`: the calls each table throttled over the whole run.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from collections.abc import Callable, Hashable
 
 import attrs
 
+from kinsumer.coordination.metadata_table import SHARD_CACHE_KEY
 from tests.sim.cluster import Cluster
 from tests.sim.values import item_size
 
-__all__ = ["Change", "HotItem", "Steady", "TableRate", "change", "largest_item", "scenario", "steady"]
+__all__ = [
+    "Change", "HotItem", "Steady", "TableRate", "change", "largest_item", "scenario", "steady", "throttled",
+]  # fmt: skip
 
 
 @attrs.frozen
@@ -60,6 +64,7 @@ class Steady:
     calls_per_client_minute: float
     kinesis_calls: float  # a second
     peak_list_shards: int  # ListShards calls in the busiest second of the run
+    cache: HotItem | None = None  # the home stream's shard cache item ("ShardCache"), hot or not
 
 
 Counts = dict[tuple[str, Hashable], tuple[int, float, float]]
@@ -91,14 +96,26 @@ def steady(cluster: Cluster, seconds: float, hottest: int = 3) -> Steady:
     tables = [TableRate(name, *rate) for (name, _), rate in sorted(_rates(after[0], before[0], seconds).items())]
     items = _rates(after[1], before[1], seconds)
     hot = sorted(items.items(), key=lambda kv: -(kv[1][1] + kv[1][2]))[:hottest]
-    hot_items = []
-    for (name, key), (calls, read, write) in hot:
-        peak_read, peak_write = cluster.db.meter.tables[name].peak(key)
-        hot_items.append(HotItem(name, _key(key), calls, read, write, peak_read, peak_write))
+    hot_items = [_hot_item(cluster, name, key, rates) for (name, key), rates in hot]
+    cache = next(
+        (_hot_item(cluster, name, key, rates) for (name, key), rates in items.items()
+         if name == cluster.tables.metadata and _key(key) == SHARD_CACHE_KEY),
+        None,
+    )  # fmt: skip
     clients = max(1, len(cluster.clients))
     per_minute = (after[3] - before[3]) / clients / seconds * 60
     kinesis = (after[2] - before[2]) / seconds
-    return Steady(seconds, tables, hot_items, per_minute, kinesis, cluster.kinesis.peak_list_rate())
+    return Steady(seconds, tables, hot_items, per_minute, kinesis, cluster.kinesis.peak_list_rate(), cache)
+
+
+def _hot_item(cluster: Cluster, table: str, key: Hashable, rates: tuple[float, float, float]) -> HotItem:
+    peak_read, peak_write = cluster.db.meter.tables[table].peak(key)
+    return HotItem(table, _key(key), *rates, peak_read, peak_write)
+
+
+def throttled(cluster: Cluster) -> dict[str, int]:
+    """The calls each table throttled (answered a throughput error) since the cluster began."""
+    return {name: meter.total.throttled for name, meter in sorted(cluster.db.meter.tables.items())}
 
 
 def _key(key: Hashable) -> str:
