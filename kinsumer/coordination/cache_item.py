@@ -26,7 +26,7 @@ The reader takes every form written before: plain, and ``Packed`` holding zlib-c
 stream starts with ``0x78``; the format byte never does). Mixed versions during a rolling upgrade: a client
 of a version before this format that reads a cache in it fails on it (zlib refuses the format byte) and
 stops with that error, writing nothing: it never misreads the cache nor overwrites it. A later format gets
-a new format byte, which this reader refuses with :class:`CacheFormatError` in the same way.
+a new format byte, which this reader refuses with a :class:`~kinsumer.errors.KinsumerError` saying so, in the same way.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 
 from ..errors import KinsumerError
 
-__all__ = ["FORMAT", "PLAIN_LIMIT", "CacheFormatError", "decode", "encode", "item_size"]
+__all__ = ["FORMAT", "PLAIN_LIMIT", "decode", "encode", "item_size"]
 
 #: Bytes (as :func:`item_size` counts them) up to which the cache is written as lists and maps.
 PLAIN_LIMIT = 3 * 1024
@@ -49,10 +49,6 @@ MAX_ITEM_BYTES = 400 * 1024
 FORMAT = 2
 
 _NUMBERED = re.compile(r"(.*?)([0-9]+)")
-
-
-class CacheFormatError(KinsumerError):
-    """The shard cache's item is in a format this version cannot read (a newer version wrote it)."""
 
 
 def encode(
@@ -73,7 +69,7 @@ def encode(
 def decode(item: Mapping[str, Any]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], dict[str, str]]:
     """The shard IDs, parents and assignment of a stored cache item, in any form written.
 
-    Raises :class:`CacheFormatError` for a packed form this version does not know."""
+    Raises :class:`~kinsumer.errors.KinsumerError` for a packed form this version does not know."""
     packed = item.get("Packed", {}).get("B")
     if packed is not None:
         packed = bytes(packed)
@@ -81,7 +77,7 @@ def decode(item: Mapping[str, Any]) -> tuple[tuple[str, ...], dict[str, tuple[st
             return _unpack(zlib.decompress(packed[1:]))
         if packed[:1] == b"\x78":
             return _decode_json(packed)
-        raise CacheFormatError(
+        raise KinsumerError(
             f"the shard cache is packed in format {packed[0] if packed else None}, which this version of kinsumer "
             "does not read (a newer version wrote it): upgrade this client"
         )

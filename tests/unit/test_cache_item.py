@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from kinsumer.aws.kinesis import ShardInfo
 from kinsumer.coordination import cache_item
 from kinsumer.coordination.assignment import balanced_assignment
-from kinsumer.coordination.cache_item import MAX_ITEM_BYTES, PLAIN_LIMIT, CacheFormatError, decode, encode, item_size
+from kinsumer.coordination.cache_item import MAX_ITEM_BYTES, PLAIN_LIMIT, decode, encode, item_size
+from kinsumer.errors import KinsumerError
 from kinsumer.reading.frontier import consumable_frontier
 
 
@@ -122,7 +123,7 @@ def test_any_cache_reads_back_as_written_in_every_form(cache: tuple[list[str], d
 
 def test_a_packed_format_this_version_does_not_know_is_refused_by_name() -> None:
     packed = encode([shard_id(n) for n in range(200)], {}, None)["Packed"]["B"]
-    with pytest.raises(CacheFormatError, match="format 3"):
+    with pytest.raises(KinsumerError, match="format 3"):
         decode({"Packed": {"B": bytes([3]) + packed[1:]}})
 
 
