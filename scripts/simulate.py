@@ -13,6 +13,7 @@ leave of a follower, a crash of a follower and a crash of the leader, each run u
 from __future__ import annotations
 
 import argparse
+import math
 import pathlib
 import sys
 import time
@@ -22,8 +23,9 @@ import attrs
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from kinsumer.config import Config
+from kinsumer.coordination.metadata_table import SHARD_CACHE_KEY
 from tests.sim.cluster import Cluster
-from tests.sim.figures import Change, Steady, largest_item, scenario, throttled
+from tests.sim.figures import Change, Steady, item_bytes, largest_item, scenario, throttled
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -41,6 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     with Cluster(args.shards, config, seed=args.seed, staleness=args.staleness, validate=args.validate) as cluster:
         changes, figures = scenario(cluster, args.clients, args.seconds)
         size, table, key = largest_item(cluster)
+        cache_size = item_bytes(cluster, cluster.tables.metadata, SHARD_CACHE_KEY) or 0
         slept = cluster.clock.slept
         throttles = throttled(cluster)
         errors = [(c.id, e) for c in [*cluster.clients.values(), *cluster.gone.values()] for e in c.errors]
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> None:
           f"max age {config.effective_client_record_max_age:g} s)")  # fmt: skip
     _print_steady(figures)
     print(f"largest item: {size:,} bytes ({size / 1024:.1f} KB of 400 KB), {table} {key!r}")
+    print(f"shard cache item: {cache_size:,} bytes ({math.ceil(cache_size / 4096)} read units a consistent read)")
     _print_changes(changes)
     print("throttled calls over the run: " + ", ".join(f"{table} {count}" for table, count in throttles.items()))
     if slept:

@@ -6,7 +6,7 @@
   until :meth:`Cluster.converged`, the shards whose owner changed, and on the way the most shards two live
   clients wanted at once (the assignment's overlap; the lease, not simulated yet, is what excludes them), and
   the most shards no live client wanted;
-- :func:`largest_item`: the largest item of the tables, against DynamoDB's 400 KB;
+- :func:`largest_item`: the largest item of the tables, against DynamoDB's 400 KB; :func:`item_bytes`: one item's;
 - :func:`throttled`: the calls each table throttled over the whole run.
 """
 
@@ -21,7 +21,8 @@ from tests.sim.cluster import Cluster
 from tests.sim.values import item_size
 
 __all__ = [
-    "Change", "HotItem", "Steady", "TableRate", "change", "largest_item", "scenario", "steady", "throttled",
+    "Change", "HotItem", "Steady", "TableRate", "change", "item_bytes", "largest_item", "scenario", "steady",
+    "throttled",
 ]  # fmt: skip
 
 
@@ -153,6 +154,13 @@ def largest_item(cluster: Cluster) -> tuple[int, str, str]:
             if size > found[0]:
                 found = (size, name, str(next(iter(item[key].values()))))
     return found
+
+
+def item_bytes(cluster: Cluster, table: str, key: str) -> int | None:
+    """The size of the item of ``table`` whose (string) key is ``key``, stored now; None if there is none."""
+    name = dict(cluster.tables.with_keys())[table]
+    found = (item for item in cluster.db.items(table) if item[name] == {"S": key})
+    return next((item_size(item) for item in found), None)
 
 
 def scenario(cluster: Cluster, clients: int, seconds: float, limit: float = 300.0) -> tuple[list[Change], Steady]:
