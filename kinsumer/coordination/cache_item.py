@@ -2,10 +2,11 @@
 
 A DynamoDB item holds at most 400 KB, and every client reads the whole item with a consistent read: one
 read unit per 4 KB, within one item's partition's 3,000 read units a second. Written as lists and maps, the
-frontier of a stream's shards, their parents and the published assignment take about 45 bytes a shard (each
-shard ID and client ID spelled out, once per shard): 12 read units at 1,000 shards, and past 400 KB at about
-9,000. So a cache larger than :data:`PLAIN_LIMIT` (3 KB: with its key, version and stream, one read unit) is
-written packed, in one binary attribute ``Packed``: a format byte (:data:`FORMAT`), then the zlib-compressed
+frontier of a stream's shards, their parents and the published assignment take 45 bytes a shard, 80 with an
+assignment, more with parents (each shard ID and client ID spelled out, once per shard): 12 read units at
+1,000 shards, and past 400 KB at 3,000 to 9,000. So a cache larger than :data:`PLAIN_LIMIT` (3 KB: with its
+key, version and stream, one read unit) is written packed, in one binary attribute ``Packed``: a format byte
+(:data:`FORMAT`), then the zlib-compressed
 
 - shard IDs: when they share a prefix and a digit count and increase (``shardId-000000001234``, as Kinesis
   names them), the prefix, the width and the numbers' differences as varints (a run of 1s for a fresh
@@ -15,18 +16,21 @@ written packed, in one binary attribute ``Packed``: a format byte (:data:`FORMAT
   the balanced assignment hands out, and keeps, runs of neighbouring shards, which zlib folds; and the
   owners of keys that are not shard IDs (other streams' shards, kept in the home stream's item).
 
-Measured (``scripts/simulate.py``, see docs/performance.md): 10,000 shards assigned to 200 clients, 77 KB
-(20 read units) in the earlier packed form, whose JSON spelled out each client's list of shard indexes, are
-now about 2 KB (1 read unit); 1,000 shards, 45 KB plain (12 read units), under 1 KB. Reading less (one item
-per client, or only when the frontier changed) would cost more items and more writes on every change, for
-little left to save. A cache up to :data:`PLAIN_LIMIT` is written as it always was (``ShardIDs``,
-``Parents``, ``Assignment``), which every version reads.
+Simulated (``scripts/simulate.py``, docs/performance.md): 10,000 shards balanced over 200 clients, 77 KB (20
+read units a read; 3,003 units in the busiest second, past the partition's 3,000, so reads were throttled) in
+the earlier packed form, whose JSON spelled out each shard ID and each client's list of shard indexes, are now
+2.4 KB: 1 unit a read, 200 in the busiest second (5.3 KB with 36-character client IDs, as ``uuid4`` makes
+them); 1,000 shards, 45 KB plain (12 units), are 162 bytes. Once a read costs a unit, reading less often or
+less of it (an item per client, or reading only when the frontier changed) would save little and cost more
+items, more writes on each change and more ways to go stale. A cache up to :data:`PLAIN_LIMIT` is written as
+it always was (``ShardIDs``, ``Parents``, ``Assignment``), which every version reads.
 
 The reader takes every form written before: plain, and ``Packed`` holding zlib-compressed JSON (a zlib
 stream starts with ``0x78``; the format byte never does). Mixed versions during a rolling upgrade: a client
 of a version before this format that reads a cache in it fails on it (zlib refuses the format byte) and
 stops with that error, writing nothing: it never misreads the cache nor overwrites it. A later format gets
-a new format byte, which this reader refuses with a :class:`~kinsumer.errors.KinsumerError` saying so, in the same way.
+a new format byte, which this reader refuses in the same way, with a :class:`~kinsumer.errors.KinsumerError`
+saying so.
 """
 
 from __future__ import annotations
