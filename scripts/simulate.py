@@ -12,6 +12,7 @@ leave of a follower, a crash of a follower and a crash of the leader, each run u
 from __future__ import annotations
 
 import argparse
+import math
 import pathlib
 import sys
 import time
@@ -21,8 +22,9 @@ import attrs
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from kinsumer.config import Config
+from kinsumer.coordination.metadata_table import SHARD_CACHE_KEY
 from tests.sim.cluster import Cluster
-from tests.sim.figures import Change, Steady, largest_item, scenario
+from tests.sim.figures import Change, Steady, item_bytes, largest_item, scenario, throttled
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -42,7 +44,9 @@ def main(argv: list[str] | None = None) -> None:
                  skew=args.skew) as cluster:
         changes, figures = scenario(cluster, args.clients, args.seconds)
         size, table, key = largest_item(cluster)
+        cache_size = item_bytes(cluster, cluster.tables.metadata, SHARD_CACHE_KEY) or 0
         slept = cluster.clock.slept
+        throttles = throttled(cluster)
         errors = [(c.id, e) for c in [*cluster.clients.values(), *cluster.gone.values()] for e in c.errors]
     took = time.perf_counter() - started
     print(f"{args.clients} clients, {args.shards} shards, assignment={args.assignment}, default Config "
@@ -50,7 +54,9 @@ def main(argv: list[str] | None = None) -> None:
           f"max age {config.effective_client_record_max_age:g} s)")  # fmt: skip
     _print_steady(figures)
     print(f"largest item: {size:,} bytes ({size / 1024:.1f} KB of 400 KB), {table} {key!r}")
+    print(f"shard cache item: {cache_size:,} bytes ({math.ceil(cache_size / 4096)} read units a consistent read)")
     _print_changes(changes)
+    print("throttled calls over the run: " + ", ".join(f"{table} {count}" for table, count in throttles.items()))
     if slept:
         print(f"backoffs (throttled calls) advanced the clock by {slept:.2f} s")
     for client, error in errors:
@@ -66,6 +72,9 @@ def _print_steady(figures: Steady) -> None:
         print(f"  hot item {h.table} {h.key!r}: {h.calls:.2f} calls/s, {h.read_units:.2f} RCU/s, "
               f"{h.write_units:.2f} WCU/s (peak second of the run: {h.peak_read:g} RCU, "
               f"{h.peak_write:g} WCU)")  # fmt: skip
+    if (c := figures.cache) is not None:
+        print(f"  shard cache item {c.key!r}: {c.calls:.2f} calls/s, {c.read_units:.2f} RCU/s, {c.write_units:.2f} "
+              f"WCU/s (peak second of the run: {c.peak_read:g} RCU, {c.peak_write:g} WCU)")  # fmt: skip
     print(f"  DynamoDB calls per client per minute: {figures.calls_per_client_minute:.1f}")
     print(f"  Kinesis: ListShards {figures.list_shards:.3f}/s (busiest second: {figures.peak_list_shards}), "
           f"GetRecords {figures.get_records:.1f}/s")  # fmt: skip

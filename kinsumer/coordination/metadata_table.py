@@ -2,7 +2,7 @@
 
 Items: ``Key="Leader"`` (``ID``, ``Name``, ``LastUpdate``), ``Key="ShardCache"``
 (``ShardIDs``: the sorted consumable frontier, ``Parents``: each frontier shard's parents,
-``Assignment``, or all three packed in ``Packed`` for a large stream, see :mod:`.cache_item`;
+``Assignment``, or all three packed in ``Packed`` past a few KB, see :mod:`.cache_item`;
 ``Version``, ``LastUpdate``), one ``Key="ShardCache/<stream>"`` of the same shape for each stream
 but the home stream (:mod:`.streams`), and ``Key="Stream"`` (``Name``: the application's home
 stream, written by its first client; see :func:`claim_home_stream`), and ``Key="Roster"``

@@ -8,7 +8,8 @@
   live client wanted; then the seconds until :meth:`Cluster.settled` (every lease with the client that wants
   it), the shards whose lease two clients held at once (none, if the leases work) and the false "silent"
   verdicts (a running client found not live);
-- :func:`largest_item`: the largest item of the tables, against DynamoDB's 400 KB.
+- :func:`largest_item`: the largest item of the tables, against DynamoDB's 400 KB; :func:`item_bytes`: one item's;
+- :func:`throttled`: the calls each table throttled over the whole run.
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ from collections.abc import Callable, Hashable
 
 import attrs
 
+from kinsumer.coordination.metadata_table import SHARD_CACHE_KEY
 from tests.sim.cluster import Cluster
 from tests.sim.values import item_size
 
-__all__ = ["Change", "HotItem", "Steady", "TableRate", "change", "largest_item", "scenario", "steady"]
+__all__ = [
+    "Change", "HotItem", "Steady", "TableRate", "change", "item_bytes", "largest_item", "scenario", "steady",
+    "throttled",
+]  # fmt: skip
 
 
 @attrs.frozen
@@ -66,6 +71,7 @@ class Steady:
     list_shards: float  # a second
     get_records: float  # a second (the idle shards' reads)
     peak_list_shards: int  # ListShards calls in the busiest second of the run
+    cache: HotItem | None = None  # the home stream's shard cache item ("ShardCache"), hot or not
 
 
 Counts = dict[tuple[str, Hashable], tuple[int, float, float]]
@@ -97,16 +103,30 @@ def steady(cluster: Cluster, seconds: float, hottest: int = 3) -> Steady:
     tables = [TableRate(name, *rate) for (name, _), rate in sorted(_rates(after[0], before[0], seconds).items())]
     items = _rates(after[1], before[1], seconds)
     hot = sorted(items.items(), key=lambda kv: -(kv[1][1] + kv[1][2]))[:hottest]
-    hot_items = []
-    for (name, key), (calls, read, write) in hot:
-        peak_read, peak_write = cluster.db.meter.tables[name].peak(key)
-        hot_items.append(HotItem(name, _key(key), calls, read, write, peak_read, peak_write))
+    hot_items = [_hot_item(cluster, name, key, rates) for (name, key), rates in hot]
+    cache = next(
+        (_hot_item(cluster, name, key, rates) for (name, key), rates in items.items()
+         if name == cluster.tables.metadata and _key(key) == SHARD_CACHE_KEY),
+        None,
+    )  # fmt: skip
     clients = max(1, len(cluster.clients))
     per_minute = (after[3] - before[3]) / clients / seconds * 60
     list_shards, get_records = (
         (after[2].get(op, 0) - before[2].get(op, 0)) / seconds for op in ("ListShards", "GetRecords")
     )
-    return Steady(seconds, tables, hot_items, per_minute, list_shards, get_records, cluster.kinesis.peak_list_rate())
+    return Steady(
+        seconds, tables, hot_items, per_minute, list_shards, get_records, cluster.kinesis.peak_list_rate(), cache
+    )
+
+
+def _hot_item(cluster: Cluster, table: str, key: Hashable, rates: tuple[float, float, float]) -> HotItem:
+    peak_read, peak_write = cluster.db.meter.tables[table].peak(key)
+    return HotItem(table, _key(key), *rates, peak_read, peak_write)
+
+
+def throttled(cluster: Cluster) -> dict[str, int]:
+    """The calls each table throttled (answered a throughput error) since the cluster began."""
+    return {name: meter.total.throttled for name, meter in sorted(cluster.db.meter.tables.items())}
 
 
 def _key(key: Hashable) -> str:
@@ -147,6 +167,13 @@ def largest_item(cluster: Cluster) -> tuple[int, str, str]:
             if size > found[0]:
                 found = (size, name, str(next(iter(item[key].values()))))
     return found
+
+
+def item_bytes(cluster: Cluster, table: str, key: str) -> int | None:
+    """The size of the item of ``table`` whose (string) key is ``key``, stored now; None if there is none."""
+    name = dict(cluster.tables.with_keys())[table]
+    found = (item for item in cluster.db.items(table) if item[name] == {"S": key})
+    return next((item_size(item) for item in found), None)
 
 
 def scenario(cluster: Cluster, clients: int, seconds: float, limit: float = 300.0) -> tuple[list[Change], Steady]:

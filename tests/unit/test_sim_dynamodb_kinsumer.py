@@ -82,7 +82,7 @@ def coordination(db: Any) -> list[Any]:
     meta.release_leadership(db, m, "b")  # not its lease: nothing
     meta.release_leadership(db, m, "a")
     seen += [meta.read_leader(db, m), meta.take_leadership(db, m, "b", "worker-b", 10.0)]
-    shards = [f"shardId-{i:012d}" for i in range(1000)]  # packed: past the plain item's 64 KB
+    shards = [f"shardId-{i:012d}" for i in range(1000)]  # packed: past cache_item.PLAIN_LIMIT
     parents: dict[str, tuple[str, ...]] = {
         s: (f"shardId-{i + 5000:012d}", f"shardId-{i + 9000:012d}") for i, s in enumerate(shards)
     }
