@@ -190,7 +190,8 @@ class ShardLease:
             guard = commit.guard
             more = (guard is not None and guard.reservation_due()) or commit.busy_since != self._busy_since
             more = more or self._held_unstored(commit)
-            return self.state is LeaseState.OWNED and self._to_write(commit.checkpoint, more)[2]
+            held = commit.oldest_arrival is not None
+            return self.state is LeaseState.OWNED and self._to_write(commit.checkpoint, more, held)[2]
 
     def _held_unstored(self, commit: Commit) -> bool:
         """The row says no record is held while one has been for longer than two commit periods (lock held)."""
@@ -199,13 +200,19 @@ class ShardLease:
             return False
         return now_ms() - arrival > 2000 * self._rt.config.commit_frequency
 
-    def _to_write(self, checkpoint: Position | None, more: bool) -> tuple[Position | None, int, bool]:
+    def _to_write(self, checkpoint: Position | None, more: bool, held: bool) -> tuple[Position | None, int, bool]:
         """What a commit stores (lock held): the checkpoint if it moved forward, the heartbeat epoch it
         writes in, and whether it writes at all (a new checkpoint, a lease to confirm, or ``more``: a
-        reservation, or a long handler call begun or ended)."""
+        reservation, or a long handler call begun or ended).
+
+        A lease last confirmed before the heartbeat chain broke is confirmed by a write only while the
+        shard holds records (``held``: read and not yet processed), which wait for it: an idle shard's
+        lease is confirmed when records come (the worker asks before it hands them on). So a late
+        heartbeat costs a write per busy shard, not one per owned shard: at 1,024 idle shards those
+        1,024 writes at once slowed the machine enough to make the next heartbeat late too."""
         new = self._forward(checkpoint)
         epoch = self._liveness.epoch
-        confirm = epoch != self._epoch and self._liveness.fresh()  # a write in this chain confirms it
+        confirm = held and epoch != self._epoch and self._liveness.fresh()  # a write in this chain confirms it
         return new, epoch, new is not None or confirm or more
 
     def commit(self, latest: Callable[[], Commit], call: Call) -> bool:
@@ -224,7 +231,7 @@ class ShardLease:
             handed = None if reservation is None else reservation[0]
             busy = commit.busy_since
             more = handed is not None or busy != self._busy_since or self._held_unstored(commit)
-            new, epoch, writes = self._to_write(checkpoint, more)
+            new, epoch, writes = self._to_write(checkpoint, more, commit.oldest_arrival is not None)
             if not writes:
                 return True
             if not self._owned_write(

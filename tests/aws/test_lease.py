@@ -8,7 +8,7 @@ import pytest
 
 from kinsumer import Config, StatReceiver
 from kinsumer.aws.retry import retry_call
-from kinsumer.aws.tables import Tables
+from kinsumer.aws.tables import Tables, now_ms
 from kinsumer.coordination import checkpoints_table
 from kinsumer.coordination.lease import Commit, LeaseState, ShardLease
 from kinsumer.coordination.liveness import Liveness
@@ -25,9 +25,11 @@ def call(fn: Any, operation: str) -> Any:
     return retry_call(fn, operation=operation, stats=StatReceiver())
 
 
-def commit(lease: ShardLease, checkpoint: Position | None, lag: int | None) -> bool:
-    """A commit of ``checkpoint`` (and the lag), as the committer makes one."""
-    return lease.commit(lambda: Commit(checkpoint, lag), call)
+def commit(lease: ShardLease, checkpoint: Position | None, lag: int | None, *, held: bool = False) -> bool:
+    """A commit of ``checkpoint`` (and the lag), as the committer makes one; ``held``: the shard holds records
+    not processed yet (the oldest arrived a second ago)."""
+    arrival = now_ms() - 1000 if held else None
+    return lease.commit(lambda: Commit(checkpoint, lag, oldest_arrival=arrival), call)
 
 
 class Clock:
@@ -148,7 +150,9 @@ def test_after_a_late_heartbeat_a_lease_hands_nothing_on_until_a_write_confirms_
     assert commit(lease, None, None) and updates == []  # no write while the heartbeat is late
     liveness.heartbeat_done(clock.now)  # it landed late: a new epoch
     assert not lease.fresh() and lease.needs_confirming()
-    assert commit(lease, None, None) and len(updates) == 1  # the confirming write
+    assert commit(lease, None, None) and updates == []  # idle: confirmed when records come, not before
+    assert not lease.fresh() and lease.needs_confirming()
+    assert commit(lease, None, None, held=True) and len(updates) == 1  # records wait: the confirming write
     assert lease.fresh() and not lease.needs_confirming()
 
 
@@ -163,5 +167,5 @@ def test_a_lease_taken_while_the_heartbeat_was_late_is_lost_at_its_confirmation(
     assert taken is not None
     lease._rt.liveness.heartbeat_done(clock.now)
     assert not lease.fresh()
-    assert not commit(lease, None, None)
+    assert not commit(lease, None, None, held=True)  # records came: the confirmation finds the row taken
     assert lease.state is LeaseState.LOST and row(db, tables).owner_id == "new"

@@ -129,6 +129,7 @@ class SimClient:
         self.round_at: float | None = None
         self.beat_at: float | None = None
         self.offset = 0.0  # how far its wall clock is off (seconds)
+        self.paused_until = 0.0  # its process is stopped until then (monotonic)
         self.shards_at: float | None = None  # the shard loop's or the commit clock's next due time
         self.leaving_at: float | None = None  # leaving: the handoffs' deadline
         self.rounds = 1  # the first, in start()

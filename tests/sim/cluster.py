@@ -110,7 +110,12 @@ class Tracking:
 class Ownership:
     """Which clients hold each shard's lease (captured, neither released nor lost), as their events leave it:
     a client's leases change only while its own events run. A crashed client holds nothing (its process
-    is gone; its rows wait to age). Two holders of one shard at once is what the leases must never allow."""
+    is gone; its rows wait to age). A paused client still holds its leases, stale ones once its heartbeat
+    no longer vouches for them (it delivers nothing of them until a write confirms them, and that write fails
+    once another client took the row). What the leases must never allow: a client takes a shard whose lease
+    another client holds and may still deliver from (``fresh``: the other's lease is fresh at that moment)."""
+
+    fresh: Callable[[str, str], bool] = lambda client_id, shard: True  # (client, shard): its lease is fresh now
 
     held: dict[str, frozenset[str]] = attrs.Factory(dict)  # client -> the shards it holds
     holders: dict[str, set[str]] = attrs.Factory(dict)  # shard -> the clients that hold it
@@ -128,7 +133,7 @@ class Ownership:
             holders = self.holders.setdefault(shard, set())
             holders.add(client_id)
             self.captures += 1
-            if len(holders) > 1:
+            if any(other != client_id and self.fresh(other, shard) for other in holders):
                 self.doubled.add(shard)
         for shard in old - owned:
             self.holders[shard].discard(client_id)
@@ -169,7 +174,7 @@ class Cluster:
         self.kinesis.calls.clear()
         self.kinesis.per_second.clear()
         self.tracking = Tracking(frozenset(self.shards))
-        self.ownership = Ownership()
+        self.ownership = Ownership(self._lease_fresh)
         self.calls_by_client: dict[str, int] = {}
         self._current: str | None = None  # the client whose event runs: its calls are counted as its
         self._queue: list[tuple[float, int, str, str]] = []
@@ -251,6 +256,21 @@ class Cluster:
         self._checked = None
         return children
 
+    def _lease_fresh(self, client_id: str, shard: str) -> bool:
+        client = self.clients.get(client_id)
+        offset, self.clock.offset = self.clock.offset, client.offset if client else 0.0
+        try:  # its lease, as it would judge it now (its heartbeat chain, on its clock)
+            workers = client.pool.every_worker() if client is not None else []
+            return any(w.shard_id == shard and w.lease.fresh() for w in workers)
+        finally:
+            self.clock.offset = offset
+
+    def pause(self, client_id: str, seconds: float) -> None:
+        """The process stops for ``seconds`` (a long GC pause, a frozen VM): none of its events runs until then,
+        and its clock, when it resumes, has moved on."""
+        client = self.clients[client_id]
+        client.paused_until = self.clock.now + seconds
+
     def live(self) -> list[str]:
         """The clients that run and are not stopping, sorted: the leader first."""
         return sorted(cid for cid, c in self.clients.items() if not c.pool.stopping)
@@ -277,6 +297,10 @@ class Cluster:
             client = self.clients.get(client_id)
             if client is None or at != getattr(client, f"{kind}_at"):
                 continue  # crashed, gone, or rescheduled since
+            if at < client.paused_until:  # paused: it runs when the process resumes
+                setattr(client, f"{kind}_at", client.paused_until)
+                self._push(client.paused_until, kind, client_id)
+                continue
             self.clock.now = max(self.clock.now, at)
             self._current = client_id
             self.clock.offset = client.offset

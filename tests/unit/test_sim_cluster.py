@@ -18,6 +18,7 @@ from tests.sim.figures import change, largest_item, scenario, steady
 PERIOD = Config().shard_check_frequency
 MAX_AGE = Config().effective_client_record_max_age
 LEADER = Config().leader_action_frequency
+PAUSE = 4.0
 
 
 @pytest.mark.parametrize("assignment", ["modulo", "balanced"])
@@ -77,7 +78,9 @@ def test_thousands_of_shards_are_listed_in_pages_and_shared() -> None:
 
 Op = tuple[str, int, float]
 ops = st.lists(
-    st.tuples(st.sampled_from(["join", "leave", "crash", "split"]), st.integers(0, 10), st.floats(0, 2 * PERIOD)),
+    st.tuples(
+        st.sampled_from(["join", "leave", "crash", "split", "pause"]), st.integers(0, 10), st.floats(0, 2 * PERIOD)
+    ),
     max_size=8,
 )
 
@@ -105,6 +108,8 @@ def test_any_interleaving_of_joins_leaves_crashes_and_splits_converges_never_wit
                 cluster.join()
             elif kind == "split":
                 cluster.split(cluster.shards[which % len(cluster.shards)])
+            elif kind == "pause" and live:  # up to 12 s: past the max age (its shards are taken) or short of it
+                cluster.pause(live[which % len(live)], PAUSE * (which % 4))
             elif len(live) > 1:  # one client stays
                 client = live[which % len(live)]
                 cluster.leave(client) if kind == "leave" else cluster.crash(client)
@@ -113,7 +118,7 @@ def test_any_interleaving_of_joins_leaves_crashes_and_splits_converges_never_wit
         # parent is assigned, up to three: the owner reads it to its end and finishes it, the leader publishes
         # the children, the others read the new cache at their next round
         split = any(kind == "split" for kind, _, _ in changes)
-        limit = MAX_AGE + (7 if split else 4) * PERIOD
+        limit = MAX_AGE + (7 if split else 4) * PERIOD + 3 * PAUSE  # a pause may still run at the last change
         assert cluster.run(limit, cluster.converged), (cluster.live(), cluster.owners())
         # then each lease comes to the client that wants it: a crashed owner's row ages first; a split parent's
         # owner reads it to its end, finishes it, and its children are taken

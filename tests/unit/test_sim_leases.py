@@ -100,3 +100,49 @@ def test_clocks_further_apart_than_the_max_age_make_a_live_owner_look_silent(apa
         assert first in cluster.clients  # it never stopped
         assert bool(cluster.ownership.doubled) is taken
         assert (cluster.false_silent > 0) is taken
+
+
+def _checkpoint_writes(cluster: Cluster, client_id: str) -> list[str]:
+    """Start counting the writes ``client_id`` makes to the checkpoints table."""
+    writes: list[str] = []
+
+    def note(params: dict[str, object], **_: object) -> None:
+        if cluster._current == client_id and params["TableName"] == cluster.tables.checkpoints:
+            writes.append(str(params["Key"]))
+
+    cluster.db.meta.events.register("provide-client-params.dynamodb.UpdateItem", note)
+    return writes
+
+
+def test_a_late_heartbeat_makes_no_idle_shard_write() -> None:
+    """A pause past half the max age breaks the client's heartbeat chain, not its membership: each lease then
+    waits for a write to confirm it, which an idle shard makes only once records come (it used to make one per
+    owned shard at once: 1,024 writes at 1,024 shards, which slowed a loaded machine into the next late beat)."""
+    with Cluster(16, seed=5) as cluster:
+        for _ in range(2):
+            cluster.join()
+        assert cluster.run(20, cluster.settled)
+        paused = cluster.live()[1]
+        held = cluster.ownership.held[paused]
+        writes = _checkpoint_writes(cluster, paused)
+        cluster.pause(paused, MAX_AGE * 0.7)  # past max_age / 2 (its chain), short of max_age (its membership)
+        cluster.run(MAX_AGE + 3 * Config().commit_frequency)
+        assert cluster.ownership.held[paused] == held and cluster.settled()
+        assert writes == [] and not cluster.ownership.doubled
+        workers = cluster.clients[paused].pool.every_worker()
+        assert all(w.lease.needs_confirming() for w in workers)  # confirmed once records come
+
+
+def test_a_paused_clients_shards_are_taken_only_once_its_lease_is_stale_and_it_lets_them_go_on_resuming() -> None:
+    with Cluster(12, seed=9) as cluster:
+        for _ in range(3):
+            cluster.join()
+        assert cluster.run(20, cluster.settled)
+        paused = cluster.live()[2]
+        held = set(cluster.ownership.held[paused])
+        cluster.pause(paused, MAX_AGE + 3 * PERIOD)  # its rows age: the others take its shards
+        others = lambda: set().union(*(cluster.ownership.held.get(c, ()) for c in cluster.clients if c != paused))  # noqa: E731
+        assert cluster.run(MAX_AGE + 3 * PERIOD, lambda: held <= others())  # taken while it is paused
+        assert cluster.run(4 * PERIOD + MAX_AGE, cluster.settled), cluster.ownership.held
+        assert not cluster.ownership.doubled  # taken only once its lease was stale: it delivered nothing meanwhile
+        assert paused in cluster.clients  # it resumed, and runs on with its share again
