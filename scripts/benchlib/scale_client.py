@@ -7,7 +7,8 @@ Runs with whichever ``kinsumer`` comes first on ``PYTHONPATH`` (this version, or
 unpacked by the benchmark), with the default ``Config``. Writes:
 
 - ``PREFIX.status``: a JSON line every 0.25 s: shards captured, threads, RSS (kB), CPU-seconds
-  of the process, GetRecords answered so far, and warnings seen (a shard taken from this client,
+  of the process (and of the reporter thread, which the bench subtracts), GetRecords answered so far,
+  and warnings seen (a shard taken from this client,
   a release that found its row taken, a stop that timed out);
 - ``PREFIX.deliveries``: ``id shard received-at sent-at`` per record (records are JSON with
   ``id`` and ``t``, the time they were sent);
@@ -124,6 +125,7 @@ def main() -> int:
                 "rss_kb": rss_kb(),
                 "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                 "cpu": times.user + times.system,
+                "reporter_cpu": time.thread_time(),  # this thread's own (status() of every shard): not the client's
                 "get_records": stats.get_records,
                 "warnings": warnings.counts,
             }
