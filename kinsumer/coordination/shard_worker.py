@@ -275,8 +275,10 @@ class ShardWorker:
         """Wait ``seconds`` (a caller's thread); False (at once) if the shard is being given up."""
         return not clock.wait(self._stop, seconds)
 
-    async def _io(self, fn: Callable[[], T]) -> T:
-        return await self._loop.io(fn)
+    async def _io(self, fn: Callable[[], T], *, first: bool = True) -> T:
+        """``fn()`` on the loop's pool: the lease's calls go ahead of the reads waiting for a thread (``first``),
+        so a capture or a release never waits behind the GetRecords of hundreds of shards."""
+        return await self._loop.io(fn, first=first)
 
     async def _sleep(self, seconds: float) -> None:
         """Wait ``seconds`` on the loop; :class:`Stopped` at once on a stop request."""
@@ -383,7 +385,9 @@ class ShardWorker:
                 ticket, size = rt.delivery.budget.request(pages.estimate(), self._poke), 0
                 try:
                     await self._granted(ticket)
-                    page, records, size = await self._io(functools.partial(_fetch, reader, self.scope.name))
+                    page, records, size = await self._io(
+                        functools.partial(_fetch, reader, self.scope.name), first=False
+                    )
                 finally:
                     pages.settle(ticket, size)
                 try:
@@ -409,7 +413,7 @@ class ShardWorker:
             return False
         finally:
             if reader is not None:
-                await self._io(reader.close)
+                await self._io(reader.close, first=False)
 
     async def _push(self, progress: ShardProgress, records: list[Record], size: int) -> bool:
         """Hand ``records`` (``size`` bytes) to the delivery while the lease is fresh; False on a stop

@@ -61,9 +61,10 @@ class ShardLoop:
         """Run ``coroutine`` on the loop (from any thread)."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
 
-    async def io(self, fn: Callable[[], T]) -> T:
-        """``fn()`` on the pool (from the loop): a blocking call, or parsing."""
-        return await asyncio.wrap_future(self._pool.submit(fn), loop=self.loop)
+    async def io(self, fn: Callable[[], T], *, first: bool = False) -> T:
+        """``fn()`` on the pool (from the loop): a blocking call, or parsing. ``first``: ahead of the calls
+        waiting for a thread (a lease's writes: a handoff does not wait behind reads of a slow Kinesis)."""
+        return await asyncio.wrap_future(self._pool.submit(fn, first=first), loop=self.loop)
 
     def poke(self) -> Poke:
         """A wake-up for one coroutine of this loop (see :class:`Poke`)."""
@@ -146,12 +147,16 @@ class ThreadPool:
         self._started = 0
         self._shut = False
 
-    def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+    def submit(self, fn: Callable[[], T], *, first: bool = False) -> concurrent.futures.Future[T]:
+        """Run ``fn()`` on a thread of the pool; ``first``: before the calls already waiting for one."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._lock:
             if self._shut:
                 raise RuntimeError(f"{self._name}: shut down")
-            self._calls.append((fn, future))
+            if first:
+                self._calls.appendleft((fn, future))
+            else:
+                self._calls.append((fn, future))
             if self._idle:
                 self._idle.pop().set()
             elif self._threads < self._size:

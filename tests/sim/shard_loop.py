@@ -77,7 +77,7 @@ class SimShardLoop(ShardLoop):
         task.add_done_callback(done)
         return future
 
-    async def io(self, fn: Callable[[], T]) -> T:
+    async def io(self, fn: Callable[[], T], *, first: bool = False) -> T:
         return fn()
 
     def poke(self) -> Poke:
