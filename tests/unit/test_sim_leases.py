@@ -9,7 +9,7 @@ import pytest
 from kinsumer.config import Config
 from kinsumer.coordination import checkpoints_table
 from tests.sim.cluster import Cluster
-from tests.sim.figures import change, steady
+from tests.sim.figures import change
 
 PERIOD = Config().shard_check_frequency
 MAX_AGE = Config().effective_client_record_max_age
@@ -74,17 +74,6 @@ def test_a_split_parent_is_finished_and_its_children_are_taken() -> None:
         assert rows[parent].finished
         assert all(rows[c].owner_id in cluster.live() for c in children)
         assert not cluster.ownership.doubled
-
-
-def test_idle_shards_commit_nothing_at_steady_state() -> None:
-    with Cluster(16, seed=8) as cluster:
-        for _ in range(2):
-            cluster.join()
-        assert cluster.run(20, cluster.settled)
-        figures = steady(cluster, 60)
-    tables = {t.table: t for t in figures.tables}
-    assert tables["sim_checkpoints"].write_units == 0  # an idle shard's lease lives on the heartbeat
-    assert figures.get_records == pytest.approx(16 / Config().idle_poll_interval, rel=0.1)
 
 
 @pytest.mark.parametrize(("apart", "taken"), [(4.0, False), (8.0, True)])
