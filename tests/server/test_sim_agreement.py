@@ -5,10 +5,13 @@ share, a steady window with both, from the end of one of A's rounds.
 
 What is compared, and what agreement means:
 
-- The join time in rounds of the joining client: B's rounds (its first, in ``run()``, included) when the
-  assignment converged, every shard wanted by exactly one client as modulo gives it and A alone leading; counted
-  discretely on both sides (the real rounds by wrapping ``Coordinator.tick``), so a slow machine does not
-  stretch it as it stretches seconds. A round count is a small integer, where 20% is less than one round, so
+- The join time in rounds: once the assignment converged (every shard wanted by exactly one client as modulo
+  gives it, A alone leading), the most rounds either client made until it wanted its share, B's counted from its
+  first (in ``run()``), A's from its first round that began once B's ``run()`` returned (none, if a round under
+  way then already saw B); counted discretely on both sides (the real rounds by wrapping ``Coordinator.tick``),
+  so a slow machine neither stretches it as it stretches seconds nor shifts it by a round (B's rounds alone did:
+  a leader's round slowed by load ended after B's second, and the join counted 2 against 1 once). A round count
+  is a small integer, where 20% is less than one round, so
   within 20% is ``|real - sim| <= 0.2 * sim``: equal, for counts under 5. As B's start may fall anywhere between
   two of A's rounds in reality, the simulator joins B at several phases of A's period; the real count must agree
   with the simulator's at one of them (it gives the same count at all of them).
@@ -35,6 +38,7 @@ calls of A alone (a window more, for a figure the two-client window already chec
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import Counter
@@ -69,7 +73,8 @@ class Round:
     """One real membership round, as it ended."""
 
     client: str
-    ended: float  # monotonic
+    started: float  # monotonic
+    ended: float
     wanted: frozenset[str]
     leading: bool
 
@@ -83,11 +88,12 @@ class Rounds:
         original = Coordinator.tick
 
         def tick(coordinator: Coordinator, deadline: float | None = None) -> None:
+            started = time.monotonic()
             try:
                 original(coordinator, deadline)
             finally:
                 wanted = frozenset(w.shard_id for w in coordinator.workers())
-                ended = Round(coordinator._rt.client_id, time.monotonic(), wanted, coordinator.is_leader)
+                ended = Round(coordinator._rt.client_id, started, time.monotonic(), wanted, coordinator.is_leader)
                 with self._done:
                     self.log.append(ended)
                     self._done.notify_all()
@@ -103,6 +109,25 @@ class Rounds:
         with self._done:
             if not self._done.wait_for(lambda: sum(1 for r in self.log if r.client == client) >= count, timeout):
                 raise AssertionError(f"{client} did not end {count} rounds within {timeout:g} s")
+
+    def join_rounds(self, first: str, second: str, joined: float, until: float) -> int:
+        """The rounds the join took, as the simulator counts them: the most rounds either client made until it
+        wanted its share at ``until`` (monotonic: when the assignment converged), the joining one's from its
+        first, the first one's from its first round that began at ``joined`` or later (none, if a round under
+        way as the other joined already saw it: a loaded machine may time one either way)."""
+        with self._done:
+            log = [r for r in self.log if r.ended <= until]
+        needed = []
+        for client, since in ((second, -math.inf), (first, joined)):
+            rounds = [r for r in log if r.client == client]
+            final = rounds[-1].wanted
+            before = [r for r in rounds if r.started < since]
+            if before and before[-1].wanted == final:
+                needed.append(0)
+                continue
+            counted = [r for r in rounds if r.started >= since]
+            needed.append(next(i for i, r in enumerate(counted, 1) if r.wanted == final))
+        return max(needed)
 
     def converged(self, shards: list[str], clients: list[str]) -> tuple[int, float] | None:
         """The rounds of the last of ``clients`` (which joins last) when every one of them, as of its last
@@ -204,6 +229,7 @@ def run_real(server: LocalServer, stream: str, app: str, rounds: Rounds) -> Real
         wait_until(lambda: _holds_share(a, frozenset(shards)), 60, "A holding every shard")
         rounds.wait(FIRST, rounds.of(FIRST) + 1, 30)  # B starts as one of A's rounds ends
         b.run()
+        joined = time.monotonic()  # B's row is written: a round of A's that begins now sees it
         wait_until(lambda: rounds.converged(shards, [FIRST, SECOND]) is not None, 30, "the assignment converging")
         shares = [frozenset(assigned_shards(shards, i, 2)) for i in range(2)]
         wait_until(lambda: _holds_share(a, shares[0]) and _holds_share(b, shares[1]), 60, "each holding its share")
@@ -217,7 +243,7 @@ def run_real(server: LocalServer, stream: str, app: str, rounds: Rounds) -> Real
         _stop(a, b)
     converged = rounds.converged(shards, [FIRST, SECOND])
     assert converged is not None
-    return Real(window, converged[0], held, in_window)
+    return Real(window, rounds.join_rounds(FIRST, SECOND, joined, converged[1]), held, in_window)
 
 
 def _agrees(real: float, sim: float) -> bool:
@@ -245,7 +271,7 @@ def test_the_simulators_calls_a_minute_and_join_rounds_agree_with_real_clients_o
     figures = (
         f"{shards} shards: A {real.window.per_minute(FIRST):.0f} (simulated {sim.window.per_minute(FIRST):.0f}), "
         f"B {real.window.per_minute(SECOND):.0f} (simulated {sim.window.per_minute(SECOND):.0f}) calls/min; "
-        f"join: {real.join_rounds} rounds of B (simulated {sorted(set(sim.join_rounds.values()), key=str)}), "
+        f"join: {real.join_rounds} rounds (simulated {sorted(set(sim.join_rounds.values()), key=str)}), "
         f"leases held after {real.held_rounds}; rounds in the window {real.window_rounds}"
     )
     print(figures, {c: (dict(real.window.calls[c]), dict(sim.window.calls[c])) for c in (FIRST, SECOND)})

@@ -81,7 +81,9 @@ class Window:
 class JoinFigures:
     """What :func:`simulate_join` measures (and the server test measures on real clients)."""
 
-    #: The joining client's rounds when the cluster converged (None: it did not), by the phase it joined at.
+    #: The rounds the join took (None: it did not converge), by the phase the second client joined at: the
+    #: most rounds either client made until it wanted its final share, counting the joining client's from its
+    #: first, and the first client's from its first round that began after the join.
     join_rounds: dict[float, int | None]
     window: Window  # both clients, steady, after the join
 
@@ -138,9 +140,19 @@ def _join(
         cluster.run(settle)
         next_round(cluster, first)
         cluster.run(phase * config.shard_check_frequency)
-        joining = cluster.join(second)
-        converged = cluster.converged() or cluster.run(limit, cluster.converged)
-        rounds = joining.rounds if converged else None
+        already = cluster.clients[first].rounds
+        cluster.join(second)
+        seen: list[tuple[str, int, frozenset[str]]] = []  # (client, its rounds, what it wants) after each event
+
+        def converged() -> bool:
+            seen.extend((c, cluster.clients[c].rounds, cluster.clients[c].wanted) for c in clients)
+            return cluster.converged()
+
+        rounds = None
+        if converged() or cluster.run(limit, converged):
+            final = {c: cluster.clients[c].wanted for c in clients}
+            needed = {c: next(n for client, n, wanted in seen if client == c and wanted == final[c]) for c in clients}
+            rounds = max(needed[second], needed[first] - already)
         if window is None:
             return rounds, None
         cluster.run(settle)
