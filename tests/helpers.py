@@ -7,7 +7,7 @@ import json
 import os
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -200,6 +200,34 @@ class Audit:
                 bad.append((prev, d))
             last[d.shard_id] = d
         return bad
+
+
+class DynamoDBCalls(StatReceiver):
+    """Every DynamoDB call a client reports (``StatReceiver.dynamodb_call``): ``seen`` holds (operation, table,
+    seconds, error) in order, and ``ended`` when each ended (monotonic)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: list[tuple[str, str, float, str | None]] = []
+        self.ended: list[float] = []
+
+    def dynamodb_call(self, operation: str, table: str, seconds: float, error: str | None) -> None:
+        with self.lock:
+            self.seen.append((operation, table, seconds, error))
+            self.ended.append(time.monotonic())
+
+    def count(self, operation: str, error: str | None = None) -> int:
+        with self.lock:
+            return sum(1 for op, _, _, e in self.seen if op == operation and e == error)
+
+    def between(self, start: float, end: float) -> Counter[str]:
+        """The calls that ended in [start, end), by operation and table (and error)."""
+        with self.lock:
+            return Counter(
+                f"{op} {table}" + (f" {error}" if error else "")
+                for at, (op, table, _, error) in zip(self.ended, self.seen, strict=True)
+                if start <= at < end
+            )
 
 
 class CountingStats(StatReceiver):

@@ -104,15 +104,11 @@ class Committer:
     def submit(self, shard: Committable, deadline: float) -> concurrent.futures.Future[bool | None]:
         """:meth:`commit` on the committer's threads (a worker confirming its lease); None once stopped."""
         if not self._threads:
-            done: concurrent.futures.Future[bool | None] = concurrent.futures.Future()
-            done.set_result(None if self._stopping else self.commit(shard, deadline))
-            return done
+            return _resolved(None if self._stopping else self.commit(shard, deadline))
         try:
             return self._pool.submit(functools.partial(self.commit, shard, deadline))
         except RuntimeError:  # shut down: the client is stopping
-            stopped: concurrent.futures.Future[bool | None] = concurrent.futures.Future()
-            stopped.set_result(None)
-            return stopped
+            return _resolved(None)
 
     def _loop(self) -> None:
         while True:
@@ -198,3 +194,10 @@ class Committer:
         if not owned:
             shard.ownership_lost()
         return owned
+
+
+def _resolved(result: bool | None) -> concurrent.futures.Future[bool | None]:
+    """A future that is done already, with ``result``."""
+    future: concurrent.futures.Future[bool | None] = concurrent.futures.Future()
+    future.set_result(result)
+    return future

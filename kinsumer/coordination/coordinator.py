@@ -38,7 +38,7 @@ from .assignment import assigned_shards, client_index
 from .clients_table import ClientRow
 from .heartbeat import Heartbeat
 from .identity import claim_row, release_row
-from .leader import Leader
+from .leader import Leader, due_by_round
 from .membership import Membership
 from .metadata_table import ShardCache
 from .roster import Roster, headline_to_trust, silent_until
@@ -210,7 +210,7 @@ class Coordinator:
         agreed = self._agreed(clients)
         now = clock.monotonic()
         newest = max((c.cache_version for c in clients), default=0)
-        read_all = newest > self._cache_version or now >= self._next_cache_read - cfg.shard_check_frequency / 2
+        read_all = newest > self._cache_version or due_by_round(now, self._next_cache_read, cfg.shard_check_frequency)
         if read_all:
             self._next_cache_read = now + cfg.leader_action_frequency
         leader_due = leader.refresh_due()

@@ -29,12 +29,19 @@ from .metadata_table import ShardCache
 from .roster import Roster
 from .runtime import Runtime
 
-__all__ = ["Leader"]
+__all__ = ["Leader", "due_by_round"]
 
 log = logging.getLogger("kinsumer.coordinator")
 
 _REAP_AFTER = 600.0  # seconds of silence after which the leader deletes a client row (a crashed client's)
 _REAP_EVERY = 60.0  # seconds between two looks for such rows
+
+
+def due_by_round(now: float, at: float, round_period: float) -> bool:
+    """Whether a duty due at ``at`` (monotonic) is done by the round running ``now``: by the round nearest its
+    time, so one a little early does it. A duty that is due again a period after it was done (after its own
+    calls) then stays every period, rather than slipping a round each time by the time its calls took."""
+    return now >= at - round_period / 2
 
 
 class Leader:
@@ -72,10 +79,8 @@ class Leader:
             self.leading = False
 
     def refresh_due(self) -> bool:
-        """It leads and the shard cache is due to be listed again (by the round nearest its time: a round that
-        comes a little early for it does it, so it stays every ``leader_action_frequency`` and does not slip a
-        round each time by the calls the refresh itself took)."""
-        return self.leading and monotonic() >= self._next_action - self._rt.config.shard_check_frequency / 2
+        """It leads and the shard cache is due to be listed again (:func:`due_by_round`)."""
+        return self.leading and due_by_round(monotonic(), self._next_action, self._rt.config.shard_check_frequency)
 
     def refreshed(self, call: Callable[..., Any]) -> None:
         """The due refresh was done: the next one in ``leader_action_frequency``; and, if due, the rows of

@@ -81,6 +81,11 @@ class Commit:
     #: own when the row says none while one is held for longer than two commit periods).
     oldest_arrival: int | None = None
 
+    @property
+    def holds_records(self) -> bool:
+        """The shard holds records read and not processed yet (they wait for a fresh lease)."""
+        return self.oldest_arrival is not None
+
 
 class LeaseState(enum.Enum):
     UNCLAIMED = "unclaimed"  # not captured (yet)
@@ -190,8 +195,7 @@ class ShardLease:
             guard = commit.guard
             more = (guard is not None and guard.reservation_due()) or commit.busy_since != self._busy_since
             more = more or self._held_unstored(commit)
-            held = commit.oldest_arrival is not None
-            return self.state is LeaseState.OWNED and self._to_write(commit.checkpoint, more, held)[2]
+            return self.state is LeaseState.OWNED and self._to_write(commit.checkpoint, more, commit.holds_records)[2]
 
     def _held_unstored(self, commit: Commit) -> bool:
         """The row says no record is held while one has been for longer than two commit periods (lock held)."""
@@ -231,7 +235,7 @@ class ShardLease:
             handed = None if reservation is None else reservation[0]
             busy = commit.busy_since
             more = handed is not None or busy != self._busy_since or self._held_unstored(commit)
-            new, epoch, writes = self._to_write(checkpoint, more, commit.oldest_arrival is not None)
+            new, epoch, writes = self._to_write(checkpoint, more, commit.holds_records)
             if not writes:
                 return True
             if not self._owned_write(

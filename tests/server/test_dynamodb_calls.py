@@ -4,7 +4,6 @@ which sees each request as it really goes out."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Callable
 
@@ -13,28 +12,14 @@ import botocore.exceptions
 import pytest
 
 from demo.servers import LocalServer, client
-from kinsumer import Kinsumer, StatReceiver
+from kinsumer import Kinsumer
 from kinsumer.aws.call_watch import CallWatch
 from kinsumer.aws.tables import Tables
-from tests.helpers import wait_until
+from tests.helpers import DynamoDBCalls, wait_until
 from tests.relay import KinesisRelay
 from tests.server.conftest import SERVER_CONFIG
 
 pytestmark = pytest.mark.server
-
-
-class Calls(StatReceiver):
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.seen: list[tuple[str, str, float, str | None]] = []
-
-    def dynamodb_call(self, operation: str, table: str, seconds: float, error: str | None) -> None:
-        with self.lock:
-            self.seen.append((operation, table, seconds, error))
-
-    def count(self, operation: str, error: str | None = None) -> int:
-        with self.lock:
-            return sum(1 for op, _, _, e in self.seen if op == operation and e == error)
 
 
 def test_each_call_on_the_tables_is_reported_once_with_its_table_and_outcome(
@@ -46,7 +31,7 @@ def test_each_call_on_the_tables_is_reported_once_with_its_table_and_outcome(
     throttled = lambda operation, n: "throttled" if operation == "PutItem" and n == 3 else None  # noqa: E731
     with KinesisRelay(moto_server.endpoint, call_fault=throttled) as relay:
         db = client(relay.endpoint, "dynamodb", retries={"total_max_attempts": 1})
-        calls = Calls()
+        calls = DynamoDBCalls()
         config = attrs.evolve(SERVER_CONFIG, stats=calls)
         k = Kinsumer(stream, app, "watched", config, kinesis=moto_server.client("kinesis"), dynamodb=db)
         k.create_required_tables()
@@ -80,7 +65,7 @@ def test_each_call_on_the_tables_is_reported_once_with_its_table_and_outcome(
 
 
 def test_a_call_without_an_answer_is_reported_with_the_exception_type(app: str) -> None:
-    calls = Calls()
+    calls = DynamoDBCalls()
     tables = Tables.for_application(app)
     watch = CallWatch(tables, calls)
     db = client("http://127.0.0.1:9", "dynamodb", retries={"total_max_attempts": 1}, connect_timeout=2)

@@ -41,18 +41,17 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 
 import attrs
 import pytest
 
 from demo.servers import LocalServer
-from kinsumer import Config, Kinsumer, StatReceiver
+from kinsumer import Config, Kinsumer
 from kinsumer.aws.kinesis import list_shards
 from kinsumer.coordination.assignment import assigned_shards
 from kinsumer.coordination.coordinator import Coordinator
-from tests.helpers import wait_until
+from tests.helpers import DynamoDBCalls, wait_until
 from tests.sim.agreement import JoinFigures, Window, simulate_join
 
 pytestmark = pytest.mark.server
@@ -149,27 +148,6 @@ class Rounds:
         return None
 
 
-class Calls(StatReceiver):
-    """One client's DynamoDB calls, with when each ended (monotonic)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.seen: list[tuple[float, str, str, str | None]] = []
-
-    def dynamodb_call(self, operation: str, table: str, seconds: float, error: str | None) -> None:
-        with self._lock:
-            self.seen.append((time.monotonic(), operation, table, error))
-
-    def between(self, start: float, end: float) -> Counter[str]:
-        """The calls that ended in [start, end), by operation and table (and error)."""
-        with self._lock:
-            return Counter(
-                f"{op} {table}" + (f" {error}" if error else "")
-                for at, op, table, error in self.seen
-                if start <= at < end
-            )
-
-
 @attrs.frozen
 class Real:
     """What the real run measured."""
@@ -180,7 +158,7 @@ class Real:
     window_rounds: dict[str, int]  # each client's rounds in the second window, to show a stalled machine
 
 
-def _window(calls: dict[str, Calls], seconds: float) -> Window:
+def _window(calls: dict[str, DynamoDBCalls], seconds: float) -> Window:
     """A steady window of ``seconds`` from now: a measurement over a fixed time, not a wait for something."""
     start = time.monotonic()
     time.sleep(seconds)  # the calls are counted by when they ended: one that ends late is not in the window
@@ -215,7 +193,7 @@ def run_real(server: LocalServer, stream: str, app: str, rounds: Rounds) -> Real
     """The scenario with real clients; the clients are stopped at the end."""
     kinesis = server.client("kinesis")
     shards = sorted(s.shard_id for s in list_shards(kinesis, stream))
-    calls = {FIRST: Calls(), SECOND: Calls()}
+    calls = {FIRST: DynamoDBCalls(), SECOND: DynamoDBCalls()}
 
     def client(client_id: str) -> Kinsumer:
         config = attrs.evolve(CONFIG, client_id=client_id, stats=calls[client_id])

@@ -155,6 +155,13 @@ class Cluster:
         self._schedule_beat(client, now if client.coordinator.heartbeat.asked else now + period)
         return client
 
+    def start(self, clients: int, limit: float = 20.0) -> bool:
+        """``clients`` clients join at once; run until every lease is with its client (False: not within
+        ``limit`` seconds)."""
+        for _ in range(clients):
+            self.join()
+        return self.run(limit, self.settled)
+
     def leave(self, client_id: str) -> None:
         """A clean stop: the loop wakes up at once, ends, and the coordinator leaves."""
         client = self.clients[client_id]

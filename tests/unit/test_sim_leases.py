@@ -23,9 +23,7 @@ def _rows(cluster: Cluster) -> dict[str, checkpoints_table.CheckpointRow]:
 @pytest.mark.parametrize("assignment", ["modulo", "balanced"])
 def test_every_lease_goes_to_the_client_that_wants_it_and_the_rows_say_so(assignment: str) -> None:
     with Cluster(12, attrs.evolve(Config(), assignment=assignment), seed=2) as cluster:
-        for _ in range(3):
-            cluster.join()
-        assert cluster.run(20, cluster.settled)
+        assert cluster.start(3)
         rows = _rows(cluster)
         held = cluster.ownership.held
         assert {s: r.owner_id for s, r in rows.items()} == {s: c for c in cluster.live() for s in held[c]}
@@ -34,9 +32,7 @@ def test_every_lease_goes_to_the_client_that_wants_it_and_the_rows_say_so(assign
 
 def test_a_clean_leave_hands_its_shards_off_before_its_row_ages() -> None:
     with Cluster(12, seed=4) as cluster:
-        for _ in range(3):
-            cluster.join()
-        assert cluster.run(20, cluster.settled)
+        assert cluster.start(3)
         follower = cluster.live()[-1]
         left = change(cluster, "clean leave", lambda: (cluster.leave(follower), follower)[1])
         assert follower in cluster.gone and left.settled is not None
@@ -47,9 +43,7 @@ def test_a_clean_leave_hands_its_shards_off_before_its_row_ages() -> None:
 
 def test_a_crashed_clients_shards_are_taken_only_once_its_heartbeat_aged() -> None:
     with Cluster(12, seed=6) as cluster:
-        for _ in range(3):
-            cluster.join()
-        assert cluster.run(20, cluster.settled)
+        assert cluster.start(3)
         victim = cluster.live()[-1]
         held = set(cluster.ownership.held[victim])
         crashed_at = cluster.clock.now
@@ -64,9 +58,7 @@ def test_a_crashed_clients_shards_are_taken_only_once_its_heartbeat_aged() -> No
 
 def test_a_split_parent_is_finished_and_its_children_are_taken() -> None:
     with Cluster(4, seed=1) as cluster:
-        cluster.join()
-        cluster.join()
-        assert cluster.run(20, cluster.settled)
+        assert cluster.start(2)
         parent = cluster.shards[1]
         children = cluster.split(parent)
         assert cluster.run(4 * Config().leader_action_frequency, cluster.settled), cluster.ownership.held
@@ -108,9 +100,7 @@ def test_a_late_heartbeat_makes_no_idle_shard_write() -> None:
     waits for a write to confirm it, which an idle shard makes only once records come (it used to make one per
     owned shard at once: 1,024 writes at 1,024 shards, which slowed a loaded machine into the next late beat)."""
     with Cluster(16, seed=5) as cluster:
-        for _ in range(2):
-            cluster.join()
-        assert cluster.run(20, cluster.settled)
+        assert cluster.start(2)
         paused = cluster.live()[1]
         held = cluster.ownership.held[paused]
         writes = _checkpoint_writes(cluster, paused)
@@ -124,9 +114,7 @@ def test_a_late_heartbeat_makes_no_idle_shard_write() -> None:
 
 def test_a_paused_clients_shards_are_taken_only_once_its_lease_is_stale_and_it_lets_them_go_on_resuming() -> None:
     with Cluster(12, seed=9) as cluster:
-        for _ in range(3):
-            cluster.join()
-        assert cluster.run(20, cluster.settled)
+        assert cluster.start(3)
         paused = cluster.live()[2]
         held = set(cluster.ownership.held[paused])
         cluster.pause(paused, MAX_AGE + 3 * PERIOD)  # its rows age: the others take its shards
