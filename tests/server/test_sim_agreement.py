@@ -19,15 +19,15 @@ What is compared, and what agreement means:
   real side through ``StatReceiver.dynamodb_call``, the simulator through botocore's ``after-call`` on its
   client): the real figure within 20% of the simulator's. Idle shards write no checkpoint, so these are the
   coordination's calls on both sides. The rate of a timer-driven client is set by its timers, so the timings
-  make the count in a window exact rather than cut at its edges: the window holds 22 rounds, starts as one of A's
-  rounds ends, and every periodic call comes every round (heartbeat, membership) or every 11 rounds (the
-  leader's cache refresh, its lease renewal, a follower's cache read: 5 s, plus the round it slips by as its
-  calls take time; :mod:`tests.sim.agreement`). What a loaded machine can change: a round that takes longer
-  than its period (moto's Scan of 128 rows, under load) skips the rounds it overran, and a refresh that takes
-  over a round slips one more; both only lower the real figure, by a call or two of ~46 each; moto does not
-  throttle, so there is no backoff; the failure message gives each side's calls by operation and the rounds in
-  the window. ``client_record_max_age`` is 10 s, not the tier's 2 s: a heartbeat must land 4.5 s late before
-  the leases need confirming with a write each (64 at 128 shards: a loaded machine's doing, not the
+  make the count in a window exact rather than cut at its edges: each client's window is 22 of its own rounds
+  (11 s at its period), from the end of one to the end of the 22nd after (waited for, not slept), and every
+  periodic call comes every round (heartbeat, membership) or every 11 rounds (the leader's cache refresh, its
+  lease renewal, a follower's cache read: 5 s; :mod:`tests.sim.agreement`). What a loaded machine can change:
+  a round that takes longer than its period (moto's Scan of 128 rows, under load) stretches the window's
+  seconds, not its rounds (the heartbeat, on its own thread, may fit one beat more or less in them); moto does
+  not throttle, so there is no backoff; the failure message gives each side's calls by operation and how long
+  each window took. ``client_record_max_age`` is 10 s, not the tier's 2 s: a heartbeat must land 4.5 s late
+  before the leases need confirming with a write each (64 at 128 shards: a loaded machine's doing, not the
   coordination's rate); ``idle_poll_interval`` is 10 s, so that 128 idle shards poll moto 13 times a second,
   not 128 (the simulator reads no shard).
 
@@ -61,7 +61,8 @@ CONFIG = Config(
     shard_check_frequency=0.5, leader_action_frequency=5.0, client_record_max_age=10.0, idle_poll_interval=10.0
 )
 FIRST, SECOND = "client-a", "client-b"  # A sorts first: it leads throughout
-WINDOW = 22 * CONFIG.shard_check_frequency  # seconds of the steady window: twice the 11 rounds of the slowest call
+WINDOW_ROUNDS = 22  # rounds of the steady window: twice the 11 rounds of the slowest call
+WINDOW = WINDOW_ROUNDS * CONFIG.shard_check_frequency  # its seconds, as the simulator measures it
 SETTLE = 2 * CONFIG.shard_check_frequency  # seconds after the shards are held (or A starts), before the window
 PHASES = (0.0, 0.25, 0.5, 0.75)  # where in A's period B joins, on the simulator
 TOLERANCE = 0.2
@@ -98,6 +99,11 @@ class Rounds:
                     self._done.notify_all()
 
         monkeypatch.setattr(Coordinator, "tick", tick)
+
+    def ends(self, client: str) -> list[float]:
+        """When each of ``client``'s rounds ended (monotonic), in order."""
+        with self._done:
+            return [r.ended for r in self.log if r.client == client]
 
     def of(self, client: str) -> int:
         with self._done:
@@ -155,14 +161,20 @@ class Real:
     window: Window
     join_rounds: int
     held_rounds: int  # B's rounds when each client held its share (its leases): polled, so at most one late
-    window_rounds: dict[str, int]  # each client's rounds in the second window, to show a stalled machine
+    window_seconds: dict[str, float]  # how long each client's window of rounds really took (a loaded machine's)
 
 
-def _window(calls: dict[str, DynamoDBCalls], seconds: float) -> Window:
-    """A steady window of ``seconds`` from now: a measurement over a fixed time, not a wait for something."""
-    start = time.monotonic()
-    time.sleep(seconds)  # the calls are counted by when they ended: one that ends late is not in the window
-    return Window(seconds, {client: c.between(start, start + seconds) for client, c in calls.items()})
+def _window(calls: dict[str, DynamoDBCalls], rounds: Rounds) -> tuple[Window, dict[str, float]]:
+    """Each client's calls over ``WINDOW_ROUNDS`` of its own rounds, from the end of its last round to the end
+    of the last of those (waited for, with a deadline): the simulator's window of ``WINDOW`` seconds, counted by
+    the rounds a loaded machine makes rather than by a time it stretches; and how long each window really took."""
+    count = {client: rounds.of(client) for client in calls}
+    start = {client: rounds.ends(client)[-1] for client in calls}
+    for client in calls:
+        rounds.wait(client, count[client] + WINDOW_ROUNDS, 10 * WINDOW)
+    end = {client: rounds.ends(client)[count[client] + WINDOW_ROUNDS - 1] for client in calls}
+    window = Window(WINDOW, {client: c.between(start[client], end[client]) for client, c in calls.items()})
+    return window, {client: end[client] - start[client] for client in calls}
 
 
 def _holds_share(k: Kinsumer, share: frozenset[str]) -> bool:
@@ -214,14 +226,16 @@ def run_real(server: LocalServer, stream: str, app: str, rounds: Rounds) -> Real
         held = rounds.of(SECOND)
         rounds.wait(SECOND, held + settle, 30)
         rounds.wait(FIRST, rounds.of(FIRST) + 1, 30)  # the window starts as one of A's rounds ends
-        before = {c: rounds.of(c) for c in calls}
-        window = _window(calls, WINDOW)
-        in_window = {c: rounds.of(c) - before[c] for c in calls}
+        window, took = _window(calls, rounds)
     finally:
         _stop(a, b)
     converged = rounds.converged(shards, [FIRST, SECOND])
     assert converged is not None
-    return Real(window, rounds.join_rounds(FIRST, SECOND, joined, converged[1]), held, in_window)
+    return Real(window, rounds.join_rounds(FIRST, SECOND, joined, converged[1]), held, took)
+
+
+def _seconds(took: dict[str, float]) -> dict[str, float]:
+    return {client: round(seconds, 2) for client, seconds in took.items()}
 
 
 def _agrees(real: float, sim: float) -> bool:
@@ -250,7 +264,7 @@ def test_the_simulators_calls_a_minute_and_join_rounds_agree_with_real_clients_o
         f"{shards} shards: A {real.window.per_minute(FIRST):.0f} (simulated {sim.window.per_minute(FIRST):.0f}), "
         f"B {real.window.per_minute(SECOND):.0f} (simulated {sim.window.per_minute(SECOND):.0f}) calls/min; "
         f"join: {real.join_rounds} rounds (simulated {sorted(set(sim.join_rounds.values()), key=str)}), "
-        f"leases held after {real.held_rounds}; rounds in the window {real.window_rounds}"
+        f"leases held after {real.held_rounds}; the windows took {_seconds(real.window_seconds)} s"
     )
     print(figures, {c: (dict(real.window.calls[c]), dict(sim.window.calls[c])) for c in (FIRST, SECOND)})
     disagreements = [_compare(client, real.window, sim.window) for client in (FIRST, SECOND)]
