@@ -197,24 +197,43 @@ class DataLossError(KinsumerError):
 
     The stream's retention trimmed the record a shard's position follows (``reason`` ``"trimmed"``,
     ``earliest``: the oldest record still in the shard), or the shard itself expired before the query
-    read it to its end (``"expired"``).
+    read it to its end (``"expired"``). ``replay_to``: set when the records were those of a batch the
+    query replays after a restart (from ``position`` to ``replay_to``), and every one of them is gone.
     """
 
-    def __init__(self, stream: str, shard: str, position: str, reason: str, earliest: str | None = None) -> None:
+    def __init__(
+        self,
+        stream: str,
+        shard: str,
+        position: str,
+        reason: str,
+        earliest: str | None = None,
+        replay_to: str | None = None,
+    ) -> None:
         self.stream = stream
         self.shard = shard
         self.position = position
         self.reason = reason
         self.earliest = earliest
-        if reason == "expired":
-            what = "expired (ListShards no longer lists it) before the query read it to its end"
+        self.replay_to = replay_to  # the recorded end of a batch being replayed, whose records are all gone
+        if replay_to is not None:
+            message = (
+                f"data loss in Kinesis stream {stream!r}: shard {shard}'s records from {position} to {replay_to}, "
+                "of a batch the query replays (its sink had not committed it), are gone: the shard's oldest record "
+                f"now is {earliest}; the stream's retention trimmed them. Set the option failOnDataLoss to false "
+                "to skip them and read on"
+            )
         else:
-            what = f"no longer holds that record: its oldest record now is {earliest}"
-        super().__init__(
-            f"data loss in Kinesis stream {stream!r}: shard {shard} was to be read from {position}, but it {what}; "
-            "records the query had not read were trimmed by the stream's retention and may be lost. "
-            "Set the option failOnDataLoss to false to read on from the oldest record still there"
-        )
+            if reason == "expired":
+                what = "expired (ListShards no longer lists it) before the query read it to its end"
+            else:
+                what = f"no longer holds that record: its oldest record now is {earliest}"
+            message = (
+                f"data loss in Kinesis stream {stream!r}: shard {shard} was to be read from {position}, but it "
+                f"{what}; records the query had not read were trimmed by the stream's retention and may be lost. "
+                "Set the option failOnDataLoss to false to read on from the oldest record still there"
+            )
+        super().__init__(message)
 
 
 class WriteError(KinsumerError):

@@ -113,12 +113,13 @@ def oldest_record(kinesis: KinesisClient, stream: str, shard: str) -> str | None
 @attrs.frozen
 class Loss:
     """Records of ``shard`` after ``position`` are gone: ``reason`` "trimmed" (``oldest``: the oldest record
-    left) or "expired"."""
+    left) or "expired". ``replay_to``: those of a replayed batch, up to its recorded end, all are."""
 
     shard: str
     position: str
     reason: str
     oldest: str | None = None
+    replay_to: str | None = None  # a replayed batch's recorded end: every record from position to it is gone
 
 
 class DataLossCheck:
@@ -131,18 +132,26 @@ class DataLossCheck:
         self._seen: set[str] = set()  # shards this run has started reading
         self._retention_ms: int | None = None
         self._counted: set[tuple[str, str]] = set()  # (shard, position) of each loss counted
-        self._moved: set[tuple[str, str]] = set()  # (shard, position) of each start moved to TRIM_HORIZON
+        self._moved: dict[tuple[str, str], str] = {}  # (shard, position) of each start moved past a loss: to where
         self.losses: list[Loss] = []
 
     def starts(
-        self, positions: Mapping[str, str], listing: Iterable[ShardInfo], prior: Mapping[str, ShardEnd]
+        self,
+        positions: Mapping[str, str],
+        listing: Iterable[ShardInfo],
+        prior: Mapping[str, ShardEnd],
+        replays: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
         """Where a batch reads each of its shards (``positions``: its start positions) from: there, or
         TRIM_HORIZON past a loss (failOnDataLoss false). :class:`DataLossError` on a loss with it true.
 
         ``prior``: the recorded ends of the batch before (their MillisBehindLatest says which shards
-        are at risk).
+        are at risk). ``replays``: the recorded ends of a batch planned before (a replay after a
+        restart). A replay whose recorded end was trimmed too has no record left to read: its start
+        is its end (failOnDataLoss false), so it reads nothing, where reading would look for an end
+        that is gone.
         """
+        replays = replays or {}
         starts = dict(positions)
         gone = expired(positions, listing)
         for shard in gone:
@@ -152,15 +161,19 @@ class DataLossCheck:
             first = shard not in self._seen
             self._seen.add(shard)
             if (shard, position) in self._moved:  # a loss seen before (a replay): the same start again
-                starts[shard] = TRIM_HORIZON
+                starts[shard] = self._moved[(shard, position)]
                 continue
-            if follows(position) is None or not (first or shard in risky) or shard in gone:
+            end = replays.get(shard)
+            end = end if end != position and end is not None and follows(end) is not None else None
+            if (follows(position) is None and end is None) or not (first or shard in risky) or shard in gone:
                 continue
             oldest = oldest_record(self._kinesis(), self._stream, shard)
-            if trimmed(position, oldest):
+            if end is not None and trimmed(end, oldest):
+                self._lost(Loss(shard, position, "trimmed", oldest, replay_to=end))
+                starts[shard] = self._moved[(shard, position)] = end
+            elif trimmed(position, oldest):
                 self._lost(Loss(shard, position, "trimmed", oldest))
-                self._moved.add((shard, position))
-                starts[shard] = TRIM_HORIZON
+                starts[shard] = self._moved[(shard, position)] = TRIM_HORIZON
         return starts
 
     def progress(self) -> dict[str, Any] | None:
@@ -177,12 +190,21 @@ class DataLossCheck:
 
     def _lost(self, loss: Loss) -> None:
         if self._fail:
-            raise DataLossError(self._stream, loss.shard, loss.position, loss.reason, loss.oldest)
+            raise DataLossError(self._stream, loss.shard, loss.position, loss.reason, loss.oldest, loss.replay_to)
         if (loss.shard, loss.position) in self._counted:
             return
         self._counted.add((loss.shard, loss.position))
+        if loss.replay_to is not None:  # the next batch starts at its end: the same gap, counted once
+            self._counted.add((loss.shard, loss.replay_to))
         self.losses.append(loss)
-        if loss.reason == "expired":
+        if loss.replay_to is not None:
+            log.warning(
+                "data loss in stream %s: the records of shard %s from %s to %s, of a batch replayed after a restart "
+                "(its sink had not committed it), were trimmed by the stream's retention (its oldest record now "
+                "is %s); the batch reads nothing of the shard (failOnDataLoss is false)",
+                self._stream, loss.shard, loss.position, loss.replay_to, loss.oldest,
+            )  # fmt: skip
+        elif loss.reason == "expired":
             log.warning(
                 "data loss in stream %s: shard %s expired (ListShards no longer lists it) before the query read it "
                 "from %s to its end; its records are lost (failOnDataLoss is false)",

@@ -35,6 +35,7 @@ __all__ = [
     "at_timestamp",
     "end_index",
     "next_offset",
+    "passed_end",
     "to_start_position",
 ]
 
@@ -92,6 +93,15 @@ def end_index(records: Sequence[Mapping[str, Any]], end: str) -> int | None:
         if not sub_sequence or str(record.get("SubSequenceNumber")) == sub_sequence:
             found = i
     return found
+
+
+def passed_end(records: Sequence[Mapping[str, Any]], end: str) -> bool:
+    """Whether ``records`` (a page of a shard) hold one after the record a recorded end ``AFTER:...``
+    names: a replay that has not found its end there will not find it (retention trimmed it)."""
+    kind, _, value = end.partition(":")
+    if kind != "AFTER" or not records:
+        return False
+    return int(records[-1]["SequenceNumber"]) > int(value.partition(":")[0])
 
 
 def at_timestamp(when: dt.datetime) -> str:

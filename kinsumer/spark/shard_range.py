@@ -31,7 +31,7 @@ from ..reading.polling import PollingReader
 from ..reading.reader import ApiRecord, ShardReader
 from ..stats import StatReceiver
 from .batch_ends import BatchLedger
-from .offsets import SHARD_END, ShardEnd, Stop, after_record, end_index, to_start_position
+from .offsets import SHARD_END, ShardEnd, Stop, after_record, end_index, passed_end, to_start_position
 from .rows import page_rows
 
 if TYPE_CHECKING:
@@ -195,11 +195,13 @@ class _RangeReader:
             self._keep(raw, page_rows(raw, part.stream, part.shard)[0])
             if last is not None:
                 return self.batches
+            if passed_end(page.raw, stop_at):  # its record is gone: found too late to fail on the driver
+                break
             if page.end_of_shard:
                 if stop_at == SHARD_END:
                     return self.batches
                 break
         raise ReplayError(
             f"cannot replay batch {part.batch} of {part.shard}: its recorded end {stop_at} "
-            "was not found (trimmed past retention?)"
+            "was not found (trimmed by the stream's retention?)"
         )

@@ -131,7 +131,9 @@ class StreamSide:
         listing = self.list_shards()
         closed = {s.shard_id for s in listing if s.closed}  # read those to their end
         prior = self.recorded_ends(previous) if previous is not None else {}
-        starts = self.data_loss.starts({shard: offset.shards[shard] for shard in offset.read}, listing, prior)
+        positions = {shard: offset.shards[shard] for shard in offset.read}
+        replays = {shard: end.position for shard, end in recorded.items() if shard in positions}
+        starts = self.data_loss.starts(positions, listing, prior, replays)
         return [
             ShardRange(
                 self.name,

@@ -76,6 +76,17 @@ def test_a_live_read_records_its_end_and_a_replay_reads_the_same_records(kinesis
         read_shard_range(kinesis, ends, part(1, start=after(first[-1]["SequenceNumber"]), limit=100))
 
 
+def test_a_replay_whose_recorded_end_is_gone_fails_as_soon_as_it_reads_past_it(kinesis: Any, ends: BatchEnds) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    put(kinesis, 5)
+    ends.plan(0)
+    first = rows(read_shard_range(kinesis, ends, part(0, limit=2)))
+    gone = str(int(first[0]["SequenceNumber"]) - 1)  # an end before the oldest record: retention trimmed it
+    replay = attrs.evolve(part(0), recorded=after(gone))
+    with pytest.raises(ReplayError, match=f"recorded end AFTER:{gone} was not found"):
+        read_shard_range(kinesis, ends, replay)  # at once: not after the replay's budget of minutes
+
+
 def test_the_tip_of_the_stream_ends_a_live_read_and_an_empty_read_records_its_start(
     kinesis: Any, ends: BatchEnds
 ) -> None:

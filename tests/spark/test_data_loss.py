@@ -22,7 +22,7 @@ from tests.conftest import unique
 from tests.helpers import produce_per_shard, wait_until
 from tests.relay import KinesisRelay
 from tests.reshard import new_stream
-from tests.spark.test_source import BatchLog, start_query, wait_for
+from tests.spark.test_source import BatchLog, start_query, uncommit_last_batch, wait_for
 
 pytestmark = pytest.mark.server
 
@@ -50,9 +50,19 @@ def _loss(progress: dict[str, Any]) -> dict[str, Any] | None:
     return latest.get("dataLoss") if latest else None
 
 
+@pytest.mark.parametrize("replayed", [False, True], ids=["committed", "replayed"])
 def test_records_trimmed_while_the_query_was_stopped_fail_it_and_with_fail_on_data_loss_false_are_skipped_and_told(
-    spark: Any, kinesalite: LocalServer, moto_server: LocalServer, tmp_path: pathlib.Path, warnings_log: pathlib.Path
+    spark: Any,
+    kinesalite: LocalServer,
+    moto_server: LocalServer,
+    tmp_path: pathlib.Path,
+    warnings_log: pathlib.Path,
+    replayed: bool,
 ) -> None:
+    """Committed: the restart reads on from the position the query read last, and that record is gone.
+    Replayed: the restart replays the last batch (stopped between its sink and its commit), and every
+    record of it is gone: found on the driver, where a replay would otherwise look for an end that is
+    not there any more."""
     kinesis = kinesalite.client("kinesis")
     stream, app, checkpoint = new_stream(kinesis, 1), unique("app"), tmp_path / "ckpt"
     shard = list_shards(kinesis, stream)[0].shard_id
@@ -62,11 +72,13 @@ def test_records_trimmed_while_the_query_was_stopped_fail_it_and_with_fail_on_da
         first = produce_per_shard(kinesis, stream, 10)
         sink = BatchLog()
         query = start_query(spark, via, moto_server, stream, app, checkpoint, sink)
-        try:
-            wait_for(query, lambda: sorted(sink.ids()) == first, "the first records")
+        try:  # committed: a stop between the sink and the commit would make this a replay
+            wait_for(query, lambda: sorted(sink.ids()) == first and _committed(checkpoint), "the first records")
         finally:
             query.stop()
         read_last = max(row["seq"] for row in sink.final_rows())
+        if replayed:
+            uncommit_last_batch(checkpoint)
 
         later = produce_per_shard(kinesis, stream, 10, first_id=10)
         iterator = kinesis.get_shard_iterator(
@@ -84,7 +96,8 @@ def test_records_trimmed_while_the_query_was_stopped_fail_it_and_with_fail_on_da
             failing.stop()
         message = str(failing.exception())
         assert "DataLossError" in message and "failOnDataLoss" in message
-        assert repr(stream) in message and shard in message and f"AFTER:{read_last}" in message
+        lost = f"from TRIM_HORIZON to AFTER:{read_last}" if replayed else f"read from AFTER:{read_last}"
+        assert repr(stream) in message and shard in message and lost in message
 
         going = BatchLog()
         options = {"failOnDataLoss": "false"}
@@ -96,10 +109,15 @@ def test_records_trimmed_while_the_query_was_stopped_fail_it_and_with_fail_on_da
         finally:
             query.stop()
     assert sorted(going.ids()) == later[5:]  # from the oldest record left, nothing twice
+    where = {"position": "TRIM_HORIZON", "replay_to": f"AFTER:{read_last}"} if replayed else {
+        "position": f"AFTER:{read_last}"}  # fmt: skip
     assert losses[-1] == {
         "expired": 0, "shards": 1, "trimmed": 1,
-        "last": {"shard": shard, "position": f"AFTER:{read_last}", "reason": "trimmed", "oldest": str(unread[5]),
-                 "stream": stream},
+        "last": {"shard": shard, **where, "reason": "trimmed", "oldest": str(unread[5]), "stream": stream},
     }  # fmt: skip
-    warned = [line for line in warnings_log.read_text().splitlines() if "data loss" in line and shard in line]
-    assert warned and all(" WARNING kinsumer.spark " in line and stream in line for line in warned)
+    warned = [line for line in warnings_log.read_text().splitlines() if "data loss" in line and stream in line]
+    assert warned and all(" WARNING kinsumer.spark " in line and shard in line for line in warned)
+
+
+def _committed(checkpoint: pathlib.Path) -> bool:
+    return (checkpoint / "commits" / "0").exists()

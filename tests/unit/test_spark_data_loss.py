@@ -21,7 +21,7 @@ pytest.importorskip("pyspark")  # the package kinsumer.spark imports it
 from kinsumer import DataLossError
 from kinsumer.aws.kinesis import ShardInfo, list_shards
 from kinsumer.spark.data_loss import DataLossCheck, at_risk, expired, follows, trimmed
-from kinsumer.spark.offsets import TRIM_HORIZON, ShardEnd, Stop
+from kinsumer.spark.offsets import SHARD_END, TRIM_HORIZON, ShardEnd, Stop, passed_end
 
 STREAM = "clicks"
 DAY_MS = 24 * 3_600_000
@@ -192,3 +192,62 @@ def test_the_progress_sums_the_losses_of_every_stream_and_names_the_stream_of_ea
     both = _data_loss_figures({"a": one, "b": two})
     assert (both["expired"], both["shards"], both["trimmed"]) == (1, 3, 3)
     assert both["streams"] == {"a": one, "b": two} and "last" not in both
+
+
+@given(sequence_numbers, sequence_numbers, st.integers(min_value=1, max_value=5))
+def test_a_replay_has_passed_its_end_exactly_when_a_record_of_the_page_comes_after_the_one_it_names(
+    end: int, first: int, n: int
+) -> None:
+    page = [{"SequenceNumber": str(first + i)} for i in range(n)]
+    assert passed_end(page, f"AFTER:{end}") is (first + n - 1 > end)
+    assert passed_end(page, f"AFTER:{end}:3") is (first + n - 1 > end)
+    assert not passed_end([], f"AFTER:{end}") and not passed_end(page, SHARD_END)
+
+
+def test_a_replayed_batch_whose_records_were_all_trimmed_fails_naming_its_range(kinesis: Any) -> None:
+    listing, one, two = _shards(kinesis)
+    first = _put(kinesis, one, 3)[0]
+    end = f"AFTER:{int(first) - 1}"  # the batch's last record is gone, and every one before it
+    check = DataLossCheck(Calls(kinesis), STREAM, fail=True)
+    with pytest.raises(DataLossError) as raised:
+        check.starts({one: TRIM_HORIZON, two: TRIM_HORIZON}, listing, {}, replays={one: end, two: TRIM_HORIZON})
+    error = raised.value
+    assert (error.shard, error.position, error.replay_to, error.earliest) == (one, TRIM_HORIZON, end, first)
+    assert f"from {TRIM_HORIZON} to {end}" in str(error) and "failOnDataLoss" in str(error)
+
+
+def test_going_on_a_replayed_batch_whose_records_were_all_trimmed_reads_nothing_and_counts_the_gap_once(
+    kinesis: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    listing, one, two = _shards(kinesis)
+    sequence_numbers = _put(kinesis, one, 3)
+    start, end = f"AFTER:{int(sequence_numbers[0]) - 2}", f"AFTER:{int(sequence_numbers[0]) - 1}"
+    kept = f"AFTER:{sequence_numbers[1]}"  # two's end is still there: the replay reads up to it
+    _put(kinesis, two, 1)
+    check = DataLossCheck(Calls(kinesis), STREAM, fail=False)
+    with caplog.at_level(logging.WARNING, logger="kinsumer.spark"):
+        starts = check.starts({one: start, two: TRIM_HORIZON}, listing, {}, replays={one: end, two: kept})
+    assert starts == {one: end, two: TRIM_HORIZON}  # one: from its end to its end, nothing
+    assert [r.levelno for r in caplog.records] == [logging.WARNING] and end in caplog.text
+    progress = check.progress()
+    assert progress == {
+        "expired": 0, "shards": 1, "trimmed": 1,
+        "last": {"shard": one, "position": start, "reason": "trimmed", "oldest": sequence_numbers[0],
+                 "replay_to": end},
+    }  # fmt: skip
+    behind = {one: ShardEnd(end, Stop.MORE, behind=int(0.95 * DAY_MS))}  # checked again, from the replay's end
+    assert check.starts({one: end}, listing, behind) == {one: TRIM_HORIZON}
+    assert check.progress() == progress  # the same gap: not counted twice
+
+
+def test_a_replay_whose_end_is_still_there_reads_from_the_oldest_record_when_its_start_was_trimmed(
+    kinesis: Any,
+) -> None:
+    listing, one, _ = _shards(kinesis)
+    sequence_numbers = _put(kinesis, one, 3)
+    start, end = f"AFTER:{int(sequence_numbers[0]) - 1}", f"AFTER:{sequence_numbers[1]}"
+    check = DataLossCheck(Calls(kinesis), STREAM, fail=False)
+    assert check.starts({one: start}, listing, {}, replays={one: end}) == {one: TRIM_HORIZON}
+    assert check.progress() is not None and "replay_to" not in check.progress()["last"]
+    fresh = DataLossCheck(Calls(kinesis), STREAM, fail=True)
+    assert fresh.starts({one: TRIM_HORIZON}, listing, {}, replays={one: end}) == {one: TRIM_HORIZON}
