@@ -30,6 +30,7 @@ overwrite the new owner's checkpoint.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
+    "BATCH_READ_KEYS",
     "CheckpointRow",
     "capture",
     "commit",
@@ -54,6 +56,7 @@ __all__ = [
     "finished_shards",
     "load_rows",
     "read_row",
+    "read_rows",
     "record_start",
     "release",
     "reset",
@@ -168,6 +171,25 @@ def read_row(db: DynamoDBClient, table: str, shard_id: str) -> CheckpointRow | N
     """The shard's row (strongly consistent), or None."""
     item = db.get_item(TableName=table, Key={"Shard": {"S": shard_id}}, ConsistentRead=True).get("Item")
     return CheckpointRow.from_item(item) if item else None
+
+
+#: Keys of one BatchGetItem, at most (DynamoDB's limit).
+BATCH_READ_KEYS = 100
+
+
+def read_rows(
+    db: DynamoDBClient, table: str, shard_ids: Sequence[str]
+) -> tuple[dict[str, CheckpointRow | None], list[str]]:
+    """The rows of up to :data:`BATCH_READ_KEYS` shards in one BatchGetItem (strongly consistent): each
+    shard's row or None, and the shards DynamoDB left unprocessed (to read again)."""
+    keys = [{"Shard": {"S": shard_id}} for shard_id in shard_ids]
+    answer = db.batch_get_item(RequestItems={table: {"Keys": keys, "ConsistentRead": True}})
+    left = answer.get("UnprocessedKeys") or {}
+    unprocessed = [key["Shard"]["S"] for key in (left[table]["Keys"] if table in left else [])]
+    rows: dict[str, CheckpointRow | None] = {shard_id: None for shard_id in shard_ids if shard_id not in unprocessed}
+    for item in answer.get("Responses", {}).get(table, []):
+        rows[item["Shard"]["S"]] = CheckpointRow.from_item(item)
+    return rows, unprocessed
 
 
 def capture(

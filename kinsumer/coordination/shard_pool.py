@@ -18,6 +18,7 @@ from ..reading.polling import polling_readers
 from ..reading.reader import ReaderFactory
 from ..reading.shard_loop import ShardLoop
 from .committer import Committer
+from .row_reads import RowReads
 from .runtime import Runtime
 from .shard_worker import ShardWorker
 from .streams import StreamScope, scope_stats
@@ -53,6 +54,7 @@ class ShardPool:
         }
         self._committer = Committer(runtime, threads=threads)
         self._loop = loop if loop is not None else ShardLoop(runtime.config.reader_threads)
+        self._rows = RowReads(runtime, self._loop)
         self._lock = threading.Lock()  # guards the worker maps
         self._workers: dict[str, ShardWorker] = {}
         self._retiring: list[ShardWorker] = []
@@ -95,7 +97,7 @@ class ShardPool:
                     scope = self._scope(shard_id)
                     worker = ShardWorker(
                         self._rt, shard_id, parents.get(shard_id, ()), self._committer, self._readers[scope.name],
-                        self._loop, scope,
+                        self._loop, scope, self._rows,
                     )  # fmt: skip
                     self._workers[shard_id] = worker
                     worker.start()

@@ -36,6 +36,7 @@ from ..waiting import wait_event
 from .checkpoints_table import CheckpointRow
 from .committer import Commit, Committer
 from .lease import Call, LeaseState, ShardLease
+from .row_reads import RowReads
 from .runtime import Runtime
 from .streams import StreamScope
 
@@ -73,6 +74,7 @@ class ShardWorker:
         readers: ReaderFactory,
         loop: ShardLoop,
         scope: StreamScope,
+        rows: RowReads,
     ) -> None:
         #: The shard's key: its ID, or ``<stream>/<shard ID>`` for a stream not the home one (:mod:`.streams`).
         self.shard_id = shard_id
@@ -87,6 +89,7 @@ class ShardWorker:
         self._committer = committer
         self._readers = readers
         self._loop = loop
+        self._rows = rows
         self._stop = threading.Event()
         self._ended = threading.Event()
         self._poke = loop.poke()  # any change this worker may be waiting for (a stop, room, a page)
@@ -334,7 +337,7 @@ class ShardWorker:
                 captured = await self._io(lambda: lease.try_capture(call))
                 if captured is not None:
                     return captured
-            row = await self._io(lambda: lease.read_row(call))
+            row = await self._read_row()
             if row is not None and row.finished and not row.foreign(self.scope.identity):
                 log.debug("%s is already finished", self.shard_id)
                 rt.request_refresh()
@@ -354,6 +357,17 @@ class ShardWorker:
                 await self._sleep(first_poll)  # it looks free but the capture failed: it just changed hands
             attempt = True
         return None
+
+    async def _read_row(self) -> CheckpointRow | None:
+        """The shard's row, read with the other waiting shards' (:mod:`.row_reads`); Stopped on a stop."""
+        future = self._rows.read(self.shard_id)
+        future.add_done_callback(lambda _: self._poke())
+        try:
+            await self._wait_for(future.done, None)
+        except Stopped:
+            future.cancel()
+            raise
+        return future.result()
 
     # ----------------------------------------------------------------- reading
 

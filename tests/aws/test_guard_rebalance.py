@@ -34,6 +34,7 @@ from kinsumer.coordination import checkpoints_table
 from kinsumer.coordination.committer import Committer
 from kinsumer.coordination.lease import LeaseState
 from kinsumer.coordination.liveness import Liveness
+from kinsumer.coordination.row_reads import RowReads
 from kinsumer.coordination.runtime import Runtime
 from kinsumer.coordination.shard_worker import ShardWorker
 from kinsumer.coordination.streams import StreamScope
@@ -107,7 +108,9 @@ class Rig:
 
     def capture(self) -> Capture | None:
         """Capture the shard as its worker does (None if another client holds it)."""
-        worker = ShardWorker(self.rt, SHARD, (), self.committer, _no_reader, self.loop, self.rt.streams[0])
+        worker = ShardWorker(
+            self.rt, SHARD, (), self.committer, _no_reader, self.loop, self.rt.streams[0], RowReads(self.rt, self.loop)
+        )
         row = worker.lease.try_capture(call)
         return None if row is None else Capture(worker, worker._open(row))
 

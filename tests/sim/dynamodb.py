@@ -56,6 +56,7 @@ _SUPPORTED = {
                 "ReturnValuesOnConditionCheckFailure", *_EXPRESSIONS},
     "GetItem": {"TableName", "Key", "ConsistentRead", "ProjectionExpression", "ReturnConsumedCapacity",
                 "ExpressionAttributeNames"},
+    "BatchGetItem": {"RequestItems"},
     "UpdateItem": {"TableName", "Key", "UpdateExpression", "ConditionExpression", "ReturnValues",
                    "ReturnConsumedCapacity", "ReturnValuesOnConditionCheckFailure", *_EXPRESSIONS},
     "DeleteItem": {"TableName", "Key", "ConditionExpression", "ReturnValues", "ReturnConsumedCapacity",
@@ -126,6 +127,9 @@ class SimDynamoDB:
 
     def get_item(self, **params: Any) -> dict[str, Any]:
         return self._call("GetItem", params, self._get_item)
+
+    def batch_get_item(self, **params: Any) -> dict[str, Any]:
+        return self._call("BatchGetItem", params, self._batch_get_item)
 
     def update_item(self, **params: Any) -> dict[str, Any]:
         return self._call("UpdateItem", params, self._update_item)
@@ -341,6 +345,43 @@ class SimDynamoDB:
         if item is not None:
             response["Item"] = evaluate.project(item, projection) if projection else copied(item)
         return response
+
+    def _batch_get_item(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Each key as a GetItem (units, limits); a key whose partition is out of capacity is left unprocessed,
+        as DynamoDB does, and the throttling error is raised only if no key could be read."""
+        now = self._clock()
+        responses: dict[str, list[Item]] = {}
+        unprocessed: dict[str, Any] = {}
+        throttled: SimError | None = None
+        read = 0  # keys read, of every table
+        for name, request in params["RequestItems"].items():
+            if set(request) - {"Keys", "ConsistentRead"}:
+                raise NotImplementedError(f"SimDynamoDB does not model BatchGetItem's {sorted(request)}")
+            table, consistent = self._table(name), bool(request.get("ConsistentRead", False))
+            found: list[Item] = []
+            left: list[Any] = []
+            shares: dict[Hashable, float] = {}
+            for key_item in request["Keys"]:
+                key = table.key_of(key_item)
+                try:
+                    self.meter.admit(table.name, table.arn, table.limits, [key], True, now)
+                except SimError as error:
+                    throttled = error
+                    left.append(key_item)
+                    continue
+                item = self._read(table, key, consistent, now)
+                shares[key] = read_units(item_size(item), consistent)
+                if item is not None:
+                    found.append(copied(item))
+            if shares:
+                self.meter.charge(table.name, "BatchGetItem", sum(shares.values()), shares, True, now, table.limits)
+            responses[name] = found
+            if left:
+                unprocessed[name] = {"Keys": left, "ConsistentRead": consistent}
+            read += len(shares)
+        if throttled is not None and not read:
+            raise throttled
+        return {"Responses": responses, "UnprocessedKeys": unprocessed}
 
     def _scan(self, params: dict[str, Any]) -> dict[str, Any]:
         _, condition, _, projection = self._expressions(params)

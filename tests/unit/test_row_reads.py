@@ -1,0 +1,102 @@
+"""Row reads of waiting shards, batched (kinsumer.coordination.row_reads), on a real ShardLoop."""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from kinsumer.aws.tables import create_table
+from kinsumer.coordination.row_reads import RowReads
+from kinsumer.reading.shard_loop import ShardLoop
+
+TABLE = "app_checkpoints"
+
+
+class Counted:
+    """A DynamoDB client whose BatchGetItem calls are counted (their keys), which can leave keys
+    unprocessed or fail."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.batches: list[list[str]] = []
+        self.leave: set[str] = set()  # keys to leave unprocessed, once each
+        self.fail: Exception | None = None
+
+    def batch_get_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:
+        keys = [k["Shard"]["S"] for k in RequestItems[TABLE]["Keys"]]
+        self.batches.append(keys)
+        if self.fail is not None:
+            raise self.fail
+        left = [k for k in keys if k in self.leave]
+        self.leave -= set(left)
+        asked = {**RequestItems[TABLE], "Keys": [{"Shard": {"S": k}} for k in keys if k not in left]}
+        answer = self.db.batch_get_item(RequestItems={TABLE: asked})
+        if left:
+            answer["UnprocessedKeys"] = {TABLE: {"Keys": [{"Shard": {"S": k}} for k in left]}}
+        return answer  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def db() -> Iterator[Counted]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, TABLE, "Shard")
+        for i in range(0, 250, 2):  # every other shard has a row
+            client.put_item(TableName=TABLE, Item={"Shard": {"S": f"s-{i}"}, "OwnerID": {"S": f"owner-{i}"}})
+        yield Counted(client)
+
+
+@pytest.fixture
+def loop() -> Iterator[ShardLoop]:
+    loop = ShardLoop(threads=2)
+    loop.start()
+    yield loop
+    assert loop.stop(5)
+
+
+def _reads(db: Counted, loop: ShardLoop, keys: list[str]) -> list[Any]:
+    runtime = types.SimpleNamespace(
+        dynamodb=db, tables=types.SimpleNamespace(checkpoints=TABLE), call=lambda fn, operation, **_: fn()
+    )
+    rows = RowReads(runtime, loop)  # type: ignore[arg-type]
+
+    async def read_all() -> list[Any]:
+        return await asyncio.gather(*(rows.read(key) for key in keys), return_exceptions=True)
+
+    return asyncio.run_coroutine_threadsafe(read_all(), loop.loop).result(30)
+
+
+def test_the_reads_of_many_waiting_shards_share_batch_get_items_of_at_most_100_keys(
+    db: Counted, loop: ShardLoop
+) -> None:
+    keys = [f"s-{i}" for i in range(250)]
+    rows = _reads(db, loop, keys)
+    assert [len(batch) for batch in db.batches] == [100, 100, 50]
+    assert sorted(k for batch in db.batches for k in batch) == sorted(keys)
+    for i, row in enumerate(rows):
+        assert (row.owner_id if row is not None else None) == (f"owner-{i}" if i % 2 == 0 else None)
+
+
+def test_two_reads_of_one_shard_are_one_key_and_both_get_the_row(db: Counted, loop: ShardLoop) -> None:
+    first, second = _reads(db, loop, ["s-2", "s-2"])
+    assert db.batches == [["s-2"]]
+    assert first.owner_id == second.owner_id == "owner-2"
+
+
+def test_keys_dynamodb_left_unprocessed_are_read_in_a_later_batch(db: Counted, loop: ShardLoop) -> None:
+    db.leave = {"s-4", "s-5"}
+    rows = _reads(db, loop, ["s-2", "s-4", "s-5"])
+    assert db.batches == [["s-2", "s-4", "s-5"], ["s-4", "s-5"]]
+    assert [r.owner_id if r is not None else None for r in rows] == ["owner-2", "owner-4", None]
+
+
+def test_a_failed_batch_fails_every_read_it_carried(db: Counted, loop: ShardLoop) -> None:
+    db.fail = RuntimeError("no DynamoDB")
+    rows = _reads(db, loop, ["s-2", "s-3"])
+    assert all(isinstance(r, RuntimeError) for r in rows) and len(db.batches) == 1
