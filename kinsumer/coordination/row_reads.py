@@ -9,15 +9,20 @@ So the reads of a client's waiting shards go together: a read waits :data:`WINDO
 then up to :data:`~.checkpoints_table.BATCH_READ_KEYS` rows are read in one strongly consistent
 BatchGetItem (the same read units as as many GetItems, a hundredth of the calls). Keys DynamoDB leaves
 unprocessed are read in the next batch. A batch that fails fails the reads it carried, as their own
-GetItem would have.
+GetItem would have. An IAM policy written before kinsumer read rows this way may not allow
+``dynamodb:BatchGetItem``: then the rows are read a GetItem each, with a warning.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from typing import TYPE_CHECKING
 
+import botocore.exceptions
+
+from ..aws.error_codes import error_code
 from . import checkpoints_table
 from .checkpoints_table import BATCH_READ_KEYS, CheckpointRow
 
@@ -26,6 +31,8 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 __all__ = ["WINDOW", "RowReads"]
+
+log = logging.getLogger("kinsumer.shard")
 
 #: Seconds a read waits for others to share its BatchGetItem: short beside the polls it serves
 #: (a quarter of a second and more).
@@ -43,6 +50,7 @@ class RowReads:
         self._loop = loop
         self._waiting: dict[str, list[asyncio.Future[CheckpointRow | None]]] = {}
         self._flushing = False
+        self._batched = True  # False once the IAM policy refused BatchGetItem: a GetItem per row
 
     def read(self, shard_id: str) -> asyncio.Future[CheckpointRow | None]:
         """The row of ``shard_id`` (its key in the checkpoints table) as read by the next batch."""
@@ -73,16 +81,36 @@ class RowReads:
 
     async def _read(self, futures: dict[str, list[asyncio.Future[CheckpointRow | None]]]) -> bool:
         """Read the rows ``futures`` wait for, and answer them; True if DynamoDB left some unprocessed."""
-        rt = self._rt
-        read = functools.partial(checkpoints_table.read_rows, rt.dynamodb, rt.tables.checkpoints, list(futures))
+        rt, keys = self._rt, list(futures)
 
         def abandoned() -> bool:  # every read of the batch was given up (their shards stopped)
             return all(future.done() for waiting in futures.values() for future in waiting)
 
+        def read() -> tuple[dict[str, CheckpointRow | None], list[str]]:
+            if self._batched:
+                try:
+                    return rt.call(
+                        functools.partial(checkpoints_table.read_rows, rt.dynamodb, rt.tables.checkpoints, keys),
+                        "BatchGetItem", should_stop=abandoned,
+                    )  # fmt: skip
+                except botocore.exceptions.ClientError as exc:
+                    if error_code(exc) != "AccessDeniedException":
+                        raise
+                    self._batched = False
+                    log.warning(
+                        "the IAM policy does not allow dynamodb:BatchGetItem on %s: the rows of shards waiting for "
+                        "a release are read one GetItem each (add the action, see docs/iam.md)",
+                        rt.tables.checkpoints,
+                    )  # fmt: skip
+            rows = {}
+            for key in keys:
+                if not abandoned():
+                    read_one = functools.partial(checkpoints_table.read_row, rt.dynamodb, rt.tables.checkpoints, key)
+                    rows[key] = rt.call(read_one, "GetItem", should_stop=abandoned)
+            return rows, []
+
         try:
-            rows, unprocessed = await self._loop.io(
-                lambda: rt.call(read, "BatchGetItem", should_stop=abandoned), first=True
-            )
+            rows, unprocessed = await self._loop.io(read, first=True)
         except asyncio.CancelledError:
             for waiting in futures.values():
                 for future in waiting:

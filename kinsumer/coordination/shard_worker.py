@@ -320,15 +320,17 @@ class ShardWorker:
     async def _capture(self) -> CheckpointRow | None:
         """Take the row; None if the shard is finished. Waits while a live client owns it.
 
-        The conditional capture is tried first (usually the shard is free: one round trip);
-        the row is read to learn why a capture failed, and polled while a live client owns it
-        (more slowly the longer it takes, up to once a second). A row whose owner is not live
-        is taken as read (:mod:`.membership`). Nothing is captured while this client's own
-        heartbeat is late.
+        The row is read first, with the other waiting shards' (:mod:`.row_reads`): a shard
+        assigned to this client is often still another's (a join, a rebalance), and a capture
+        that fails is a write DynamoDB charges for. A free row (or this client's) is then
+        captured with one conditional write; a row a live client owns is read again until it is
+        released (more slowly the longer it takes, up to once a second). A row whose owner is
+        not live is taken as read (:mod:`.membership`). Nothing is captured while this client's
+        own heartbeat is late.
         """
         rt, lease, call = self._rt, self.lease, self._call
         first_poll = poll = rt.config.throttle_delay
-        attempt = True
+        attempt = False
         while not self._stop.is_set():
             if not rt.liveness.fresh():
                 await self._sleep(first_poll)

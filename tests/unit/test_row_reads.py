@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import types
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import botocore.exceptions
 import pytest
 from moto import mock_aws
 
@@ -27,6 +29,11 @@ class Counted:
         self.batches: list[list[str]] = []
         self.leave: set[str] = set()  # keys to leave unprocessed, once each
         self.fail: Exception | None = None
+        self.gets: list[str] = []
+
+    def get_item(self, **params: Any) -> dict[str, Any]:
+        self.gets.append(params["Key"]["Shard"]["S"])
+        return self.db.get_item(**params)  # type: ignore[no-any-return]
 
     def batch_get_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:
         keys = [k["Shard"]["S"] for k in RequestItems[TABLE]["Keys"]]
@@ -100,3 +107,24 @@ def test_a_failed_batch_fails_every_read_it_carried(db: Counted, loop: ShardLoop
     db.fail = RuntimeError("no DynamoDB")
     rows = _reads(db, loop, ["s-2", "s-3"])
     assert all(isinstance(r, RuntimeError) for r in rows) and len(db.batches) == 1
+
+
+def test_a_policy_without_batch_get_item_reads_each_row_with_get_item_and_says_so_once(
+    db: Counted, loop: ShardLoop, caplog: pytest.LogCaptureFixture
+) -> None:
+    error = {"Error": {"Code": "AccessDeniedException", "Message": "not authorized to perform dynamodb:BatchGetItem"}}
+    db.fail = botocore.exceptions.ClientError(error, "BatchGetItem")  # type: ignore[arg-type]
+    runtime = types.SimpleNamespace(
+        dynamodb=db, tables=types.SimpleNamespace(checkpoints=TABLE), call=lambda fn, operation, **_: fn()
+    )
+    rows = RowReads(runtime, loop)  # type: ignore[arg-type]
+
+    async def read(keys: list[str]) -> list[Any]:
+        return await asyncio.gather(*(rows.read(key) for key in keys))
+
+    with caplog.at_level(logging.WARNING, logger="kinsumer.shard"):
+        first = asyncio.run_coroutine_threadsafe(read(["s-2", "s-3"]), loop.loop).result(30)
+        again = asyncio.run_coroutine_threadsafe(read(["s-4"]), loop.loop).result(30)
+    assert [r.owner_id if r is not None else None for r in first + again] == ["owner-2", None, "owner-4"]
+    assert len(db.batches) == 1 and db.gets == ["s-2", "s-3", "s-4"]  # refused once, then GetItem only
+    assert [r.levelno for r in caplog.records] == [logging.WARNING] and "dynamodb:BatchGetItem" in caplog.text
