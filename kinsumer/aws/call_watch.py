@@ -50,7 +50,10 @@ class CallWatch:
         events.unregister("after-call-error.dynamodb", unique_id=f"{self._id}-error")
 
     def _started(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
-        role = self._roles.get(params.get("TableName"))  # type: ignore[arg-type]
+        table = params.get("TableName")
+        if table is None and len(params.get("RequestItems") or ()) == 1:  # BatchGetItem: its table is a key
+            table = next(iter(params["RequestItems"]))
+        role = self._roles.get(table)  # type: ignore[arg-type]
         if role is not None:
             context[_STARTED] = (time.perf_counter(), model.name, role)
 

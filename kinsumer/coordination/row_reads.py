@@ -49,16 +49,15 @@ class RowReads:
         self._rt = runtime
         self._loop = loop
         self._waiting: dict[str, list[asyncio.Future[CheckpointRow | None]]] = {}
-        self._flushing = False
+        self._flush_task: asyncio.Task[None] | None = None  # reading the waiting rows, while there are any
         self._batched = True  # False once the IAM policy refused BatchGetItem: a GetItem per row
 
     def read(self, shard_id: str) -> asyncio.Future[CheckpointRow | None]:
         """The row of ``shard_id`` (its key in the checkpoints table) as read by the next batch."""
         future: asyncio.Future[CheckpointRow | None] = self._loop.loop.create_future()
         self._waiting.setdefault(shard_id, []).append(future)
-        if not self._flushing:
-            self._flushing = True
-            self._loop.loop.create_task(self._flush())
+        if self._flush_task is None or self._flush_task.done():
+            self._flush_task = self._loop.loop.create_task(self._flush())
         return future
 
     async def _flush(self) -> None:
@@ -76,8 +75,6 @@ class RowReads:
                     future.cancel()
             self._waiting.clear()
             raise
-        finally:
-            self._flushing = False
 
     async def _read(self, futures: dict[str, list[asyncio.Future[CheckpointRow | None]]]) -> bool:
         """Read the rows ``futures`` wait for, and answer them; True if DynamoDB left some unprocessed."""

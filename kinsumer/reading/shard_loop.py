@@ -53,6 +53,13 @@ class ShardLoop:
         try:
             self.loop.run_forever()
         finally:
+            # what is left (a batch of row reads its shards stopped waiting for) is cancelled and
+            # let end, as asyncio.run does, not destroyed pending with the loop
+            left = asyncio.all_tasks(self.loop)
+            for task in left:
+                task.cancel()
+            with contextlib.suppress(Exception):
+                self.loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
             with contextlib.suppress(Exception):
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()

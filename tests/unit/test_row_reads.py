@@ -128,3 +128,20 @@ def test_a_policy_without_batch_get_item_reads_each_row_with_get_item_and_says_s
     assert [r.owner_id if r is not None else None for r in first + again] == ["owner-2", None, "owner-4"]
     assert len(db.batches) == 1 and db.gets == ["s-2", "s-3", "s-4"]  # refused once, then GetItem only
     assert [r.levelno for r in caplog.records] == [logging.WARNING] and "dynamodb:BatchGetItem" in caplog.text
+
+
+def test_a_loop_stopped_while_a_batch_waits_cancels_it_and_its_reads(db: Counted) -> None:
+    loop = ShardLoop(threads=1)
+    loop.start()
+    runtime = types.SimpleNamespace(
+        dynamodb=db, tables=types.SimpleNamespace(checkpoints=TABLE), call=lambda fn, operation, **_: fn()
+    )
+    rows = RowReads(runtime, loop)  # type: ignore[arg-type]
+
+    async def start_reading() -> asyncio.Future[Any]:
+        return rows.read("s-2")
+
+    read = asyncio.run_coroutine_threadsafe(start_reading(), loop.loop).result(30)
+    assert loop.stop(5)  # within the batch's window: nothing read yet
+    assert rows._flush_task is not None and rows._flush_task.cancelled()  # ended, not destroyed pending
+    assert read.cancelled() and db.batches == []
