@@ -85,7 +85,7 @@ class SimShardLoop(ShardLoop):
 
     def stop(self, timeout: float) -> bool:
         """Close the loop (a crashed client's: its coroutines are dropped where they wait)."""
-        for task in list(self.tasks):
+        for task in asyncio.all_tasks(self.loop):  # the workers' and any other (a batch of row reads)
             task.cancel()
         self.run_due()
         self.loop.close()
