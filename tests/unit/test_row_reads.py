@@ -67,11 +67,16 @@ def loop() -> Iterator[ShardLoop]:
     assert loop.stop(5)
 
 
-def _reads(db: Counted, loop: ShardLoop, keys: list[str]) -> list[Any]:
+def _row_reads(db: Counted, loop: ShardLoop) -> RowReads:
+    """RowReads over ``db``, its calls made once (no retries)."""
     runtime = types.SimpleNamespace(
         dynamodb=db, tables=types.SimpleNamespace(checkpoints=TABLE), call=lambda fn, operation, **_: fn()
     )
-    rows = RowReads(runtime, loop)  # type: ignore[arg-type]
+    return RowReads(runtime, loop)  # type: ignore[arg-type]
+
+
+def _reads(db: Counted, loop: ShardLoop, keys: list[str]) -> list[Any]:
+    rows = _row_reads(db, loop)
 
     async def read_all() -> list[Any]:
         return await asyncio.gather(*(rows.read(key) for key in keys), return_exceptions=True)
@@ -114,10 +119,7 @@ def test_a_policy_without_batch_get_item_reads_each_row_with_get_item_and_says_s
 ) -> None:
     error = {"Error": {"Code": "AccessDeniedException", "Message": "not authorized to perform dynamodb:BatchGetItem"}}
     db.fail = botocore.exceptions.ClientError(error, "BatchGetItem")  # type: ignore[arg-type]
-    runtime = types.SimpleNamespace(
-        dynamodb=db, tables=types.SimpleNamespace(checkpoints=TABLE), call=lambda fn, operation, **_: fn()
-    )
-    rows = RowReads(runtime, loop)  # type: ignore[arg-type]
+    rows = _row_reads(db, loop)
 
     async def read(keys: list[str]) -> list[Any]:
         return await asyncio.gather(*(rows.read(key) for key in keys))
@@ -133,10 +135,7 @@ def test_a_policy_without_batch_get_item_reads_each_row_with_get_item_and_says_s
 def test_a_loop_stopped_while_a_batch_waits_cancels_it_and_its_reads(db: Counted) -> None:
     loop = ShardLoop(threads=1)
     loop.start()
-    runtime = types.SimpleNamespace(
-        dynamodb=db, tables=types.SimpleNamespace(checkpoints=TABLE), call=lambda fn, operation, **_: fn()
-    )
-    rows = RowReads(runtime, loop)  # type: ignore[arg-type]
+    rows = _row_reads(db, loop)
 
     async def start_reading() -> asyncio.Future[Any]:
         return rows.read("s-2")
