@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import botocore.exceptions
@@ -70,9 +72,8 @@ class RowReads:
                     await asyncio.sleep(pause)  # DynamoDB throttled part of the batch: not at once again
                     pause = min(_UNPROCESSED_PAUSE_MAX, 2 * pause)
         except asyncio.CancelledError:  # the loop stops: nobody reads on
-            for waiting in self._waiting.values():
-                for future in waiting:
-                    future.cancel()
+            for future in _each(self._waiting):
+                future.cancel()
             self._waiting.clear()
             raise
 
@@ -81,7 +82,7 @@ class RowReads:
         rt, keys = self._rt, list(futures)
 
         def abandoned() -> bool:  # every read of the batch was given up (their shards stopped)
-            return all(future.done() for waiting in futures.values() for future in waiting)
+            return all(future.done() for future in _each(futures))
 
         def read() -> tuple[dict[str, CheckpointRow | None], list[str]]:
             if self._batched:
@@ -109,15 +110,13 @@ class RowReads:
         try:
             rows, unprocessed = await self._loop.io(read, first=True)
         except asyncio.CancelledError:
-            for waiting in futures.values():
-                for future in waiting:
-                    future.cancel()
+            for future in _each(futures):
+                future.cancel()
             raise
         except Exception as exc:  # noqa: BLE001 (handed to the readers: as each GetItem would have failed)
-            for waiting in futures.values():
-                for future in waiting:
-                    if not future.done():
-                        future.set_exception(exc)
+            for future in _each(futures):
+                if not future.done():
+                    future.set_exception(exc)
             return False
         for key in unprocessed:  # in the next batch
             self._waiting.setdefault(key, []).extend(futures.pop(key))
@@ -126,3 +125,10 @@ class RowReads:
                 if not future.done():
                     future.set_result(rows.get(key))
         return bool(unprocessed)
+
+
+def _each(
+    futures: dict[str, list[asyncio.Future[CheckpointRow | None]]],
+) -> Iterator[asyncio.Future[CheckpointRow | None]]:
+    """Every read waiting in ``futures`` (by shard)."""
+    return itertools.chain.from_iterable(futures.values())

@@ -56,7 +56,7 @@ from ..aws.kinesis import ShardInfo
 from ..errors import DataLossError
 from ..reading.polling import PollingReader
 from ..reading.position import StartPosition
-from .offsets import TRIM_HORIZON, ShardEnd
+from .offsets import TRIM_HORIZON, ShardEnd, follows
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -69,12 +69,6 @@ log = logging.getLogger("kinsumer.spark")
 _AT_RISK = 0.9
 #: Empty pages a look for a shard's oldest record reads at most (AWS may answer empty pages before records).
 _OLDEST_PAGES = 50
-
-
-def follows(position: str) -> int | None:
-    """The sequence number a position ``AFTER:<seq>[:<sub>]`` follows; None for any other position."""
-    kind, _, value = position.partition(":")
-    return int(value.partition(":")[0]) if kind == "AFTER" else None
 
 
 def trimmed(position: str, oldest: str | None) -> bool:
@@ -163,8 +157,9 @@ class DataLossCheck:
             if (shard, position) in self._moved:  # a loss seen before (a replay): the same start again
                 starts[shard] = self._moved[(shard, position)]
                 continue
-            end = replays.get(shard)
-            end = end if end != position and end is not None and follows(end) is not None else None
+            end = replays.get(shard)  # a replay's recorded end, checked when it follows a record past the start
+            if end is None or end == position or follows(end) is None:
+                end = None
             if (follows(position) is None and end is None) or not (first or shard in risky) or shard in gone:
                 continue
             oldest = oldest_record(self._kinesis(), self._stream, shard)

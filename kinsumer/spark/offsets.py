@@ -34,6 +34,7 @@ __all__ = [
     "after_record",
     "at_timestamp",
     "end_index",
+    "follows",
     "next_offset",
     "passed_end",
     "to_start_position",
@@ -95,13 +96,17 @@ def end_index(records: Sequence[Mapping[str, Any]], end: str) -> int | None:
     return found
 
 
+def follows(position: str) -> int | None:
+    """The sequence number a position ``AFTER:<seq>[:<sub>]`` follows; None for any other position."""
+    kind, _, value = position.partition(":")
+    return int(value.partition(":")[0]) if kind == "AFTER" else None
+
+
 def passed_end(records: Sequence[Mapping[str, Any]], end: str) -> bool:
     """Whether ``records`` (a page of a shard) hold one after the record a recorded end ``AFTER:...``
     names: a replay that has not found its end there will not find it (retention trimmed it)."""
-    kind, _, value = end.partition(":")
-    if kind != "AFTER" or not records:
-        return False
-    return int(records[-1]["SequenceNumber"]) > int(value.partition(":")[0])
+    after = follows(end)
+    return after is not None and bool(records) and int(records[-1]["SequenceNumber"]) > after
 
 
 def at_timestamp(when: dt.datetime) -> str:
