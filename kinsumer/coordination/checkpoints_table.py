@@ -53,6 +53,7 @@ __all__ = [
     "guard",
     "note_paused",
     "note_retrying",
+    "finished_among",
     "finished_shards",
     "load_rows",
     "read_row",
@@ -447,6 +448,17 @@ def release(
     removes = ["#owner", "#oname", "#handed", "#retry", "#paused", "#busy", "#oldest"]
     update, values = _owner_update(checkpoint, sets, removes, values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
+
+
+def finished_among(db: DynamoDBClient, table: str, shard_ids: Sequence[str], stream: str) -> set[str]:
+    """Those of ``shard_ids`` whose rows say Finished for the incarnation ``stream`` (strongly consistent),
+    read :data:`BATCH_READ_KEYS` to a BatchGetItem. A row DynamoDB leaves unprocessed counts as not finished
+    (read again at the next refresh): a shard is never taken as finished without its row saying so."""
+    finished: set[str] = set()
+    for start in range(0, len(shard_ids), BATCH_READ_KEYS):
+        rows, _ = read_rows(db, table, shard_ids[start : start + BATCH_READ_KEYS])
+        finished.update(key for key, row in rows.items() if row and row.finished and not row.foreign(stream))
+    return finished
 
 
 def load_rows(db: DynamoDBClient, table: str) -> dict[str, CheckpointRow]:

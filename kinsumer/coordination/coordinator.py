@@ -43,7 +43,7 @@ from .membership import Membership
 from .metadata_table import ShardCache
 from .roster import Roster, headline_to_trust, silent_until
 from .runtime import Runtime
-from .shard_cache import refresh_shard_cache
+from .shard_cache import FinishedShards, refresh_shard_cache
 from .shard_pool import ShardPool
 from .shard_worker import ShardWorker
 from .streams import StreamScope, agreed_streams, combined_keys, listed_streams
@@ -78,6 +78,7 @@ class Coordinator:
         self._leader = Leader(runtime, self._home.cache_key)
         self._beats = Heartbeat(runtime, lambda: self._cache_version, self._leader.headline)
         self._caches: dict[str, ShardCache] = {}  # the shard cache of each stream read, by name
+        self._finished: dict[str, FinishedShards] = {}  # the shards of each stream seen finished, by name
         self._cache_version = 0  # the sum of their versions: what the heartbeat announces
         self._not_agreed: tuple[str, ...] = ()  # streams this client lists that some live client does not
         self._claimed = False  # the first heartbeat claimed our row in the clients table
@@ -300,12 +301,13 @@ class Coordinator:
         if cache is None or read:
             cache = call(functools.partial(metadata_table.read_shard_cache, db, tables.metadata, scope.cache_key),
                          "GetItem")  # fmt: skip
+        known = self._finished.setdefault(scope.name, FinishedShards())
         if cache is None or not cache.shard_ids or cache.stream != scope.identity or refresh:
             seen, reap = cache, self.is_leader  # a cache of another incarnation (or version) is written again
-            cache = call(
-                functools.partial(refresh_shard_cache, rt.kinesis, db, scope, tables, seen, reap_trimmed=reap),
-                "RefreshShardCache",
+            refresh_cache = functools.partial(
+                refresh_shard_cache, rt.kinesis, db, scope, tables, seen, reap_trimmed=reap, known=known
             )
+            cache = call(refresh_cache, "RefreshShardCache")
         return cache
 
     def _claim(self, call: Callable[..., Any]) -> None:

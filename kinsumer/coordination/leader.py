@@ -3,7 +3,8 @@
 - It holds the leader lease in the metadata table (taken, renewed every ``max_age / 2``, released
   when another client comes first or at a stop).
 - It lists the shards and stores the shard cache every ``leader_action_frequency``
-  (:func:`~.shard_cache.refresh_shard_cache`, deleting the rows of shards trimmed past retention),
+  (:func:`~.shard_cache.refresh_shard_cache`; once an hour it deletes the rows of shards trimmed
+  past retention),
   and every minute or so deletes the rows of clients silent for long (crashed ones).
 - With ``assignment="balanced"`` it computes the assignment and publishes it with the shard cache.
 - It publishes the roster of the live clients from its scan, and the headline its heartbeat carries,
