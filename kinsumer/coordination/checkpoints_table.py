@@ -30,13 +30,14 @@ overwrite the new owner's checkpoint.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import botocore.exceptions
 
-from ..aws.error_codes import is_condition_failure
+from ..aws.error_codes import error_code, is_condition_failure
 from ..aws.tables import now_ms
 from ..handling.careful import NO_EPISODE
 from ..reading.position import Position, StartPosition
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_READ_KEYS",
     "CheckpointRow",
+    "batch_reads_denied",
     "capture",
     "commit",
     "delete_rows",
@@ -448,6 +450,18 @@ def release(
     removes = ["#owner", "#oname", "#handed", "#retry", "#paused", "#busy", "#oldest"]
     update, values = _owner_update(checkpoint, sets, removes, values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
+
+
+def batch_reads_denied(exc: botocore.exceptions.ClientError, table: str, instead: str, log: logging.Logger) -> None:
+    """Raise ``exc`` again unless it says the IAM policy does not allow BatchGetItem; if it does, warn on ``log``
+    that ``instead`` is done (the caller does it from now on)."""
+    if error_code(exc) != "AccessDeniedException":
+        raise exc
+    log.warning(
+        "the IAM policy does not allow dynamodb:BatchGetItem on %s: %s (add the action, see docs/iam.md)",
+        table,
+        instead,
+    )
 
 
 def finished_among(db: DynamoDBClient, table: str, shard_ids: Sequence[str], stream: str) -> set[str]:

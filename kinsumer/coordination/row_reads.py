@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 
 import botocore.exceptions
 
-from ..aws.error_codes import error_code
 from . import checkpoints_table
 from .checkpoints_table import BATCH_READ_KEYS, CheckpointRow
 
@@ -92,14 +91,9 @@ class RowReads:
                         "BatchGetItem", should_stop=abandoned,
                     )  # fmt: skip
                 except botocore.exceptions.ClientError as exc:
-                    if error_code(exc) != "AccessDeniedException":
-                        raise
+                    instead = "the rows of shards waiting for a release are read one GetItem each"
+                    checkpoints_table.batch_reads_denied(exc, rt.tables.checkpoints, instead, log)
                     self._batched = False
-                    log.warning(
-                        "the IAM policy does not allow dynamodb:BatchGetItem on %s: the rows of shards waiting for "
-                        "a release are read one GetItem each (add the action, see docs/iam.md)",
-                        rt.tables.checkpoints,
-                    )  # fmt: skip
             rows = {}
             for key in keys:
                 if not abandoned():

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 import botocore.exceptions
 
-from ..aws.error_codes import error_code
 from ..aws.kinesis import ShardInfo, list_shards
 from ..aws.tables import Tables
 from ..clock import monotonic
@@ -138,14 +137,9 @@ def _finished(
             keys = [scope.key(s) for s in unknown]
             rows = checkpoints_table.finished_among(db, tables.checkpoints, keys, scope.identity)
         except botocore.exceptions.ClientError as exc:
-            if error_code(exc) != "AccessDeniedException":
-                raise
+            instead = "the shard cache's refresh scans the table for finished shards"
+            checkpoints_table.batch_reads_denied(exc, tables.checkpoints, instead, log)
             known.batched = False
-            log.warning(
-                "the IAM policy does not allow dynamodb:BatchGetItem on %s: the shard cache's refresh scans the "
-                "table for finished shards (add the action, see docs/iam.md)",
-                tables.checkpoints,
-            )  # fmt: skip
         else:
             seen.update(shard_id for key in rows if (shard_id := scope.shard_id(key)) is not None)
             return seen & closed
