@@ -223,9 +223,12 @@ def test_process_runs_without_opentelemetry(
         def handler(record):
             seen.append(record.data)
             threading.Thread(target=k.stop).start()
-        threading.Timer(60, k.stop).start()
+        deadline = threading.Timer(60, k.stop)  # a daemon, cancelled: the process ends when the test is done
+        deadline.daemon = True
+        deadline.start()
         with k:
             k.process(handler)
+        deadline.cancel()
         assert "opentelemetry.trace" not in sys.modules
         print(seen)
     """)
