@@ -37,11 +37,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--staleness", type=float, default=0.0, help="how old an eventually consistent read may be")
     parser.add_argument("--skew", type=float, default=0.0, help="each client's wall clock off by up to this (s)")
     parser.add_argument("--validate", action="store_true", help="validate every call's parameters (slower)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds each call of a shard worker takes")
     args = parser.parse_args(argv)
     config = attrs.evolve(Config(), assignment=args.assignment)
     started = time.perf_counter()
     with Cluster(args.shards, config, seed=args.seed, staleness=args.staleness, validate=args.validate,
-                 skew=args.skew) as cluster:
+                 skew=args.skew, latency=args.latency) as cluster:
         changes, figures = scenario(cluster, args.clients, args.seconds)
         size, table, key = largest_item(cluster)
         cache_size = item_bytes(cluster, cluster.tables.metadata, SHARD_CACHE_KEY) or 0
@@ -51,7 +52,8 @@ def main(argv: list[str] | None = None) -> None:
     took = time.perf_counter() - started
     print(f"{args.clients} clients, {args.shards} shards, assignment={args.assignment}, default Config "
           f"(round {config.shard_check_frequency:g} s, leader {config.leader_action_frequency:g} s, "
-          f"max age {config.effective_client_record_max_age:g} s)")  # fmt: skip
+          f"max age {config.effective_client_record_max_age:g} s); a shard worker's call takes "
+          f"{args.latency * 1000:g} ms")  # fmt: skip
     _print_steady(figures)
     print(f"largest item: {size:,} bytes ({size / 1024:.1f} KB of 400 KB), {table} {key!r}")
     print(f"shard cache item: {cache_size:,} bytes ({math.ceil(cache_size / 4096)} read units a consistent read)")

@@ -104,6 +104,7 @@ class SimClient:
         dynamodb: Any,
         on_change: OnChange,
         setup_deadline: float,
+        latency: float = 0.0,
     ) -> None:
         self.id = client_id
         self.errors: list[KinsumerError] = []
@@ -118,7 +119,7 @@ class SimClient:
             delivery=Delivery(config.buffer_size, stats, config.max_buffered_bytes), stats=stats,
             on_fatal=self._on_fatal,
         )  # fmt: skip
-        self.loop = SimShardLoop(clock.monotonic)
+        self.loop = SimShardLoop(clock.monotonic, latency)
         self.pool = SimPool(self.runtime, sim_readers(kinesis, self.runtime.reader_settings), self.loop, on_change)
         self.coordinator = Coordinator(self.runtime, pool=self.pool)
         self.runtime.request_refresh = self.coordinator.request_refresh

@@ -22,6 +22,10 @@ more events of any kind; its rows stay until they age), :meth:`pause`, :meth:`sp
 is tracked as the rounds assign it (:meth:`converged`, :class:`~.tracking.Tracking`), and what they hold as
 their leases say (:class:`~.tracking.Ownership`: no shard taken from a fresh holder; :meth:`settled`: every
 lease with the client that wants it).
+
+With ``latency``, each call of a shard worker (a capture, a row read, a release, a GetRecords) takes that many
+virtual seconds on its client's loop, the others' calls going on meanwhile as in the production pool; the
+coordinators' and heartbeats' calls take none (:func:`tests.sim.agreement.with_latency` times those).
 """
 
 from __future__ import annotations
@@ -81,8 +85,10 @@ class Cluster:
         skew: float = 0.0,
         application: str = "sim",
         stream: str = "stream",
+        latency: float = 0.0,
     ) -> None:
         self.config = config or Config()
+        self.latency = latency  # virtual seconds a shard worker's call takes (the coordination's take none)
         self.clock = VirtualClock()
         self.rng = random.Random(seed)
         self.skew = skew
@@ -142,7 +148,7 @@ class Cluster:
         try:
             client = SimClient(
                 client_id, self.config, self.stream, self.application, self.kinesis, self.db, self._wanted_changed,
-                self.clock.now + _SETUP_DEADLINE,
+                self.clock.now + _SETUP_DEADLINE, self.latency,
             )  # fmt: skip
         finally:
             self._current = None

@@ -4,8 +4,9 @@
 between capture polls, an idle shard's next read, a handoff's deadline, ``asyncio.timeout``) fall due when
 the virtual clock reaches them, and the cluster (:mod:`.cluster`) runs them then (:meth:`VirtualLoop.run_due`),
 in order with the other clients' events. :class:`SimShardLoop` is :class:`~kinsumer.reading.shard_loop.ShardLoop`
-on that loop: ``spawn`` makes a task, ``io`` runs the call at once on the loop's thread (the simulation's:
-no pool, so no other call runs meanwhile), ``poke`` is the production :class:`~kinsumer.reading.shard_loop.Poke`.
+on that loop: ``spawn`` makes a task, ``io`` runs the call on the loop's thread (the simulation's: no pool), at
+once or, with a ``latency``, that many virtual seconds later while the other workers go on (the call's effect
+lands at the end), ``poke`` is the production :class:`~kinsumer.reading.shard_loop.Poke`.
 
 The loop steps through asyncio's own ``_run_once`` (``run_forever`` with a stop queued runs one iteration)
 and looks at its ``_ready`` and ``_scheduled`` queues: private, and stable since Python 3.4.
@@ -57,10 +58,11 @@ class VirtualLoop(asyncio.SelectorEventLoop):
 class SimShardLoop(ShardLoop):
     """:class:`~kinsumer.reading.shard_loop.ShardLoop`'s interface on a :class:`VirtualLoop`, without threads."""
 
-    def __init__(self, now: Callable[[], float]) -> None:
+    def __init__(self, now: Callable[[], float], latency: float = 0.0) -> None:
         self.virtual = VirtualLoop(now)
         self.loop = self.virtual
         self.tasks: set[asyncio.Task[None]] = set()  # the workers' coroutines under way (held: not collected)
+        self.latency = latency  # virtual seconds each call of a worker takes (its effect lands at the end)
 
     def start(self) -> None:
         pass
@@ -78,6 +80,8 @@ class SimShardLoop(ShardLoop):
         return future
 
     async def io(self, fn: Callable[[], T], *, first: bool = False) -> T:
+        if self.latency:  # the other workers' calls run meanwhile, as in the production pool
+            await asyncio.sleep(self.latency)
         return fn()
 
     def poke(self) -> Poke:

@@ -10,6 +10,7 @@ from kinsumer.config import Config
 from kinsumer.coordination import checkpoints_table
 from tests.sim.cluster import Cluster
 from tests.sim.figures import change
+from tests.sim.shard_loop import SimShardLoop
 
 PERIOD = Config().shard_check_frequency
 MAX_AGE = Config().effective_client_record_max_age
@@ -123,3 +124,36 @@ def test_a_paused_clients_shards_are_taken_only_once_its_lease_is_stale_and_it_l
         assert cluster.run(4 * PERIOD + MAX_AGE, cluster.settled), cluster.ownership.held
         assert not cluster.ownership.doubled  # taken only once its lease was stale: it delivered nothing meanwhile
         assert paused in cluster.clients  # it resumed, and runs on with its share again
+
+
+def test_a_workers_call_takes_the_latency_and_the_others_go_on_meanwhile() -> None:
+    now = [10.0]
+    loop = SimShardLoop(lambda: now[0], latency=0.05)
+    ran: list[tuple[str, float]] = []
+
+    async def call(name: str) -> None:
+        await loop.io(lambda: ran.append((name, now[0])))
+
+    loop.spawn(call("a"))
+    loop.spawn(call("b"))
+    loop.run_due()
+    assert ran == [] and loop.next_at() == pytest.approx(10.05)
+    now[0] = loop.next_at() or 0.0
+    loop.run_due()
+    assert ran == [("a", now[0]), ("b", now[0])]  # both after one latency: side by side, not one after the other
+    loop.stop(0.0)
+
+
+@pytest.mark.parametrize("latency", [0.01, 0.05])
+def test_with_a_call_latency_joins_leaves_and_crashes_settle_and_never_two_hold_a_lease(latency: float) -> None:
+    with Cluster(24, attrs.evolve(Config(), assignment="balanced"), seed=7, latency=latency) as cluster:
+        assert cluster.start(3)
+        joined = change(cluster, "join", lambda: cluster.join().id)
+        follower = cluster.live()[-1]
+        left = change(cluster, "clean leave", lambda: (cluster.leave(follower), follower)[1])
+        victim = cluster.live()[-1]
+        crashed = change(cluster, "crash", lambda: (cluster.crash(victim), victim)[1])
+        for c in (joined, left, crashed):
+            assert c.settled is not None and c.double_held == 0 and c.moved > 0, c
+        assert not cluster.ownership.doubled
+        assert left.settled < MAX_AGE  # released and taken, not aged out
