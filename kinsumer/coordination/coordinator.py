@@ -301,9 +301,9 @@ class Coordinator:
         if cache is None or read:
             cache = call(functools.partial(metadata_table.read_shard_cache, db, tables.metadata, scope.cache_key),
                          "GetItem")  # fmt: skip
-        known = self._finished.setdefault(scope.name, FinishedShards())
         if cache is None or not cache.shard_ids or cache.stream != scope.identity or refresh:
             seen, reap = cache, self.is_leader  # a cache of another incarnation (or version) is written again
+            known = self._finished.setdefault(scope.name, FinishedShards())
             refresh_cache = functools.partial(
                 refresh_shard_cache, rt.kinesis, db, scope, tables, seen, reap_trimmed=reap, known=known
             )

@@ -54,12 +54,12 @@ class FinishedShards:
         self.reap_at = -math.inf  # monotonic: the leader scans for trimmed shards' rows from then on
         self.batched = True  # False: the IAM policy does not allow BatchGetItem (the table is scanned)
 
-    def of(self, identity: str) -> set[str]:
-        """The shards seen finished in the incarnation ``identity`` (none, and a look due, for a new one)."""
+    def track(self, identity: str) -> None:
+        """Keep to the incarnation ``identity``: for a new one, nothing seen finished and the look for trimmed
+        shards' rows due."""
         if identity != self.identity:
             self.forget()
             self.identity = identity
-        return self.shards
 
     def forget(self) -> None:
         """Nothing is known finished (the shard cache is gone: a reset may have cleared rows)."""
@@ -89,7 +89,7 @@ def refresh_shard_cache(
     known = known or FinishedShards()
     if seen is None:  # no cache: none yet, or a reset deleted it
         known.forget()
-    known.of(scope.identity)
+    known.track(scope.identity)
     reap = reap_trimmed and monotonic() >= known.reap_at
     finished = _finished(db, tables, scope, shards, known, scan=reap)
     frontier = consumable_frontier(shards, finished)
@@ -126,13 +126,13 @@ def _finished(
 ) -> set[str]:
     """The finished shards of ``scope``: of a scan (``scan``; or when it reads less than the rows of the closed
     shards not seen finished; or without BatchGetItem) they include shards no longer listed."""
-    seen = known.of(scope.identity)
+    seen = known.shards  # of the incarnation the caller keeps to (known.track)
     closed = {s.shard_id for s in shards if s.closed}
     unknown = sorted(closed - seen)
-    if not unknown and not scan:
-        return seen & closed
     many = len(unknown) > max(checkpoints_table.BATCH_READ_KEYS, len(shards) // _ROWS_PER_READ_UNIT)
-    if known.batched and not many and not scan:
+    if not scan and not unknown:
+        return seen & closed
+    if not scan and known.batched and not many:
         try:
             keys = [scope.key(s) for s in unknown]
             rows = checkpoints_table.finished_among(db, tables.checkpoints, keys, scope.identity)
@@ -145,5 +145,5 @@ def _finished(
             return seen & closed
     rows = checkpoints_table.finished_shards(db, tables.checkpoints, scope.identity)
     finished = {shard_id for key in rows if (shard_id := scope.shard_id(key)) is not None}
-    known.shards = finished & closed  # of the incarnation known.of() set
+    known.shards = finished & closed
     return finished
