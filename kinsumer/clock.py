@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import Protocol
 
-__all__ = ["Clock", "installed", "monotonic", "now_ms", "sleep", "wait", "wall"]
+__all__ = ["Clock", "installed", "monotonic", "now_ms", "now_ns", "sleep", "wait", "wall"]
 
 
 class Clock(Protocol):
@@ -50,9 +50,17 @@ def wall() -> float:
 
 
 def now_ms() -> int:
-    """Wall-clock time as integer epoch milliseconds: the unit of every LastUpdate."""
+    """Wall-clock time as integer epoch milliseconds: the unit of kinsumer's times, and of the LastUpdate of its
+    client rows and metadata items."""
     clock = _installed
     return time.time_ns() // 1_000_000 if clock is None else int(clock.wall() * 1000)
+
+
+def now_ns() -> int:
+    """Wall-clock time as integer epoch nanoseconds: the unit of LastUpdate in the checkpoints table, as the
+    Go library writes it (see :mod:`kinsumer.aws.stored`)."""
+    clock = _installed
+    return time.time_ns() if clock is None else int(clock.wall() * 1000) * 1_000_000
 
 
 def sleep(seconds: float) -> None:

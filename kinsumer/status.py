@@ -9,6 +9,7 @@ import attrs
 
 from .aws.kinesis import list_shards
 from .aws.tables import Tables, ensure_tables_ready, now_ms
+from .config import DEFAULT_GO_CLIENT_MAX_AGE
 from .coordination import checkpoints_table, clients_table, metadata_table
 from .coordination.home_stream import stream_scope
 from .reading.frontier import consumable_frontier
@@ -70,6 +71,8 @@ class ClientInfo:
     reading: str = "polling"
     #: the streams it lists, when more than the application's first (see docs/several-streams.md)
     streams: tuple[str, ...] = ()
+    #: a client of the Go library (twitchscience/kinsumer): kinsumer reads nothing while one is live
+    go: bool = False
 
 
 @attrs.frozen
@@ -125,9 +128,15 @@ def _age(epoch_ms: int, now: int) -> float:
 
 
 def read_status(
-    kinesis: KinesisClient, db: DynamoDBClient, stream: str, application: str, max_age: float
+    kinesis: KinesisClient,
+    db: DynamoDBClient,
+    stream: str,
+    application: str,
+    max_age: float,
+    go_max_age: float = DEFAULT_GO_CLIENT_MAX_AGE,
 ) -> ApplicationStatus:
-    """Everything an operator wants on one screen. ``max_age``: when a client counts as dead."""
+    """Everything an operator wants on one screen. ``max_age``: when a client counts as dead; ``go_max_age``: when
+    a client of the Go library does."""
     tables = Tables.for_application(application)
     listing = list_shards(kinesis, stream)  # first: a missing stream is the first thing to report
     ensure_tables_ready(db, tables)
@@ -137,8 +146,7 @@ def read_status(
         for key, row in checkpoints_table.load_rows(db, tables.checkpoints).items()
         if (shard_id := scope.shard_id(key)) is not None
     }
-    leader = db.get_item(TableName=tables.metadata, Key={"Key": {"S": metadata_table.LEADER_KEY}}, ConsistentRead=True)
-    leader_item = leader.get("Item", {})
+    leader_id, leader_update = metadata_table.read_leader_item(db, tables.metadata)
     cache = metadata_table.read_shard_cache(db, tables.metadata, scope.cache_key)
     now = now_ms()
     clients = tuple(
@@ -148,9 +156,10 @@ def read_status(
             c.host,
             c.pid,
             _age(c.last_update, now),
-            now - c.last_update < max_age * 1000,
-            c.reading,
+            now - c.last_update < (go_max_age if c.go else max_age) * 1000,
+            "Go library" if c.go else c.reading,
             c.streams,
+            c.go,
         )
         for c in clients_table.all_clients(db, tables.clients)
     )
@@ -186,8 +195,8 @@ def read_status(
         stream=stream,
         application=application,
         clients=clients,
-        leader_id=leader_item.get("ID", {}).get("S"),
-        leader_age=_age(int(leader_item["LastUpdate"]["N"]), now) if "LastUpdate" in leader_item else None,
+        leader_id=leader_id,
+        leader_age=None if leader_update is None else _age(leader_update, now),
         shard_cache=cache.shard_ids if cache else (),
         shard_cache_age=_age(cache.last_update, now) if cache else None,
         shards=tuple(shards),

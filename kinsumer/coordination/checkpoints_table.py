@@ -3,7 +3,9 @@
 Row: ``Shard`` (hash key), ``SequenceNumber`` (string: Kinesis sequence numbers exceed
 DynamoDB's 38 digits), ``SubSequenceNumber`` (inside a KPL aggregate: the index of the last
 processed user record; absent when the whole Kinesis record is processed, and in rows of
-versions before it), ``OwnerID``, ``OwnerName``, ``LastUpdate`` (epoch ms), ``Finished``
+versions before it), ``OwnerID``, ``OwnerName``, ``LastUpdate`` (epoch **nanoseconds**, as the Go
+library writes it, so that a Go client counts a shard kinsumer reads as owned; rows of versions before
+it hold epoch ms: read by magnitude, see :mod:`kinsumer.aws.stored`), ``Finished``
 (epoch ms, set once the shard is closed and fully processed), ``ParentShardIds``, ``StartAt``
 (epoch ms, the service's time: where a shard with no checkpoint starts when ``initial_position``
 is LATEST or AT_TIMESTAMP, recorded by its first owner so that no later owner starts later),
@@ -25,6 +27,11 @@ Capture is conditional on the row being free, ours, or exactly as read while its
 found dead (the caller decides that from the clients table: :mod:`.membership`); commit and
 release are conditional on ``OwnerID = :me``, so a client that lost a shard can never
 overwrite the new owner's checkpoint.
+
+The Go library's rows (twitchscience/kinsumer: ``Shard``, ``SequenceNumber``, ``LastUpdate``,
+``OwnerName``, ``Finished``, ``OwnerID``, ``LastUpdateRFC``, ``FinishedRFC``) are read as they are: its
+NULL attributes count as absent, in reads and in conditions (:mod:`kinsumer.aws.stored`), and an empty
+``SequenceNumber`` (its release of a shard never read) as none.
 """
 
 from __future__ import annotations
@@ -38,7 +45,9 @@ import attrs
 import botocore.exceptions
 
 from ..aws.error_codes import error_code, is_condition_failure
+from ..aws.stored import NULL_TYPE, absent, epoch_ms, present
 from ..aws.tables import now_ms
+from ..clock import now_ns
 from ..handling.careful import NO_EPISODE
 from ..reading.position import Position, StartPosition
 
@@ -96,7 +105,7 @@ class CheckpointRow:
     sub_sequence_number: int | None = None
     owner_id: str | None = None
     owner_name: str | None = None
-    last_update: int = 0
+    last_update: int = 0  # epoch ms, whichever unit the row stores
     finished: bool = False
     parent_shard_ids: tuple[str, ...] = ()
     millis_behind_latest: int | None = None  # as last committed by the owner
@@ -111,16 +120,20 @@ class CheckpointRow:
     busy_since: int | None = None  # epoch ms: a process() handler call under way since then, for long
     expired: int = 0  # records process() sent to the sink as too old (max_record_age), this capture
     oldest_arrival: int | None = None  # epoch ms: the arrival of the oldest record its owner held at its last commit
+    #: LastUpdate as stored (ns, or ms in rows of earlier versions): a condition on the row as read compares it.
+    stored_last_update: int = attrs.field(default=0, eq=False)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> CheckpointRow:
+        item = present(item)
+        stored = int(item.get("LastUpdate", {}).get("N", "0"))
         return cls(
             shard_id=item["Shard"]["S"],
-            sequence_number=item.get("SequenceNumber", {}).get("S"),
+            sequence_number=item.get("SequenceNumber", {}).get("S") or None,
             sub_sequence_number=int(item["SubSequenceNumber"]["N"]) if "SubSequenceNumber" in item else None,
             owner_id=item.get("OwnerID", {}).get("S"),
             owner_name=item.get("OwnerName", {}).get("S"),
-            last_update=int(item.get("LastUpdate", {}).get("N", "0")),
+            last_update=epoch_ms(stored),
             finished="Finished" in item,
             parent_shard_ids=tuple(v["S"] for v in item.get("ParentShardIds", {}).get("L", [])),
             millis_behind_latest=int(item["MillisBehindLatest"]["N"]) if "MillisBehindLatest" in item else None,
@@ -135,6 +148,7 @@ class CheckpointRow:
             busy_since=int(item["BusySince"]["N"]) if "BusySince" in item else None,
             expired=int(item.get("Expired", {}).get("N", "0")),
             oldest_arrival=int(item["OldestArrival"]["N"]) if "OldestArrival" in item else None,
+            stored_last_update=stored,
         )
 
     @property
@@ -215,16 +229,16 @@ def capture(
     from is exactly the one stored when we took ownership. A row without ``Stream`` gets
     ``stream``; one with another keeps it (:func:`reset` clears the row, then sets it).
     """
-    update = "SET #prev = if_not_exists(#owner, :free), #owner = :me, #oname = :name, #lu = :now, #inst = :inst"
+    update = "SET #prev = if_not_exists(#owner, :free), #owner = :me, #oname = :name, #lu = :lu, #inst = :inst"
     values: dict[str, Any] = {
-        ":me": {"S": owner_id}, ":name": {"S": owner_name}, ":now": {"N": str(now_ms())}, ":free": {"S": ""},
-        ":inst": {"S": instance},
+        ":me": {"S": owner_id}, ":name": {"S": owner_name}, ":lu": {"N": str(now_ns())}, ":free": {"S": ""},
+        ":inst": {"S": instance}, ":null": NULL_TYPE,
     }  # fmt: skip
-    unfinished = "attribute_not_exists(#fin)"
+    unfinished = absent("#fin")
     if stream:
         update += ", #stream = if_not_exists(#stream, :stream)"
         values[":stream"] = {"S": stream}
-        unfinished = "(attribute_not_exists(#fin) OR #stream <> :stream)"
+        unfinished = f"({unfinished} OR #stream <> :stream)"
     if parents:
         update += ", #parents = :parents"
         values[":parents"] = {"L": [{"S": p} for p in parents]}
@@ -232,9 +246,9 @@ def capture(
     if taking is not None and taking.owner_id is not None:  # unchanged since read: its owner wrote nothing since
         taken = " OR (#owner = :prev AND #lu = :prevlu)"
         values[":prev"] = {"S": taking.owner_id}
-        values[":prevlu"] = {"N": str(taking.last_update)}
+        values[":prevlu"] = {"N": str(taking.stored_last_update)}
     update += " REMOVE #paused, #busy, #expired, #oldest"  # its owner's: the new one stores its own
-    condition = f"{unfinished} AND (attribute_not_exists(#owner) OR #owner = :me{taken})"
+    condition = f"{unfinished} AND ({absent('#owner')} OR #owner = :me{taken})"
     item = _conditional_update(db, table, shard_id, update, condition, values, return_new=True)
     return None if item is None else CheckpointRow.from_item(item)
 
@@ -270,7 +284,10 @@ def _conditional_update(
 def _owned_update(
     db: DynamoDBClient, table: str, shard_id: str, owner_id: str, update: str, values: dict[str, Any]
 ) -> bool:
-    values = {**values, ":me": {"S": owner_id}, ":now": {"N": str(now_ms())}}
+    """``update`` if the row is ``owner_id``'s; it may use ``:lu`` (LastUpdate, epoch ns) and ``:now`` (epoch ms)."""
+    values = {**values, ":me": {"S": owner_id}, ":lu": {"N": str(now_ns())}}
+    if ":now" in update:
+        values[":now"] = {"N": str(now_ms())}
     return _conditional_update(db, table, shard_id, update, "#owner = :me", values) is not None
 
 
@@ -278,7 +295,7 @@ def _owner_update(
     checkpoint: Position | None, sets: list[str], removes: list[str], values: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
     """An owner's update expression: LastUpdate, the checkpoint if there is one, and ``sets`` / ``removes``."""
-    sets = ["#lu = :now", *sets]
+    sets = ["#lu = :lu", *sets]
     if checkpoint is not None:
         sequence_number, sub_sequence = checkpoint
         sets.append("#seq = :seq")
@@ -364,7 +381,7 @@ def reset(
     db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str, stream: str, parents: tuple[str, ...]
 ) -> bool:
     """Clear what the row holds of another incarnation of the stream, and stamp ours. False: not ours."""
-    sets = ["#stream = :stream", "#lu = :now"]
+    sets = ["#stream = :stream", "#lu = :lu"]
     values: dict[str, Any] = {":stream": {"S": stream}}
     removes = ["#seq", "#sub", "#fin", "#start", "#lag", "#handed", "#careful"]
     if parents:
@@ -389,13 +406,15 @@ def rewind(
     """An operator's reset: the shard starts over at ``start_at`` (epoch ms; 0: its trim horizon), its
     checkpoint, Finished and ownership removed. Made if the row is absent, free, or still held by
     ``seen_owner`` (a client found dead); False otherwise (a client took it meanwhile)."""
-    sets = ["#start = :start", "#stream = :stream", "#lu = :now"]
-    values: dict[str, Any] = {":start": {"N": str(start_at)}, ":stream": {"S": stream}, ":now": {"N": str(now_ms())}}
+    sets = ["#start = :start", "#stream = :stream", "#lu = :lu"]
+    values: dict[str, Any] = {
+        ":start": {"N": str(start_at)}, ":stream": {"S": stream}, ":lu": {"N": str(now_ns())}, ":null": NULL_TYPE,
+    }  # fmt: skip
     removes = ["#seq", "#sub", "#fin", "#lag", "#handed", "#careful", "#retry", "#owner", "#oname", "#prev", "#inst"]
     if parents:
         sets.append("#parents = :parents")
         values[":parents"] = {"L": [{"S": p} for p in parents]}
-    condition = "attribute_not_exists(#owner)"
+    condition = absent("#owner")
     if seen_owner is not None:
         condition += " OR #owner = :seen"
         values[":seen"] = {"S": seen_owner}
@@ -406,22 +425,22 @@ def rewind(
 def record_start(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str, start_at: int) -> bool:
     """Store where the shard starts while it has no checkpoint (epoch ms). False: not ours."""
     return _owned_update(
-        db, table, shard_id, owner_id, "SET #start = :start, #lu = :now", {":start": {"N": str(start_at)}}
+        db, table, shard_id, owner_id, "SET #start = :start, #lu = :lu", {":start": {"N": str(start_at)}}
     )
 
 
 def note_paused(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str, paused: bool) -> bool:
     """Store that the owner paused the shard (or no longer does), for ``kinsumer status``. False: not ours."""
     if not paused:
-        return _owned_update(db, table, shard_id, owner_id, "SET #lu = :now REMOVE #paused", {})
-    return _owned_update(db, table, shard_id, owner_id, "SET #lu = :now, #paused = :now", {})
+        return _owned_update(db, table, shard_id, owner_id, "SET #lu = :lu REMOVE #paused", {})
+    return _owned_update(db, table, shard_id, owner_id, "SET #lu = :lu, #paused = :now", {})
 
 
 def note_retrying(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: str, retrying: str | None) -> bool:
     """Store what ``process()`` is retrying (None: nothing any more), for ``kinsumer status``. False: not ours."""
     if retrying is None:
-        return _owned_update(db, table, shard_id, owner_id, "SET #lu = :now REMOVE #retry", {})
-    return _owned_update(db, table, shard_id, owner_id, "SET #lu = :now, #retry = :retry", {":retry": {"S": retrying}})
+        return _owned_update(db, table, shard_id, owner_id, "SET #lu = :lu REMOVE #retry", {})
+    return _owned_update(db, table, shard_id, owner_id, "SET #lu = :lu, #retry = :retry", {":retry": {"S": retrying}})
 
 
 def release(
@@ -497,8 +516,9 @@ def finished_shards(db: DynamoDBClient, table: str, stream: str) -> set[str]:
     )  # fmt: skip
     for page in pages:
         for item in page.get("Items", []):
-            if "Finished" in item and not CheckpointRow.from_item(item).foreign(stream):
-                finished.add(item["Shard"]["S"])
+            row = CheckpointRow.from_item(item)
+            if row.finished and not row.foreign(stream):
+                finished.add(row.shard_id)
     return finished
 
 
@@ -522,8 +542,9 @@ def delete_rows(db: DynamoDBClient, table: str, shard_ids: list[str]) -> None:
             db.delete_item(
                 TableName=table,
                 Key={"Shard": {"S": shard_id}},
-                ConditionExpression="attribute_exists(#fin)",
+                ConditionExpression=f"NOT {absent('#fin')}",
                 ExpressionAttributeNames={"#fin": "Finished"},
+                ExpressionAttributeValues={":null": NULL_TYPE},
             )
         except botocore.exceptions.ClientError as exc:
             if not is_condition_failure(exc):

@@ -12,6 +12,10 @@ only, ``Roster``, ``RosterAt`` and ``SilentUntil`` (its :class:`Headline`: see :
 
 A client writes its row only while it holds it: the first heartbeat (:func:`claim`) takes a
 free, stale or given-up row; the later ones (:func:`heartbeat`) only a row of its instance.
+
+A client of the Go library (twitchscience/kinsumer) writes ``ID``, ``Name``, ``LastUpdate`` in epoch
+nanoseconds and ``LastUpdateRFC`` in the same table: such a row reads as a :class:`ClientRow` with ``go``
+set (see :mod:`kinsumer.aws.stored` for the rule), never as one of kinsumer's clients.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import attrs
 import botocore.exceptions
 
 from ..aws.error_codes import is_condition_failure
+from ..aws.stored import epoch_ms, is_nanoseconds, present, stored_cutoff
 from ..aws.tables import now_ms
 from ..errors import TableConflict
 
@@ -62,6 +67,8 @@ class ClientRow:
     streams: tuple[str, ...] = ()
     #: The leader's account of the roster (:mod:`.roster`); None in other rows.
     headline: Headline | None = None
+    #: The row is a client of the Go library's (twitchscience/kinsumer), not of kinsumer's.
+    go: bool = False
 
 
 def this_host() -> str:
@@ -183,6 +190,8 @@ def _scan(db: DynamoDBClient, table: str, condition: str | None = None, cutoff_m
 
 
 def _row(item: dict[str, Any]) -> ClientRow:
+    item = present(item)
+    stored = int(item.get("LastUpdate", {}).get("N", "0"))
     headline = None
     if "Roster" in item:
         made_at, silent = int(item.get("RosterAt", {}).get("N", "0")), int(item.get("SilentUntil", {}).get("N", "0"))
@@ -190,7 +199,7 @@ def _row(item: dict[str, Any]) -> ClientRow:
     return ClientRow(
         id=item["ID"]["S"],
         name=item.get("Name", {}).get("S", ""),
-        last_update=int(item.get("LastUpdate", {}).get("N", "0")),
+        last_update=epoch_ms(stored),
         host=item.get("Host", {}).get("S", ""),
         pid=int(item.get("Pid", {}).get("N", "0")),
         cache_version=int(item.get("CacheVersion", {}).get("N", "0")),
@@ -199,6 +208,7 @@ def _row(item: dict[str, Any]) -> ClientRow:
         reading=item.get("Reading", {}).get("S", "polling"),
         streams=tuple(v["S"] for v in item.get("Streams", {}).get("L", [])),
         headline=headline,
+        go=is_nanoseconds(stored),
     )
 
 
@@ -214,24 +224,28 @@ def all_clients(db: DynamoDBClient, table: str) -> list[ClientRow]:
 
 
 def live_clients(db: DynamoDBClient, table: str, max_age: float) -> list[ClientRow]:
-    """Clients that heartbeated within ``max_age`` seconds, sorted by ID."""
-    rows = _scan(db, table, "#lu > :cutoff", now_ms() - int(max_age * 1000))
-    return sorted(rows, key=lambda r: r.id)
+    """kinsumer's clients that heartbeated within ``max_age`` seconds, sorted by ID (the Go library's rows,
+    in nanoseconds, pass the scan's filter: they are left out here)."""
+    cutoff = now_ms() - int(max_age * 1000)
+    rows = _scan(db, table, "#lu > :cutoff", cutoff)
+    return sorted((r for r in rows if not r.go and r.last_update > cutoff), key=lambda r: r.id)
 
 
 def reap_clients(db: DynamoDBClient, table: str, older_than: float) -> int:
-    """Delete rows silent for more than ``older_than`` seconds; returns how many."""
+    """Delete rows silent for more than ``older_than`` seconds (the Go library's too); returns how many."""
     cutoff = now_ms() - int(older_than * 1000)
-    dead = _scan(db, table, "#lu < :cutoff", cutoff)
+    dead = [row for row in all_clients(db, table) if row.last_update < cutoff]
     reaped = 0
     for row in dead:
+        values: dict[str, Any] = {}
+        condition = stored_cutoff("#lu", ":cutoff", cutoff, values)
         try:
             db.delete_item(
                 TableName=table,
                 Key={"ID": {"S": row.id}},
-                ConditionExpression="#lu < :cutoff",
+                ConditionExpression=condition,
                 ExpressionAttributeNames={"#lu": "LastUpdate"},
-                ExpressionAttributeValues={":cutoff": {"N": str(cutoff)}},
+                ExpressionAttributeValues=values,
             )
             reaped += 1
         except botocore.exceptions.ClientError as exc:

@@ -7,6 +7,12 @@ Items: ``Key="Leader"`` (``ID``, ``Name``, ``LastUpdate``), ``Key="ShardCache"``
 but the home stream (:mod:`.streams`), and ``Key="Stream"`` (``Name``: the application's home
 stream, written by its first client; see :func:`claim_home_stream`), and ``Key="Roster"``
 (``Digest``, ``Body``: the membership as the leader last published it, see :mod:`.roster`).
+
+kinsumer writes ``LastUpdate`` here in epoch ms. The Go library (twitchscience/kinsumer) keeps its
+``Leader`` (``ID``, ``Name``, ``LastUpdate`` in epoch ns) and ``ShardCache`` (``ShardIDs``,
+``LastUpdate`` in ns) in the same items: kinsumer takes a Go leader lease once it is stale in either unit,
+and reads a Go shard cache as one of another version (no ``Stream``): its next client lists the shards and
+writes the cache again (see :mod:`kinsumer.aws.stored`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import attrs
 import botocore.exceptions
 
 from ..aws.error_codes import is_condition_failure
+from ..aws.stored import epoch_ms, present, stored_cutoff
 from ..aws.tables import now_ms
 from . import cache_item
 from .roster import Roster
@@ -26,7 +33,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
-    "ShardCache", "claim_home_stream", "delete_shard_cache", "read_home_stream", "read_roster", "read_shard_cache",
+    "ShardCache", "claim_home_stream", "delete_shard_cache", "read_home_stream", "read_leader_item", "read_roster",
+    "read_shard_cache",
     "release_leadership", "take_leadership", "write_roster", "write_shard_cache",
 ]  # fmt: skip
 
@@ -83,6 +91,8 @@ def read_roster(db: DynamoDBClient, table: str) -> tuple[str, Roster] | None:
 def take_leadership(db: DynamoDBClient, table: str, client_id: str, name: str, max_age: float) -> bool:
     """Take or renew the leader lease; False if another client holds a fresh one."""
     now = now_ms()
+    values: dict[str, Any] = {":me": {"S": client_id}}
+    stale = stored_cutoff("#lu", ":cutoff", now - int(max_age * 1000), values)  # a Go leader's is in ns
     try:
         db.put_item(
             TableName=table,
@@ -92,12 +102,9 @@ def take_leadership(db: DynamoDBClient, table: str, client_id: str, name: str, m
                 "Name": {"S": name},
                 "LastUpdate": {"N": str(now)},
             },
-            ConditionExpression="#id = :me OR attribute_not_exists(#id) OR #lu <= :cutoff",
+            ConditionExpression=f"#id = :me OR attribute_not_exists(#id) OR {stale}",
             ExpressionAttributeNames={"#id": "ID", "#lu": "LastUpdate"},
-            ExpressionAttributeValues={
-                ":me": {"S": client_id},
-                ":cutoff": {"N": str(now - int(max_age * 1000))},
-            },
+            ExpressionAttributeValues=values,
         )
     except botocore.exceptions.ClientError as exc:
         if is_condition_failure(exc):
@@ -124,8 +131,14 @@ def release_leadership(db: DynamoDBClient, table: str, client_id: str) -> None:
 
 def read_leader(db: DynamoDBClient, table: str) -> str | None:
     """The ID in the leader lease, if any (it may be stale)."""
-    item = db.get_item(TableName=table, Key={"Key": {"S": LEADER_KEY}}, ConsistentRead=True).get("Item", {})
-    return item.get("ID", {}).get("S")
+    return read_leader_item(db, table)[0]
+
+
+def read_leader_item(db: DynamoDBClient, table: str) -> tuple[str | None, int | None]:
+    """The ID in the leader lease, if any (it may be stale), and its LastUpdate in epoch ms, if any."""
+    item = present(db.get_item(TableName=table, Key={"Key": {"S": LEADER_KEY}}, ConsistentRead=True).get("Item", {}))
+    stored = item.get("LastUpdate", {}).get("N")
+    return item.get("ID", {}).get("S"), None if stored is None else epoch_ms(int(stored))
 
 
 @attrs.frozen
@@ -147,12 +160,13 @@ def read_shard_cache(db: DynamoDBClient, table: str, key: str = SHARD_CACHE_KEY)
     item = db.get_item(TableName=table, Key={"Key": {"S": key}}, ConsistentRead=True).get("Item")
     if not item:
         return None
+    item = present(item)
     shard_ids, parents, assignment = cache_item.decode(item)
     return ShardCache(
         shard_ids=shard_ids,
         parents=parents,
         version=int(item.get("Version", {}).get("N", "0")),
-        last_update=int(item.get("LastUpdate", {}).get("N", "0")),
+        last_update=epoch_ms(int(item.get("LastUpdate", {}).get("N", "0"))),
         assignment=assignment,
         stream=item.get("Stream", {}).get("S", ""),
     )

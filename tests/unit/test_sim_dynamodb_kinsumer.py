@@ -30,7 +30,8 @@ TABLES = Tables.for_application("app")
 
 @pytest.fixture
 def fake_now(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
-    """kinsumer's ``now_ms`` on a fake clock, one second a call; the returned function starts it over."""
+    """kinsumer's ``now_ms`` (and ``now_ns``) on a fake clock, one second a call; the returned function starts it
+    over."""
     ticks: list[Iterator[int]] = []
 
     def restart() -> None:
@@ -39,6 +40,7 @@ def fake_now(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     restart()
     for module in (aws_tables, cp, clients, meta):
         monkeypatch.setattr(module, "now_ms", lambda: next(ticks[0]))
+    monkeypatch.setattr(cp, "now_ns", lambda: next(ticks[0]) * 1_000_000)  # the checkpoints' LastUpdate
     return restart
 
 

@@ -1,0 +1,134 @@
+"""The Go library's rows (twitchscience/kinsumer), as it writes them, read and conditioned on by each table
+operation (moto in-process).
+
+The items are the Go library's as aws-sdk-go's ``dynamodbattribute`` marshals its structs (checkpoints.go
+``checkpointRecord``, clients.go ``clientRecord``, leader.go's leader item and ``shardCacheRecord``): nil
+pointers as NULL attributes, ``LastUpdate`` as ``time.Now().UnixNano()``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kinsumer.aws.tables import Tables, now_ms
+from kinsumer.coordination import checkpoints_table, clients_table, metadata_table
+
+GO_OWNER = "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+
+def ns_ago(seconds: float) -> str:
+    return str(time.time_ns() - int(seconds * 1e9))
+
+
+def go_checkpoint(
+    shard: str, *, seq: str | None, owner: str | None, finished: bool = False, age: float = 0
+) -> dict[str, Any]:
+    """A row as the Go library's capture/commit (a PutItem of the whole struct) leaves it; a released one has
+    no OwnerID and OwnerName (its release REMOVEs them)."""
+    item: dict[str, Any] = {
+        "Shard": {"S": shard},
+        "SequenceNumber": {"S": seq} if seq is not None else {"NULL": True},
+        "LastUpdate": {"N": ns_ago(age)},
+        "Finished": {"N": ns_ago(age)} if finished else {"NULL": True},
+        "LastUpdateRFC": {"S": "Sat, 28 Nov 2026 23:00:00 +0000"},
+        "FinishedRFC": {"S": "Sat, 28 Nov 2026 23:00:00 +0000"} if finished else {"NULL": True},
+    }
+    if owner is not None:
+        item |= {"OwnerID": {"S": owner}, "OwnerName": {"S": "go-worker"}}
+    return item
+
+
+def test_a_go_row_with_null_finished_is_unfinished_and_captured_at_its_position(db: Any, tables: Tables) -> None:
+    db.put_item(TableName=tables.checkpoints, Item=go_checkpoint("s1", seq="4963", owner=None))
+    db.put_item(TableName=tables.checkpoints, Item=go_checkpoint("s2", seq=None, owner=None))
+    row = checkpoints_table.read_row(db, tables.checkpoints, "s1")
+    assert row is not None and not row.finished and row.checkpoint == ("4963", None)
+    taken = checkpoints_table.capture(db, tables.checkpoints, "s1", owner_id="k", owner_name="n", stream="arn@1")
+    assert taken is not None and taken.checkpoint == ("4963", None) and taken.owner_id == "k"
+    never_read = checkpoints_table.capture(db, tables.checkpoints, "s2", owner_id="k", owner_name="n")
+    assert never_read is not None and never_read.checkpoint is None and never_read.resume_at is None
+
+
+def test_a_go_release_of_a_shard_never_read_stores_an_empty_sequence_number(db: Any, tables: Tables) -> None:
+    item = go_checkpoint("s1", seq=None, owner=None) | {"SequenceNumber": {"S": ""}}
+    db.put_item(TableName=tables.checkpoints, Item=item)
+    row = checkpoints_table.read_row(db, tables.checkpoints, "s1")
+    assert row is not None and row.checkpoint is None
+
+
+def test_a_shard_go_finished_stays_finished(db: Any, tables: Tables) -> None:
+    db.put_item(TableName=tables.checkpoints, Item=go_checkpoint("done", seq="77", owner=None, finished=True))
+    db.put_item(TableName=tables.checkpoints, Item=go_checkpoint("open", seq="12", owner=None))
+    assert checkpoints_table.capture(db, tables.checkpoints, "done", owner_id="k", owner_name="n") is None
+    assert checkpoints_table.finished_shards(db, tables.checkpoints, "arn@1") == {"done"}
+    assert checkpoints_table.finished_among(db, tables.checkpoints, ["done", "open"], "arn@1") == {"done"}
+    checkpoints_table.delete_rows(db, tables.checkpoints, ["done", "open"])  # the trimmed shards' rows: finished only
+    assert checkpoints_table.read_row(db, tables.checkpoints, "done") is None
+    assert checkpoints_table.read_row(db, tables.checkpoints, "open") is not None
+
+
+def test_a_go_owners_row_reads_in_milliseconds_and_is_taken_exactly_as_read(db: Any, tables: Tables) -> None:
+    db.put_item(TableName=tables.checkpoints, Item=go_checkpoint("s1", seq="9", owner=GO_OWNER, age=30))
+    row = checkpoints_table.read_row(db, tables.checkpoints, "s1")
+    assert row is not None and row.owner_id == GO_OWNER
+    assert abs(now_ms() - 30_000 - row.last_update) < 5_000  # its nanoseconds, read as ms
+    assert checkpoints_table.capture(db, tables.checkpoints, "s1", owner_id="k", owner_name="n") is None  # owned
+    taken = checkpoints_table.capture(db, tables.checkpoints, "s1", owner_id="k", owner_name="n", taking=row)
+    assert taken is not None and taken.checkpoint == ("9", None) and taken.previous_owner == GO_OWNER
+
+
+def test_kinsumer_writes_nanoseconds_in_checkpoint_rows_and_milliseconds_elsewhere(db: Any, tables: Tables) -> None:
+    """A Go client judges a checkpoint row's owner live by its LastUpdate in ns; a kinsumer client row, in ms,
+    it finds stale (it never counts one in its modulo)."""
+    before_ns = time.time_ns()
+    checkpoints_table.capture(db, tables.checkpoints, "s1", owner_id="k", owner_name="n")
+    checkpoints_table.commit(db, tables.checkpoints, "s1", owner_id="k", checkpoint=("5", None))
+    stored = db.get_item(TableName=tables.checkpoints, Key={"Shard": {"S": "s1"}})["Item"]["LastUpdate"]["N"]
+    assert int(stored) >= before_ns // 1_000_000 * 1_000_000
+    clients_table.heartbeat(db, tables.clients, "k", "n", "instance-1")
+    beat = db.get_item(TableName=tables.clients, Key={"ID": {"S": "k"}})["Item"]["LastUpdate"]["N"]
+    assert int(beat) <= time.time_ns() // 1_000_000
+    assert metadata_table.take_leadership(db, tables.metadata, "k", "n", max_age=10)
+    lease = db.get_item(TableName=tables.metadata, Key={"Key": {"S": "Leader"}})["Item"]["LastUpdate"]["N"]
+    assert int(lease) <= time.time_ns() // 1_000_000
+
+
+def test_go_client_rows_are_told_apart_read_in_milliseconds_and_reaped(db: Any, tables: Tables) -> None:
+    def go_client(client_id: str, age: float) -> dict[str, Any]:
+        return {"ID": {"S": client_id}, "Name": {"S": "go"}, "LastUpdate": {"N": ns_ago(age)},
+                "LastUpdateRFC": {"S": "Sat, 28 Nov 2026 23:00:00 +0000"}}  # fmt: skip
+
+    db.put_item(TableName=tables.clients, Item=go_client("go-live", 1))
+    db.put_item(TableName=tables.clients, Item=go_client("go-dead", 900))
+    clients_table.heartbeat(db, tables.clients, "ours", "n", "instance-1")
+    rows = {r.id: r for r in clients_table.all_clients(db, tables.clients)}
+    assert rows["go-live"].go and rows["go-dead"].go and not rows["ours"].go
+    assert abs(now_ms() - 900_000 - rows["go-dead"].last_update) < 5_000
+    assert [r.id for r in clients_table.live_clients(db, tables.clients, max_age=10)] == ["ours"]
+    assert clients_table.reap_clients(db, tables.clients, older_than=600) == 1
+    assert sorted(r.id for r in clients_table.all_clients(db, tables.clients)) == ["go-live", "ours"]
+
+
+def test_a_go_leader_lease_is_taken_once_stale_in_its_own_unit(db: Any, tables: Tables) -> None:
+    def go_leader(age: float) -> dict[str, Any]:
+        return {"Key": {"S": "Leader"}, "ID": {"S": GO_OWNER}, "Name": {"S": "go"}, "LastUpdate": {"N": ns_ago(age)},
+                "LastUpdateRFC": {"S": "Sat, 28 Nov 2026 23:00:00 +0000"}}  # fmt: skip
+
+    db.put_item(TableName=tables.metadata, Item=go_leader(1))
+    assert not metadata_table.take_leadership(db, tables.metadata, "k", "n", max_age=10)
+    assert metadata_table.read_leader_item(db, tables.metadata)[0] == GO_OWNER
+    db.put_item(TableName=tables.metadata, Item=go_leader(60))
+    assert metadata_table.take_leadership(db, tables.metadata, "k", "n", max_age=10)
+    assert metadata_table.read_leader(db, tables.metadata) == "k"
+
+
+def test_a_go_shard_cache_reads_as_one_to_write_again(db: Any, tables: Tables) -> None:
+    go_cache = {"Key": {"S": "ShardCache"}, "ShardIDs": {"L": [{"S": "s1"}, {"S": "s2"}]},
+                "LastUpdate": {"N": ns_ago(5)}, "LastUpdateRFC": {"S": "Sat, 28 Nov 2026 23:00:00 +0000"}}  # fmt: skip
+    db.put_item(TableName=tables.metadata, Item=go_cache)
+    cache = metadata_table.read_shard_cache(db, tables.metadata)
+    assert cache is not None and cache.shard_ids == ("s1", "s2") and cache.version == 0 and cache.stream == ""
+    assert abs(now_ms() - 5_000 - cache.last_update) < 5_000
+    written = metadata_table.write_shard_cache(db, tables.metadata, ["s1"], {}, expected_version=0, stream="arn@1")
+    assert written is not None and written.version == 1
