@@ -33,8 +33,13 @@ Assignment = Literal["modulo", "balanced"]
 ASSIGNMENTS: tuple[Assignment, ...] = ("modulo", "balanced")
 #: The longest handoff_timeout: stop() waits about this long at most for a shard's records.
 MAX_HANDOFF_TIMEOUT = 300.0
+#: What a client does while a client of the Go library (twitchscience/kinsumer) is live on its application.
+BesideGo = Literal["refuse", "wait"]
+#: How long a Go client's row counts as live by default: the Go library's own age of a client row,
+#: 5 x its shardCheckFrequency (a minute by default).
+DEFAULT_GO_CLIENT_MAX_AGE = 300.0
 
-__all__ = ["Config", "InitialPosition", "validate_names"]
+__all__ = ["BesideGo", "Config", "InitialPosition", "validate_names"]
 
 InitialPosition = Literal["TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"]
 _POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
@@ -245,6 +250,17 @@ class Config:
     role_session_name: str | None = attrs.field(
         default=None,
         validator=_matching("Config.role_session_name", _SESSION_NAME, "2-64 characters of A-Z a-z 0-9 _ + = , . @ -"),
+    )
+    #: While a client of the Go library (twitchscience/kinsumer) is live on the application, kinsumer reads
+    #: nothing (it never reads beside the Go library; a running client hands its shards over to it).
+    #: "refuse": run() raises GoClientsLive; "wait": run() starts and the client takes the shards once the Go
+    #: clients are gone (a rolling deploy). See docs/moving-to-kinsumer.md.
+    beside_go: BesideGo = attrs.field(default="refuse", validator=_one_of(("refuse", "wait")))
+    #: How long a Go client's row counts as live after its last heartbeat: the Go fleet's
+    #: shardCheckFrequency x 5 (300 s with the Go library's defaults). A Go client killed without a clean
+    #: Stop() keeps its shards that long.
+    go_client_max_age: float = attrs.field(
+        default=DEFAULT_GO_CLIENT_MAX_AGE, converter=_as_float, validator=_seconds(0, inclusive=False)
     )
 
     @property

@@ -479,6 +479,7 @@ class Kinsumer:
             idle_for=None if idle_since is None else now - idle_since,
             owned_once=coordinator.owned_once or bool(shards),
             idle_grace=cfg.handoff_timeout + cfg.effective_client_record_max_age + 2 * cfg.shard_check_frequency,
+            beside_go=coordinator.beside_go,
         )
 
     # ----------------------------------------------------------------- pausing shards

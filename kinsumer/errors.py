@@ -22,6 +22,7 @@ __all__ = [
     "ConfigError",
     "DataLossError",
     "EndpointUnreachable",
+    "GoClientsLive",
     "KinsumerError",
     "MissingDependency",
     "NoRecordWithin",
@@ -50,6 +51,25 @@ class ConfigError(KinsumerError, ValueError):
         self.rule = rule
         self.value = value
         super().__init__(f"{field} {rule}; got {value!r}")
+
+
+class GoClientsLive(ConfigError):
+    """``run()`` found clients of the Go library (twitchscience/kinsumer) live on the application, and
+    ``Config.beside_go`` is ``"refuse"``: kinsumer never reads beside the Go library."""
+
+    def __init__(self, application: str, clients: tuple[str, ...], go_client_max_age: float) -> None:
+        self.application = application
+        self.clients = clients
+        which = "client" if len(clients) == 1 else "clients"
+        rule = (
+            f"is 'refuse', and the Go library's {which} {', '.join(clients)} of application {application!r} "
+            f"{'is' if len(clients) == 1 else 'are'} live: kinsumer never reads beside the Go library. Stop the Go "
+            "clients first (a clean Stop() hands their shards over at once; a killed one counts as gone "
+            f"go_client_max_age={go_client_max_age:g} s after its last heartbeat), or set "
+            "Config(beside_go='wait') to start now and take the shards over once they are gone"
+        )
+        self.field, self.rule, self.value = "Config.beside_go", rule, "refuse"
+        KinsumerError.__init__(self, f"Config.beside_go {rule}; see docs/moving-to-kinsumer.md")
 
 
 class StreamNotFound(KinsumerError):

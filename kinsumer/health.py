@@ -6,7 +6,8 @@ on what a restart fixes: the client stopped, a background error stopped it, its 
 shards go to the others), a ``process()`` handler call runs on past its ``timeout``. Readiness fails on
 those and also while the client is not consuming as it should: ``run()`` not called or not through,
 no shard captured yet (or none for longer than a rebalance takes, while there are at least as many
-shards as clients), a shard further behind than ``Config.max_healthy_lag``.
+shards as clients), a shard further behind than ``Config.max_healthy_lag``, a client of the Go library
+live on the application (kinsumer reads nothing beside it).
 
 :class:`HealthServer` answers the two paths on a port of its own (127.0.0.1 by default), and with a
 Prometheus registry serves the registry's metrics on every other path: one port for both.
@@ -108,6 +109,9 @@ class HealthFacts:
     owned_once: bool = False
     #: How long owning none is normal once the client has owned one (a rebalance's handoff, a dead owner's age).
     idle_grace: float = 0.0
+    #: The live clients of the Go library on the application, as an operator reads them: the client reads
+    #: nothing while there is one.
+    beside_go: tuple[str, ...] = ()
 
 
 def verdict(facts: HealthFacts) -> Health:
@@ -141,6 +145,13 @@ def _readiness(facts: HealthFacts) -> Iterable[HealthReason]:
         return
     if facts.state != "running":
         return
+    if facts.beside_go:
+        yield HealthReason(
+            "beside_go",
+            f"the Go library's client {', '.join(facts.beside_go)} is live on the application: this client hands its "
+            "shards over and reads nothing until no Go client is live (stop the Go clients: see "
+            "docs/moving-to-kinsumer.md)",
+        )
     if facts.idle_for is not None and (not facts.owned_once or facts.idle_for > facts.idle_grace):
         said = "has captured no shard yet" if not facts.owned_once else f"has owned no shard for {facts.idle_for:.0f} s"
         yield HealthReason("no_shard_owned", f"the client {said} while there are shards for every client")

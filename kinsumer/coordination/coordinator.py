@@ -16,6 +16,10 @@ rounds again when it will count as dead: that takes up to a round off the fail-o
 Time is read through :mod:`kinsumer.clock`, and the loops of the rounds and of the heartbeat are each one
 call a wake-up (:meth:`Coordinator.step`, :meth:`Heartbeat.step`), so that a simulator (``tests/sim``) can
 run the same rounds on virtual time without threads: ``start(threads=False)``, with a pool of its own.
+
+A round that finds a live client of the Go library (twitchscience/kinsumer) in the clients table reads
+nothing beside it (:mod:`.go_clients`): the first round raises :class:`~kinsumer.errors.GoClientsLive`
+(``Config(beside_go="refuse")``), a later one hands every shard over and takes none while it is live.
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ from typing import Any, TypeVar
 from .. import clock
 from ..aws.retry import Stopped
 from ..aws.tables import now_ms as tables_now_ms
+from ..errors import GoClientsLive
 from ..reading.reader import ReaderFactory
 from ..waiting import join_thread
 from . import clients_table, metadata_table
 from .assignment import assigned_shards, client_index
 from .clients_table import ClientRow
+from .go_clients import GoClients
 from .heartbeat import Heartbeat
 from .identity import claim_row, release_row
 from .leader import Leader, due_by_round
@@ -54,6 +60,7 @@ log = logging.getLogger("kinsumer.coordinator")
 T = TypeVar("T")
 
 _FINAL_CALL_DEADLINE = 3.0  # seconds spent retrying deregistration at stop
+_SAY_AGAIN = 60.0  # seconds between two warnings that the client reads nothing beside a live Go client
 #: Followers read the leader's roster instead of scanning (the bench turns it off to compare).
 READ_ROSTER = True
 
@@ -97,6 +104,10 @@ class Coordinator:
         self.owned_once = False
         #: Until when (monotonic) a client that leaves waits for its shards' handoffs (:meth:`begin_leaving`).
         self.handoff_deadline = math.inf
+        #: The live clients of the Go library, as of the last round, as an operator reads them (while there
+        #: is one, this client reads nothing: :mod:`.go_clients`).
+        self.beside_go: tuple[str, ...] = ()
+        self._said_beside_go = -math.inf  # monotonic: when the warning was last logged
 
     # ----------------------------------------------------------------- control
 
@@ -201,6 +212,15 @@ class Coordinator:
             self._claim(call)
         heartbeat_version = self._beats.announced
         rows, membership, scanned_at = self._members(call)
+        go = GoClients.among(rows, scanned_at, cfg.go_client_max_age)
+        rows = [row for row in rows if not row.go]
+        if go:
+            self._step_aside(go, call)
+            return
+        if self.beside_go:
+            log.warning("no client of the Go library is live on the application any more: client %s reads again",
+                        rt.client_id)  # fmt: skip
+            self.beside_go = ()
         rt.membership = membership
         clients = [row for row in rows if row.id in membership.live and not row.leaving]
         silent = scanned_at and silent_until(clients, rt.client_id, scanned_at, cfg.shard_check_frequency, rt.max_age)
@@ -250,6 +270,27 @@ class Coordinator:
             self._pool.assign(wanted, parents)
         self._note_owning(len(keys), count)
 
+    def _step_aside(self, go: GoClients, call: Callable[..., Any]) -> None:
+        """A round beside live Go clients: refuse at the first round (``beside_go="refuse"``), else hand every shard
+        over, lead nothing and take nothing (:mod:`.go_clients`); a warning when it begins and every minute."""
+        rt, cfg = self._rt, self._cfg
+        described = go.described()
+        if not self._driven and cfg.beside_go == "refuse":
+            raise GoClientsLive(rt.tables.clients.removesuffix("_clients"), described, cfg.go_client_max_age)
+        now = clock.monotonic()
+        if not self.beside_go or now - self._said_beside_go >= _SAY_AGAIN:
+            log.warning(
+                "the Go library's client %s is live on the application: client %s hands its shards over and reads "
+                "nothing until no Go client is live (a killed Go client counts as gone go_client_max_age=%g s after "
+                "its last heartbeat)", ", ".join(described), rt.client_id, cfg.go_client_max_age,
+            )  # fmt: skip
+            self._said_beside_go = now
+        self.beside_go = described
+        self._leader.lead(False, call)
+        if not self._stopping.is_set():
+            self._pool.assign([], {})
+        self.idle_since = None  # it owns none on purpose: health() says why
+
     def _note_owning(self, shards: int, clients: int) -> None:
         """Whether this client owns a shard while it should (for ``Kinsumer.health()``)."""
         self.shard_count = shards
@@ -264,12 +305,13 @@ class Coordinator:
         """The clients' rows and the membership: from the leader's roster where it can be trusted (the
         rows then without heartbeat times), else from a scan; and the scan's time (epoch ms; 0: none)."""
         rt = self._rt
-        roster = self._trusted_roster(call) if READ_ROSTER and not self.is_leader else None
+        roster = self._trusted_roster(call) if READ_ROSTER and not self.is_leader and not self.beside_go else None
         if roster is not None:
             return list(roster.live), roster.membership(rt.max_age), 0
         rows = call(lambda: clients_table.all_clients(rt.dynamodb, rt.tables.clients), "Scan")
         scanned_at = tables_now_ms()
-        return rows, Membership.from_rows(rows, scanned_at, rt.max_age), scanned_at
+        ours = [row for row in rows if not row.go]  # the Go library's clients are not members (see .go_clients)
+        return rows, Membership.from_rows(ours, scanned_at, rt.max_age), scanned_at
 
     def _trusted_roster(self, call: Callable[..., Any]) -> Roster | None:
         """The roster of the client the last round found leading, if its row can be trusted and the roster
