@@ -30,6 +30,7 @@ import botocore.exceptions
 from ..aws.error_codes import is_condition_failure
 from ..aws.stored import epoch_ms, is_nanoseconds, present, stored_cutoff
 from ..aws.tables import now_ms
+from ..config import DEFAULT_GO_CLIENT_MAX_AGE
 from ..errors import TableConflict
 
 if TYPE_CHECKING:
@@ -223,12 +224,15 @@ def all_clients(db: DynamoDBClient, table: str) -> list[ClientRow]:
     return sorted(_scan(db, table), key=lambda r: r.id)
 
 
-def live_clients(db: DynamoDBClient, table: str, max_age: float) -> list[ClientRow]:
-    """kinsumer's clients that heartbeated within ``max_age`` seconds, sorted by ID (the Go library's rows,
-    in nanoseconds, pass the scan's filter: they are left out here)."""
-    cutoff = now_ms() - int(max_age * 1000)
-    rows = _scan(db, table, "#lu > :cutoff", cutoff)
-    return sorted((r for r in rows if not r.go and r.last_update > cutoff), key=lambda r: r.id)
+def live_clients(
+    db: DynamoDBClient, table: str, max_age: float, go_max_age: float = DEFAULT_GO_CLIENT_MAX_AGE
+) -> list[ClientRow]:
+    """Clients that heartbeated within ``max_age`` seconds, and the Go library's within ``go_max_age``, sorted by ID
+    (a Go row, in nanoseconds, passes the scan's filter in ms: each is judged here)."""
+    now = now_ms()
+    rows = _scan(db, table, "#lu > :cutoff", now - int(max_age * 1000))
+    live = [r for r in rows if r.last_update > now - int((go_max_age if r.go else max_age) * 1000)]
+    return sorted(live, key=lambda r: r.id)
 
 
 def reap_clients(db: DynamoDBClient, table: str, older_than: float) -> int:

@@ -154,7 +154,8 @@ def apply_reset(dynamodb: DynamoDBClient, app: str, plan: ResetPlan, *, max_age:
 def _refuse_while_live(dynamodb: DynamoDBClient, tables: Tables, max_age: float) -> None:
     live = clients_table.live_clients(dynamodb, tables.clients, max_age)
     if live:
-        names = ", ".join(f"{c.name or c.id} ({c.id}, on {c.host or 'an unknown host'})" for c in live)
+        where = {c.id: "a client of the Go library" if c.go else f"on {c.host or 'an unknown host'}" for c in live}
+        names = ", ".join(f"{c.name or c.id} ({c.id}, {where[c.id]})" for c in live)
         raise KinsumerError(
             f"clients of the application are running: {names}; stop them first (a live owner would "
             "overwrite the reset with its next checkpoint)"

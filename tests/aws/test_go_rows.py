@@ -11,8 +11,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from kinsumer.aws.tables import Tables, now_ms
-from kinsumer.coordination import checkpoints_table, clients_table, metadata_table
+from kinsumer.coordination import checkpoints_table, clients_table, metadata_table, rewind
+from kinsumer.errors import KinsumerError
 
 GO_OWNER = "0f8fad5b-d9cb-469f-a165-70867728950e"
 
@@ -105,7 +108,8 @@ def test_go_client_rows_are_told_apart_read_in_milliseconds_and_reaped(db: Any, 
     rows = {r.id: r for r in clients_table.all_clients(db, tables.clients)}
     assert rows["go-live"].go and rows["go-dead"].go and not rows["ours"].go
     assert abs(now_ms() - 900_000 - rows["go-dead"].last_update) < 5_000
-    assert [r.id for r in clients_table.live_clients(db, tables.clients, max_age=10)] == ["ours"]
+    assert [r.id for r in clients_table.live_clients(db, tables.clients, max_age=10)] == ["go-live", "ours"]
+    assert [r.id for r in clients_table.live_clients(db, tables.clients, max_age=10, go_max_age=0.5)] == ["ours"]
     assert clients_table.reap_clients(db, tables.clients, older_than=600) == 1
     assert sorted(r.id for r in clients_table.all_clients(db, tables.clients)) == ["go-live", "ours"]
 
@@ -132,3 +136,11 @@ def test_a_go_shard_cache_reads_as_one_to_write_again(db: Any, tables: Tables) -
     assert abs(now_ms() - 5_000 - cache.last_update) < 5_000
     written = metadata_table.write_shard_cache(db, tables.metadata, ["s1"], {}, expected_version=0, stream="arn@1")
     assert written is not None and written.version == 1
+
+
+def test_a_reset_is_refused_while_a_go_client_is_live(kinesis: Any, db: Any, tables: Tables) -> None:
+    kinesis.create_stream(StreamName="clicks", ShardCount=1)
+    item = {"ID": {"S": GO_OWNER}, "Name": {"S": "go-worker"}, "LastUpdate": {"N": ns_ago(2)}}
+    db.put_item(TableName=tables.clients, Item=item)
+    with pytest.raises(KinsumerError, match=f"go-worker \\({GO_OWNER}, a client of the Go library\\)"):
+        rewind.plan_reset(kinesis, db, "clicks", "app", "TRIM_HORIZON", max_age=10)
