@@ -16,6 +16,7 @@ import pytest
 from kinsumer.aws.tables import Tables, now_ms
 from kinsumer.coordination import checkpoints_table, clients_table, metadata_table, rewind
 from kinsumer.errors import KinsumerError
+from tests.support import go_library
 
 GO_OWNER = "0f8fad5b-d9cb-469f-a165-70867728950e"
 
@@ -144,3 +145,33 @@ def test_a_reset_is_refused_while_a_go_client_is_live(kinesis: Any, db: Any, tab
     db.put_item(TableName=tables.clients, Item=item)
     with pytest.raises(KinsumerError, match=f"go-worker \\({GO_OWNER}, a client of the Go library\\)"):
         rewind.plan_reset(kinesis, db, "clicks", "app", "TRIM_HORIZON", max_age=10)
+
+
+def test_every_row_kinsumer_writes_is_one_the_go_library_reads(db: Any, tables: Tables) -> None:
+    """Back to Go: the Go library unmarshals each row into its structs (UnmarshalMap fails on a type it does not
+    expect); a kinsumer client row (ms) it finds stale, a kinsumer checkpoint row (ns) live."""
+    t = tables.checkpoints
+    checkpoints_table.capture(db, t, "s1", owner_id="k", owner_name="n", parents=("s0",), stream="arn@1", instance="i")
+    checkpoints_table.record_start(db, t, "s1", owner_id="k", start_at=now_ms())
+    checkpoints_table.commit(db, t, "s1", owner_id="k", checkpoint=("42", 3), millis_behind_latest=5, handed="r",
+                             busy_since=now_ms(), expired=2, oldest_arrival=now_ms())  # fmt: skip
+    checkpoints_table.note_paused(db, t, "s1", owner_id="k", paused=True)
+    checkpoints_table.note_retrying(db, t, "s1", owner_id="k", retrying="attempt 2: ValueError")
+    checkpoints_table.guard(db, t, "s1", owner_id="k", checkpoint=("43", None), careful='{"n": 1}')
+    checkpoints_table.capture(db, t, "s2", owner_id="k", owner_name="n")
+    checkpoints_table.release(db, t, "s2", owner_id="k", checkpoint=("7", None), finished=True, expired=1)
+    held = go_library.read_checkpoint(db.get_item(TableName=t, Key={"Shard": {"S": "s1"}})["Item"])
+    assert (held.sequence_number, held.owner_id, held.finished) == ("43", "k", None)
+    assert held.last_update > time.time_ns() - 10**10  # live to a Go client: it waits for the release
+    done = go_library.read_checkpoint(db.get_item(TableName=t, Key={"Shard": {"S": "s2"}})["Item"])
+    assert done.finished is not None and done.owner_id is None
+    clients_table.heartbeat(db, tables.clients, "k", "n", "i", 3, streams=("a", "b"))
+    (client,) = [go_library.read_client(item) for item in db.scan(TableName=tables.clients)["Items"]]
+    assert client.last_update < time.time_ns() - 48 * 3600 * 10**9  # a Go client counts no kinsumer client
+    for shards in (["s1", "s2"], [f"shardId-{i:012d}" for i in range(300)]):  # plain, and packed past 3 KB
+        version = (metadata_table.read_shard_cache(db, tables.metadata) or metadata_table.ShardCache(())).version
+        metadata_table.write_shard_cache(db, tables.metadata, shards, {}, version, {s: "k" for s in shards})
+        cache = go_library.read_shard_cache(
+            db.get_item(TableName=tables.metadata, Key={"Key": {"S": "ShardCache"}})["Item"]
+        )
+        assert cache.shard_ids in (tuple(shards), None)  # packed: no ShardIDs, so a Go client lists the shards
