@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 KINESALITE := tests/kinesalite/node_modules/.installed
 KINESIS_MOCK := tests/kinesis_mock/node_modules/.installed
 
-.PHONY: test demo spark-demo bench soak lint typecheck unit clean docs
+.PHONY: test demo spark-demo bench soak interop lint typecheck unit clean docs
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,15 @@ bench: $(STAMP) $(KINESALITE) $(KINESIS_MOCK) $(PEERS)/.installed
 # (SOAK_ARGS="--minutes 2" for a shorter run; see scripts/soak.py --help); exits 1 on any failure
 soak: $(STAMP)
 	$(PY) scripts/soak.py $(SOAK_ARGS)
+
+# the interop tier (not part of `make test`): clients of the Go library (twitchscience/kinsumer) beside
+# kinsumer on one application, on kinesalite and moto's server (docs/development.md). KINSUMER_GO_SRC must
+# point at a checkout of the Go library (make interop KINSUMER_GO_SRC=~/src/kinsumer; without it the tier
+# tries a shallow clone from GitHub), and Go needs the Debian packages of its dependencies (apt-get install
+# golang-go golang-github-aws-aws-sdk-go-dev golang-github-google-uuid-dev golang-golang-x-sync-dev);
+# whatever is missing, every test skips saying so. INTEROP_ARGS passes pytest options.
+interop: $(STAMP) $(KINESALITE)
+	$(PY) -m pytest tests/interop $(INTEROP_ARGS)
 
 clean:
 	rm -rf $(VENV) $(PEERS) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

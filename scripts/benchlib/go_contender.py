@@ -1,7 +1,8 @@
 """The Go kinsumer (twitchscience/kinsumer) as a throughput contender, in a process of its own.
 
 ``go_kinsumer/main.go`` is built against the Go library's source: ``KINSUMER_GO_SRC`` (a
-checkout) if set, else a shallow clone from GitHub. Its dependencies come from the Debian
+checkout) if set, else a shallow clone from GitHub. :func:`build` builds any such Go program (the
+interop tier's driver, ``tests/interop/go_client/main.go``, too). Its dependencies come from the Debian
 packages (``apt-get install golang-go golang-github-aws-aws-sdk-go-dev
 golang-github-google-uuid-dev golang-golang-x-sync-dev``), in GOPATH mode, so no Go module
 download is needed. The library's source is not kept in this repository (its license is the
@@ -27,14 +28,17 @@ DEBIAN_GOPATH = "/usr/share/gocode"
 _PACKAGES = "golang-go golang-github-aws-aws-sdk-go-dev golang-github-google-uuid-dev golang-golang-x-sync-dev"
 
 
-def build(work: pathlib.Path) -> pathlib.Path | str:
-    """The contender's binary, built under ``work``; a reason if it cannot be built."""
+def build(work: pathlib.Path, main_go: pathlib.Path = MAIN) -> pathlib.Path | str:
+    """The binary of the Go program ``main_go`` (a ``main.go`` alone in its folder; the contender by default),
+    built under ``work`` against the Go library; a reason if it cannot be built."""
     go = shutil.which("go")
     if go is None:
         return f"Go is not installed (Debian: apt-get install {_PACKAGES})"
     source = work / "src" / "github.com" / "twitchscience" / "kinsumer"
     given = os.environ.get("KINSUMER_GO_SRC")
     if given:
+        if not pathlib.Path(given, "kinsumer.go").is_file():
+            return f"KINSUMER_GO_SRC={given} is not a checkout of {SOURCE} (it has no kinsumer.go)"
         shutil.copytree(given, source, ignore=shutil.ignore_patterns(".git"))
     else:
         cloned = subprocess.run(
@@ -43,15 +47,16 @@ def build(work: pathlib.Path) -> pathlib.Path | str:
         )  # fmt: skip
         if cloned.returncode != 0:
             return f"could not clone {SOURCE} (set KINSUMER_GO_SRC to a checkout): {_last_line(cloned.stderr)}"
-    main = work / "src" / "kinsumer-bench"
+    program = main_go.parent.name  # its package folder under GOPATH and its binary's name
+    main = work / "src" / program
     main.mkdir(parents=True)
-    shutil.copy(MAIN, main / "main.go")
-    binary = work / "go-kinsumer"
+    shutil.copy(main_go, main / "main.go")
+    binary = work / program
     env = {**os.environ, "GO111MODULE": "off", "GOPATH": f"{work}:{DEBIAN_GOPATH}", "GOCACHE": str(work / "cache")}
     command = [go, "build", "-o", str(binary), "."]
     built = subprocess.run(command, cwd=main, env=env, capture_output=True, text=True, timeout=600, check=False)
     if built.returncode != 0:
-        return f"the Go contender did not build (Debian packages: {_PACKAGES}): {_last_line(built.stderr)}"
+        return f"{main_go} did not build (Debian packages: {_PACKAGES}): {_last_line(built.stderr)}"
     return binary
 
 
