@@ -4,6 +4,7 @@
     kinsumer delete-tables APP --yes      kinsumer tail STREAM [--from latest] [--app APP]
     kinsumer produce STREAM --count N     kinsumer demo
     kinsumer reset --app APP --stream S --to TRIM_HORIZON | LATEST | AT_TIMESTAMP TIME [--shard ID ...]
+    kinsumer import-kcl LEASE_TABLE --app APP --stream S [--dry-run] [--at-timestamp TIME] [--yes]
 
 AWS options (``--region``, ``--profile``, ``--endpoint-url``...) default to the standard
 environment. Errors print one line and exit 1; Ctrl-C stops cleanly with exit 130.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import signal
 import sys
 import threading
@@ -28,8 +30,10 @@ from ..config import Config, InitialPosition, validate_names
 from ..consumer import Kinsumer
 from ..coordination import checkpoints_table, clients_table, metadata_table
 from ..coordination.home_stream import stream_scope
+from ..coordination.kcl_import import apply_import, check_import, plan_import
 from ..coordination.rewind import apply_reset, plan_reset
 from ..coordination.streams import agreed_streams, listed_streams
+from ..errors import KinsumerError
 from ..reading.position import StartPosition
 from ..status import read_status
 from .aws import add_aws_options, clients, describe_error
@@ -172,6 +176,34 @@ def _parser() -> argparse.ArgumentParser:
     _max_age_option(sub)
     sub.set_defaults(run=_reset)
 
+    sub = command(
+        "import-kcl",
+        "move an application from KCL or kclpy to kinsumer in place: each shard goes on where KCL's lease "
+        "stands (no KCL worker nor kinsumer client may be running)",
+    )
+    sub.add_argument("lease_table", metavar="LEASE_TABLE", help="the KCL application's lease table (its name)")
+    sub.add_argument("--app", required=True, help="kinsumer application name (its tables must exist)")
+    sub.add_argument("--stream", required=True, help="stream name")
+    sub.add_argument(
+        "--at-timestamp", metavar="TIME",
+        help="ISO 8601: the timestamp of KCL's initialPositionInStream, for leases checkpointed at AT_TIMESTAMP",
+    )  # fmt: skip
+    sub.add_argument(
+        "--kcl-stream-identifier", metavar="ACCOUNT:STREAM:EPOCH",
+        help="in a multi-stream lease table, the stream whose leases to import (if it holds several of STREAM)",
+    )  # fmt: skip
+    sub.add_argument(
+        "--failover-time", type=float, default=10.0, metavar="SECONDS",
+        help="KCL's failoverTimeMillis in seconds (default 10): the leases are read twice this far apart, and "
+        "a lease renewed meanwhile refuses the import",
+    )  # fmt: skip
+    sub.add_argument("--force", action="store_true", help="import without looking for KCL workers still running")
+    sub.add_argument("--overwrite", action="store_true", help="replace rows that hold kinsumer's own progress")
+    sub.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
+    sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    _max_age_option(sub)
+    sub.set_defaults(run=_import_kcl)
+
     sub = command("efo", "a stream's enhanced fan-out consumers: list, register, deregister")
     add_efo_commands(sub)
 
@@ -288,6 +320,50 @@ def _reset_target(words: list[str]) -> str | dt.datetime:
             raise usage(f"--to AT_TIMESTAMP needs an ISO 8601 time, e.g. {example}; got {words[1]!r}") from None
         return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
     raise usage(f"--to must be TRIM_HORIZON, LATEST or AT_TIMESTAMP <ISO 8601 time>; got {' '.join(words)!r}")
+
+
+def _import_kcl(args: argparse.Namespace) -> int:
+    validate_names(args.stream, args.app, "cli")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{3,255}", args.lease_table):
+        raise usage(f"LEASE_TABLE must be a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -); got {args.lease_table!r}")
+    _positive("--failover-time", args.failover_time, 0.001)
+    at_timestamp = None
+    if args.at_timestamp:
+        try:
+            when = dt.datetime.fromisoformat(args.at_timestamp)
+        except ValueError:
+            example = "2026-11-22T10:00:00Z"
+            raise usage(f"--at-timestamp must be ISO 8601, e.g. {example}; got {args.at_timestamp!r}") from None
+        at_timestamp = int((when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp() * 1000)
+    kinesis, dynamodb = clients(args)
+    plan = plan_import(
+        kinesis, dynamodb, args.lease_table, args.app, args.stream, failover_time=args.failover_time,
+        max_age=args.max_age, at_timestamp=at_timestamp, force=args.force, overwrite=args.overwrite,
+        kcl_stream_identifier=args.kcl_stream_identifier,
+    )  # fmt: skip
+    print(plan.describe())
+    if args.dry_run:
+        print("dry run: nothing written" + ("; the import would be refused (see above)" if plan.problems else ""))
+        return 0
+    if plan.problems:
+        raise KinsumerError("the import is refused: " + "; ".join(plan.problems))
+    if not plan.writes:
+        print(f"nothing changed: the rows of {args.app} already say where KCL's leases stand")
+    else:
+        question = f"write {len(plan.writes)} row{'s' if len(plan.writes) != 1 else ''} of {args.app}_checkpoints?"
+        if not confirmed(question, f"importing into {args.app} writes its checkpoints", args.yes):
+            print("nothing changed")
+            return 0
+        written = apply_import(dynamodb, plan, max_age=args.max_age)
+        print(f"wrote {written} row{'s' if written != 1 else ''} of {args.app}_checkpoints")
+    check = check_import(dynamodb, plan)
+    print(check.describe())
+    if check.differing:
+        raise KinsumerError(
+            f"after the import, the rows of {', '.join(check.differing)} do not say what KCL's leases say (see the "
+            "table above): stop every KCL worker and run the import again"
+        )
+    return 0
 
 
 def _start_position(args: argparse.Namespace) -> StartPosition:
