@@ -74,7 +74,6 @@ class ShardProgress:
     """
 
     __slots__ = (
-        "__weakref__",  # process()'s crash-loop guard of the capture is found by it (handling.guard.guard_of)
         "_arrivals",
         "_cond",
         "_delivered",
@@ -93,6 +92,7 @@ class ShardProgress:
         "expired",
         "failed",
         "fresh_until",
+        "guard",
         "paused",
         "retrying",
         "revoked",
@@ -123,6 +123,10 @@ class ShardProgress:
         self.retrying: int | None = None
         #: Records of this capture that ``process()`` sent to the sink as too old (``max_record_age``).
         self.expired = 0
+        #: ``process()``'s crash-loop guard of this capture (a ``handling.guard.ShardGuard``, set by its shard's
+        #: worker: this layer knows nothing of process()); None for a capture made without one. It lives as long
+        #: as the capture: a map beside it kept every capture alive, its guard holding the capture's worker.
+        self.guard: object | None = None
         #: ``process()`` told its ``on_assigned`` hook of this capture (so it tells revoked or lost too).
         self.announced = False
         #: A record of this capture failed for good in ``process()`` (RecordFailed): nothing more of

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -277,16 +276,12 @@ class ShardGuard:
                 return False
 
 
-#: The guard of each capture, by its delivery bookkeeping (the progress lives in a lower layer, which knows
-#: nothing of process()): set by the shard's worker at the capture, gone with the progress.
-_guards: weakref.WeakKeyDictionary[ShardProgress, ShardGuard] = weakref.WeakKeyDictionary()
-
-
 def attach_guard(progress: ShardProgress, guard: ShardGuard) -> None:
     """Make ``guard`` the crash-loop guard of the capture ``progress`` keeps the deliveries of."""
-    _guards[progress] = guard
+    progress.guard = guard
 
 
 def guard_of(progress: ShardProgress) -> ShardGuard | None:
     """The capture's crash-loop guard; None for a capture made without one (tests that build deliveries by hand)."""
-    return _guards.get(progress)
+    guard = progress.guard
+    return guard if isinstance(guard, ShardGuard) else None
