@@ -17,12 +17,14 @@ import heapq
 import json
 import logging
 import os
+import pathlib
 import random
 import signal
 import sys
 import threading
 import time
 import traceback
+import tracemalloc
 from typing import Any
 
 import botocore.exceptions
@@ -111,8 +113,32 @@ class Faults:
         return error_response(request.url, code)
 
 
+def trace_allocations(spec: dict[str, Any]) -> None:
+    """``spec["tracemalloc"]`` (``{"dir": D, "warm": S, "every": S, "frames": N}``): Python's allocations traced
+    from the start; a snapshot written to ``D/warm.snapshot`` ``warm`` seconds in, then to ``D/last.snapshot``
+    every ``every`` seconds (the soak compares the two: scripts/soak.py --tracemalloc)."""
+    folder = pathlib.Path(spec["dir"])
+    tracemalloc.start(int(spec.get("frames", 12)))
+
+    def dump(name: str) -> None:
+        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        snapshot.dump(str(folder / f"{name}.tmp"))
+        (folder / f"{name}.tmp").replace(folder / f"{name}.snapshot")  # whole, or not at all
+
+    def run() -> None:
+        time.sleep(float(spec["warm"]))
+        dump("warm")
+        while True:
+            time.sleep(float(spec["every"]))
+            dump("last")
+
+    threading.Thread(target=run, name="tracemalloc", daemon=True).start()
+
+
 def main() -> int:
     spec: dict[str, Any] = json.loads(sys.argv[sys.argv.index("--spec") + 1])
+    if spec.get("tracemalloc"):
+        trace_allocations(spec["tracemalloc"])
     # kinsumer's log on stderr (N.stderr), shown with a failed test (tests/procs/conftest.py)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
     logging.getLogger("kinsumer").setLevel(spec.get("log", logging.INFO))
