@@ -23,7 +23,7 @@ import botocore.exceptions
 
 from ..aws.error_codes import is_condition_failure, is_not_found
 from ..aws.kinesis import active_stream_summary, list_shards, stream_identity
-from ..aws.stored import NULL_TYPE, absent, present
+from ..aws.stored import NULL_TYPE, absent
 from ..aws.tables import Tables, ensure_tables_ready
 from ..clock import now_ms, now_ns, sleep
 from ..errors import KinsumerError
@@ -136,8 +136,8 @@ def _rows(db: DynamoDBClient, table: str) -> StoredRows:
     rows: dict[str, tuple[CheckpointRow, int]] = {}
     for page in db.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
         for item in page.get("Items", []):
-            stored = int(present(item).get("LastUpdate", {}).get("N", "0"))
-            rows[item["Shard"]["S"]] = (CheckpointRow.from_item(item), stored)
+            row = CheckpointRow.from_item(item)
+            rows[row.shard_id] = (row, row.stored_last_update)
     return rows
 
 
