@@ -75,10 +75,14 @@ def _field_size(payload: int) -> int:
 
 
 class AggregateBuilder:
-    """Collects user records of one shard into one KPL aggregate, up to ``max_bytes`` (data and key)."""
+    """Collects user records of one shard into one KPL aggregate, up to ``max_bytes`` (data and key) and,
+    if given, ``max_records`` user records (the KPL's AggregationMaxCount)."""
 
-    def __init__(self, max_bytes: int = MAX_RECORD_BYTES) -> None:
+    def __init__(self, max_bytes: int = MAX_RECORD_BYTES, max_records: int | None = None) -> None:
+        if max_records is not None and max_records < 1:
+            raise ValueError(f"an aggregate holds at least 1 user record, not max_records={max_records}")
         self._max_bytes = min(max_bytes, MAX_RECORD_BYTES)
+        self._max_records = max_records
         self._keys: dict[str, int] = {}
         self._hash_keys: dict[str, int] = {}
         self._records: list[bytes] = []  # each user record's encoded Record message
@@ -91,7 +95,9 @@ class AggregateBuilder:
         return len(self._records)
 
     def add(self, partition_key: str, data: bytes, explicit_hash_key: str | None = None) -> bool:
-        """Add a user record; False (and nothing added) if the aggregate would pass its size."""
+        """Add a user record; False (and nothing added) if the aggregate would pass its size or its count."""
+        if self._max_records is not None and len(self._records) >= self._max_records:
+            return False
         key_bytes = partition_key.encode()
         grown = 0
         key_index = self._keys.get(partition_key)

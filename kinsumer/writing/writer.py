@@ -13,9 +13,9 @@ Retried entries go after the entries that succeeded with them, as with the KPL: 
 holds except around a partial failure.
 
 With ``aggregate``, records are packed into KPL aggregates (:mod:`.aggregation`) of up to
-``aggregate_bytes`` per shard of the stream (its open shards' hash ranges, listed once), so each
-user record still lands in the shard its key maps to; a record too big for an aggregate goes
-as a plain record.
+``aggregate_bytes`` (and, if given, ``aggregate_records`` user records) per shard of the stream (its
+open shards' hash ranges, listed once), so each user record still lands in the shard its key maps
+to; a record too big for an aggregate goes as a plain record.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ class RecordWriter:
         *,
         aggregate: bool = False,
         aggregate_bytes: int = DEFAULT_AGGREGATE_BYTES,
+        aggregate_records: int | None = None,
         retry_timeout: float = 600.0,
         stats: StatReceiver | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -70,6 +71,9 @@ class RecordWriter:
         self._stream = stream
         self._aggregate = aggregate
         self._aggregate_bytes = aggregate_bytes
+        if aggregate_records is not None and aggregate_records < 1:
+            raise ValueError(f"aggregate_records must be at least 1 (or None: no limit), not {aggregate_records}")
+        self._aggregate_records = aggregate_records
         self._retry_timeout = retry_timeout
         self._stats = stats or StatReceiver()
         self._sleep = sleep
@@ -91,10 +95,10 @@ class RecordWriter:
         if builder is None:
             if len(self._builders) >= _MAX_BUILDERS:  # memory stays bounded on a stream of many shards
                 self._queue_builders()
-            builder = self._builders[shard] = AggregateBuilder(self._aggregate_bytes)
+            builder = self._builders[shard] = AggregateBuilder(self._aggregate_bytes, self._aggregate_records)
         if not builder.add(partition_key, entry.data, explicit_hash_key):
             self._queue(builder.build())
-            builder = self._builders[shard] = AggregateBuilder(self._aggregate_bytes)
+            builder = self._builders[shard] = AggregateBuilder(self._aggregate_bytes, self._aggregate_records)
             builder.add(partition_key, entry.data, explicit_hash_key)
 
     def put_all(self, records: Iterable[tuple[bytes | str, str, str | None]]) -> None:

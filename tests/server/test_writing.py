@@ -107,6 +107,31 @@ def test_kpl_aggregates_land_each_user_record_in_the_shard_its_key_maps_to(
         assert [json.loads(r["Data"])["id"] for r in records] == sorted(json.loads(r["Data"])["id"] for r in records)
 
 
+def test_aggregate_records_caps_the_user_records_of_each_aggregate_per_shard(
+    moto_server: LocalServer, new_stream: Callable[[int], str]
+) -> None:
+    """``aggregate_records`` (the KPL's AggregationMaxCount): each shard's aggregates hold that many user
+    records, in order, and the last of each shard the rest."""
+    stream = new_stream(3)
+    kinesis = moto_server.client("kinesis")
+    writer = RecordWriter(kinesis, stream, aggregate=True, aggregate_records=10)
+    for i in range(400):
+        writer.put(json.dumps({"id": i}).encode(), f"user-{i % 31}")
+    writer.flush()
+    by_shard = read_back(kinesis, stream)
+    assert ids(by_shard) == list(range(400))
+    for records in by_shard.values():
+        per_aggregate: dict[str, int] = {}
+        for r in records:
+            per_aggregate[r["SequenceNumber"]] = per_aggregate.get(r["SequenceNumber"], 0) + 1
+        full, last = divmod(len(records), 10)
+        assert list(per_aggregate.values()) == [10] * full + ([last] if last else [])
+        assert [json.loads(r["Data"])["id"] for r in records] == sorted(json.loads(r["Data"])["id"] for r in records)
+    assert writer.records == 400 and writer.entries == sum(-(-len(r) // 10) for r in by_shard.values())
+    with pytest.raises(ValueError, match="aggregate_records must be at least 1"):
+        RecordWriter(kinesis, stream, aggregate=True, aggregate_records=0)
+
+
 def test_records_kinesis_cannot_take_are_refused_naming_their_key_and_a_missing_stream_is_said(
     moto_server: LocalServer, new_stream: Callable[[int], str]
 ) -> None:

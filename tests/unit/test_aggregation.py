@@ -27,13 +27,15 @@ user_records = st.lists(
 )
 
 
-def built(users: list[tuple[str, bytes, str | None]], max_bytes: int = MAX_RECORD_BYTES) -> list[Entry]:
+def built(
+    users: list[tuple[str, bytes, str | None]], max_bytes: int = MAX_RECORD_BYTES, max_records: int | None = None
+) -> list[Entry]:
     """The users' aggregates, in order: a new one each time one is full."""
-    entries, builder = [], AggregateBuilder(max_bytes)
+    entries, builder = [], AggregateBuilder(max_bytes, max_records)
     for key, data, hash_key in users:
         if not builder.add(key, data, hash_key):
             entries.append(builder.build())
-            builder = AggregateBuilder(max_bytes)
+            builder = AggregateBuilder(max_bytes, max_records)
             assert builder.add(key, data, hash_key)
     entries.append(builder.build())
     return entries
@@ -88,6 +90,21 @@ def test_aws_kinesis_agg_reads_kinsumers_aggregates(users: list[tuple[str, bytes
     for record, (_, _, hash_key) in zip(read, users, strict=True):
         if hash_key is not None:
             assert record["kinesis"]["explicitHashKey"] == hash_key
+
+
+@settings(max_examples=100, deadline=None)
+@given(user_records, st.integers(1, 12))
+def test_max_records_caps_each_aggregate_at_that_many_user_records(
+    users: list[tuple[str, bytes, str | None]], max_records: int
+) -> None:
+    entries = built(users, max_records=max_records)
+    full, last = divmod(len(users), max_records)  # small records: only the count fills an aggregate
+    assert [e.user_records for e in entries] == [max_records] * full + ([last] if last else [])
+    read, malformed = deaggregate([as_read(e, str(4900 + i)) for i, e in enumerate(entries)])
+    assert malformed == 0
+    assert [(r["PartitionKey"], r["Data"]) for r in read] == [(key, data) for key, data, _ in users]
+    with pytest.raises(ValueError, match="at least 1 user record"):
+        AggregateBuilder(max_records=0)
 
 
 def test_a_record_too_big_for_an_aggregate_goes_alone_as_the_plain_record_it_is() -> None:
