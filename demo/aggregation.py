@@ -1,7 +1,8 @@
 """KPL-aggregated records, written with awslabs' ``aws-kinesis-agg`` (an independent implementation).
 
-Used by ``kinsumer produce --aggregate N``, the tests and the benchmarks to write what the
-Kinesis Producer Library writes. aws-kinesis-agg's modules put their own folder first on
+Used by the tests and the benchmarks to write what the Kinesis Producer Library writes with an
+implementation other than kinsumer's (``kinsumer produce --aggregate N`` uses kinsumer's own,
+:mod:`kinsumer.writing.aggregation`). aws-kinesis-agg's modules put their own folder first on
 ``sys.path`` when imported (its ``messages_pb2`` imports ``config_pb2`` as a top-level
 module); :func:`aggregator` imports it once and puts ``sys.path`` back as it was.
 """
@@ -38,7 +39,10 @@ def _import(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)  # a test and demo dependency
     except ImportError as exc:
-        raise ImportError("KPL records need aws-kinesis-agg: pip install 'kinsumer[demo]' (or make test)") from exc
+        raise ImportError(
+            "demo.aggregation needs aws-kinesis-agg, a development dependency that `make` installs: run "
+            "`make .venv/.installed` at the top of the checkout and use .venv/bin/python"
+        ) from exc
     finally:
         sys.path[:] = saved
 

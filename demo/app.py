@@ -7,9 +7,9 @@ Its phases:
 2. create a Kinesis stream and the application's DynamoDB tables there;
 3. start the clients, each a separate OS process (see :mod:`demo.worker`), and the
    process of the client that joins later (it waits); wait until the clients share the shards;
-4. produce uniquely numbered records at ``--rate`` from a thread (``demo.producer.produce``)
-   while the clients consume them; print a progress block a second: per client its shards
-   (``3?``: assigned, not captured yet), its records/s over the last second, and the leader;
+4. produce uniquely numbered records at ``--rate`` from a thread (``kinsumer.cli.produce.produce``,
+   what ``kinsumer produce`` runs) while the clients consume them; print a progress block a second:
+   per client its shards (``3?``: assigned, not captured yet), its records/s over the last second, and the leader;
 5. rebalance while the producer writes (unless ``--no-rebalance``, or with a single client):
    once ``--leave-at`` of the records are delivered, client-0 stops cleanly: ``Kinsumer.stop()``
    counts its last record as processed and hands its shards off. As soon as it is gone the new
@@ -38,10 +38,10 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from kinsumer.aws.kinesis import list_shards
+from kinsumer.cli.produce import produce
 from kinsumer.stats import StatReceiver
 
 from . import servers
-from .producer import produce
 from .worker import (
     APPLICATION,
     STREAM,
@@ -167,7 +167,7 @@ def set_up(endpoint: str, shards: int) -> list[str]:
 
 
 class Producer(threading.Thread):
-    """Writes the ids 0..total-1 with :func:`demo.producer.produce` (in order, every batch complete)."""
+    """Writes the ids 0..total-1 with :func:`kinsumer.cli.produce.produce` (in order, every batch complete)."""
 
     def __init__(self, kinesis: KinesisClient, total: int, rate: float, aggregate: int = 1) -> None:
         super().__init__(name="demo-producer", daemon=True)

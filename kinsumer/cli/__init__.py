@@ -1,8 +1,8 @@
-"""The ``kinsumer`` command: tables, status, tail, produce and the demo.
+"""The ``kinsumer`` command: tables, status, tail, test records, resets, imports.
 
     kinsumer create-tables APP            kinsumer status STREAM APP [--json] [--watch [SECONDS]]
     kinsumer delete-tables APP --yes      kinsumer tail STREAM [--from latest] [--app APP]
-    kinsumer produce STREAM --count N     kinsumer demo
+    kinsumer create-stream STREAM         kinsumer produce STREAM --count N [--aggregate N]
     kinsumer reset --app APP --stream S --to TRIM_HORIZON | LATEST | AT_TIMESTAMP TIME [--shard ID ...]
     kinsumer import-kcl LEASE_TABLE --app APP --stream S [--dry-run] [--at-timestamp TIME] [--yes]
 
@@ -37,8 +37,8 @@ from ..errors import KinsumerError
 from ..reading.position import StartPosition
 from ..status import read_status
 from .aws import add_aws_options, clients, describe_error
-from .checkout import checkout_module
 from .efo import add_efo_commands
+from .produce import produce
 from .prompt import confirmed, usage
 from .status_view import render, watch
 from .tail import StreamTail, format_record
@@ -61,8 +61,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     try:
-        if argv[:1] == ["demo"]:  # the demo has options of its own (and --help), and no AWS ones
-            return int(checkout_module("demo", "demo.app").main(argv[1:]))
         args = _parser().parse_args(argv)
         return int(args.run(args))
     except KeyboardInterrupt as exc:
@@ -148,7 +146,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--idle-timeout", type=float, help="stop after this many seconds without a record")
     sub.set_defaults(run=_tail)
 
-    sub = command("produce", "write test records: JSON {id, key, ts} with unique ids (from a checkout)")
+    sub = command("produce", "write test records: JSON {id, key, ts} with ids counting up from --first-id")
     sub.add_argument("stream", help="stream name")
     sub.add_argument("--count", type=int, default=1000, help="records to write; 0: until Ctrl-C (default 1000)")
     sub.add_argument("--rate", type=float, help="records per second at most (default: as fast as possible)")
@@ -206,11 +204,6 @@ def _parser() -> argparse.ArgumentParser:
 
     sub = command("efo", "a stream's enhanced fan-out consumers: list, register, deregister")
     add_efo_commands(sub)
-
-    # listed for --help; main() hands `demo ...` to the demo itself
-    commands.add_parser(
-        "demo", help="what `make demo` runs: a local server, a stream, clients, a tally (from a checkout)"
-    )
     return parser
 
 
@@ -470,7 +463,6 @@ def _produce(args: argparse.Namespace) -> int:
     _positive("--partition-keys", args.partition_keys)
     _positive("--size", args.size)
     _positive("--aggregate", args.aggregate)
-    produce = checkout_module("produce", "demo.producer").produce
     kinesis, _ = clients(args)
     ensure_stream_active(kinesis, args.stream)
     stop = threading.Event()

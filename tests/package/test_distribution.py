@@ -175,15 +175,15 @@ def test_the_installed_wheel_imports_and_runs_its_command(installed: BareEnviron
     done = installed.run("kinsumer", "--help")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: kinsumer")
-    for subcommand in ("create-tables", "status", "tail", "reset", "efo"):
+    for subcommand in ("create-tables", "create-stream", "status", "tail", "produce", "reset", "efo"):
         assert subcommand in done.stdout
+    assert "demo" not in done.stdout  # `make demo` is a checkout's
 
     # what a user of the installed package is told
     done = installed.run("python", "-c", "import kinsumer.spark")
     assert "MissingDependency: kinsumer.spark needs pyspark and pyarrow: pip install 'kinsumer[spark]'" in done.stderr
-    done = installed.run("kinsumer", "demo")
-    assert done.returncode == 1
-    assert "`kinsumer demo` comes with a checkout of the kinsumer repository" in done.stderr
+    done = installed.run("kinsumer", "produce", "--help")  # the package's own producer, no checkout needed
+    assert done.returncode == 0 and "--aggregate N" in done.stdout, done.stderr
 
 
 def test_the_spark_extra_brings_what_kinsumer_spark_needs(installed_with_spark: BareEnvironment) -> None:

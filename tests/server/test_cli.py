@@ -16,6 +16,10 @@ import pytest
 
 from demo.servers import LocalServer
 from kinsumer import Config, Kinsumer
+from kinsumer.reading.kpl import MAGIC
+from kinsumer.reading.polling import PollingReader
+from kinsumer.reading.position import StartPosition
+from kinsumer.writing.aggregation import hash_of
 from tests.conftest import unique
 from tests.helpers import wait_until
 from tests.reshard import new_stream as new_stream_on
@@ -26,8 +30,9 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def run(
-    server: LocalServer, *args: str, timeout: float = 60, stdin: str | None = None
+    server: LocalServer, *args: str, timeout: float = 60, stdin: str | None = None, pythonpath: str | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """``kinsumer ARGS`` on ``server``; ``pythonpath`` goes before the checkout on the command's path."""
     return subprocess.run(
         [sys.executable, "-m", "kinsumer", *args, "--endpoint-url", server.endpoint],
         check=False,
@@ -36,7 +41,7 @@ def run(
         timeout=timeout,
         input=stdin if stdin is not None else "",
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (pythonpath, str(REPO)) if p)},
     )
 
 
@@ -104,6 +109,7 @@ def test_produce_aggregated_records_and_tail_shows_the_user_records(
         )["ShardIterator"]
     )["Records"]
     assert len(stored) == 10  # 9 aggregates of 10 and one of 5
+    assert all(r["Data"].startswith(MAGIC) for r in stored)
     tailed = run(moto_server, "tail", stream, "--from", "trim-horizon", "--json", "--count", "95")
     assert tailed.returncode == 0, tailed.stderr
     records = [json.loads(line) for line in tailed.stdout.splitlines()]
@@ -111,6 +117,54 @@ def test_produce_aggregated_records_and_tail_shows_the_user_records(
     assert [r["sub_sequence_number"] for r in records] == [i % 10 for i in range(95)]
     plain = run(moto_server, "tail", stream, "--from", "trim-horizon", "--count", "2")
     assert [line.split(" ")[1].rsplit("/", 1)[1] for line in plain.stdout.splitlines()] == ["0", "1"]
+
+
+def test_produce_aggregates_per_shard_with_kinsumers_own_writer_without_aws_kinesis_agg(
+    moto_server: LocalServer, new_stream: Callable[[int], str], tmp_path: pathlib.Path
+) -> None:
+    """What an installed package can do: aws_kinesis_agg cannot be imported (a stand-in that raises shadows
+    it), and each user record still lands in the shard its key maps to, ids from --first-id, each once."""
+    (tmp_path / "aws_kinesis_agg").mkdir()
+    (tmp_path / "aws_kinesis_agg" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    shadowed = subprocess.run(
+        [sys.executable, "-c", "import aws_kinesis_agg.aggregator"], check=False, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    assert shadowed.returncode == 1 and "ImportError: not installed" in shadowed.stderr
+    stream = new_stream(3)
+    wrote = run(
+        moto_server, "produce", stream, "--count", "300", "--first-id", "1000", "--aggregate", "25",
+        "--partition-keys", "40", "--size", "150", pythonpath=str(tmp_path),
+    )  # fmt: skip
+    assert wrote.returncode == 0, wrote.stderr
+    assert wrote.stdout.startswith(f"wrote 300 records to {stream}")
+    kinesis = moto_server.client("kinesis")
+    by_shard = read_user_records(kinesis, stream)
+    assert sorted(json.loads(r["Data"])["id"] for rs in by_shard.values() for r in rs) == list(range(1000, 1300))
+    ranges = {
+        s["ShardId"]: (int(s["HashKeyRange"]["StartingHashKey"]), int(s["HashKeyRange"]["EndingHashKey"]))
+        for s in kinesis.list_shards(StreamName=stream)["Shards"]
+    }
+    for shard, records in by_shard.items():
+        low, high = ranges[shard]
+        assert all(low <= hash_of(r["PartitionKey"]) <= high for r in records)
+        assert all(len(r["Data"]) >= 150 and json.loads(r["Data"])["key"] == r["PartitionKey"] for r in records)
+        per_aggregate = [sum(r["SequenceNumber"] == seq for r in records) for seq in
+                         dict.fromkeys(r["SequenceNumber"] for r in records)]  # fmt: skip
+        full, last = divmod(len(records), 25)
+        assert per_aggregate == [25] * full + ([last] if last else [])
+
+
+def read_user_records(kinesis: Any, stream: str) -> dict[str, list[dict[str, Any]]]:
+    """Every user record of every shard, in order (KPL aggregates unpacked)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
+        reader = PollingReader(kinesis, stream, shard["ShardId"], StartPosition.trim_horizon())
+        records: list[dict[str, Any]] = []
+        while (page := reader.next_page()).raw or not page.at_tip:
+            records.extend(page.raw)
+        out[shard["ShardId"]] = records
+    return out
 
 
 def test_tail_as_a_member_of_an_application_checkpoints_and_with_no_commit_only_looks(
@@ -230,10 +284,12 @@ def test_missing_tables_name_the_fix(moto_server: LocalServer, new_stream: Calla
 
 
 def test_help_everywhere(moto_server: LocalServer) -> None:
-    for command in ("", "create-tables", "delete-tables", "status", "tail", "produce", "demo", "efo", "efo deregister"):
+    for command in ("", "create-tables", "delete-tables", "status", "tail", "produce", "efo", "efo deregister"):
         answer = run(moto_server, *command.split(), "--help")
         assert answer.returncode == 0, (command, answer.stderr)
         assert "usage:" in answer.stdout.lower()
+    demo = run(moto_server, "demo")  # `make demo`, from a checkout: not a command of the package
+    assert demo.returncode == 2 and "invalid choice: 'demo'" in demo.stderr
 
 
 @pytest.mark.parametrize(

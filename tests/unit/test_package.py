@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -12,7 +11,6 @@ import pytest
 
 import kinsumer
 from kinsumer import KinsumerError
-from kinsumer.cli import checkout
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -26,14 +24,6 @@ def test_importing_kinsumer_and_its_command_line_loads_no_optional_or_checkout_c
     assert not loaded & {"pyspark", "pyarrow", "prometheus_client", "moto", "demo", "tests"}
 
 
-def test_checkout_commands_outside_a_checkout_say_what_to_do(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
-) -> None:
-    monkeypatch.setattr(checkout, "_ROOT", tmp_path)  # an installed package: no demo/ beside it
-    with pytest.raises(KinsumerError, match=r"`kinsumer produce` comes with a checkout .*`make demo`"):
-        checkout.checkout_module("produce", "demo.producer")
-
-
 def test_every_public_error_is_a_kinsumer_error() -> None:
     errors = [getattr(kinsumer, name) for name in kinsumer.__all__ if name.endswith(("Error", "Found", "Within"))]
     errors += [kinsumer.AlreadyStarted, kinsumer.NotStarted, kinsumer.TableTimeout, kinsumer.MissingDependency,
@@ -43,18 +33,6 @@ def test_every_public_error_is_a_kinsumer_error() -> None:
     assert issubclass(kinsumer.ConfigError, ValueError)
     assert issubclass(kinsumer.MissingDependency, ImportError)
     assert issubclass(kinsumer.EndpointUnreachable, kinsumer.AWSError)
-
-
-def test_the_console_script_finds_the_demo_of_its_checkout_from_anywhere(tmp_path: pathlib.Path) -> None:
-    script = pathlib.Path(sys.executable).with_name("kinsumer")
-    if not script.exists():
-        pytest.skip("the kinsumer console script is not installed next to this interpreter")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    answer = subprocess.run(
-        [script, "demo", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=60
-    )
-    assert answer.returncode == 0, answer.stderr
-    assert "usage: python -m demo" in answer.stdout
 
 
 @pytest.mark.parametrize("script", ["bench.py", "spark_pipeline.py"])

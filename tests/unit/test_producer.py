@@ -1,12 +1,13 @@
-"""demo.producer: rejected entries are written again; a stop ends it."""
+"""kinsumer.cli.produce: rejected entries are written again; a stop ends it; the records it writes."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
-from demo.producer import produce
+from kinsumer.cli.produce import make_record, produce
 
 
 class ThrottlingKinesis:
@@ -48,3 +49,22 @@ def test_a_stop_ends_an_endless_produce() -> None:
     written = produce(kinesis, "s", count=None, stop=stop, on_batch=stop_after_three)  # type: ignore[arg-type]
     assert written == 1500
     assert sorted(kinesis.kept) == list(range(1500))
+
+
+def test_a_rate_writes_a_seconds_worth_a_batch_and_paces_them() -> None:
+    kinesis = ThrottlingKinesis()
+    batches: list[range] = []
+    started = time.monotonic()
+    written = produce(kinesis, "s", count=600, rate=400, on_batch=batches.append)  # type: ignore[arg-type]
+    assert written == 600 and [len(b) for b in batches] == [400, 200]
+    assert time.monotonic() - started >= 1.5  # 600 records at 400/s: the pacing waited
+
+
+def test_a_record_is_json_with_its_id_key_and_time_padded_to_its_size() -> None:
+    data, key = make_record(1234, keys=100, size=200)
+    body = json.loads(data)
+    assert key == body["key"] == "key-34"
+    assert body["id"] == 1234 and body["ts"].endswith("+00:00")
+    assert len(data) == 200 and set(body["pad"]) == {"x"}
+    small, _ = make_record(7, keys=3, size=10)  # already longer than asked: no pad
+    assert set(json.loads(small)) == {"id", "key", "ts"}
