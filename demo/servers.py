@@ -1,6 +1,6 @@
 """Local AWS-compatible servers on 127.0.0.1, for the demo, the benchmarks and the tests.
 
-``moto_server()`` runs moto's server (DynamoDB and Kinesis, ``pip install 'kinsumer[demo]'``) in
+``moto_server()`` runs moto's server (DynamoDB, Kinesis and SQS; moto[server], which ``make`` installs) in
 a child process on a free port; :class:`LocalServer` stops it however the block ends. Clients
 made by :meth:`LocalServer.client` use fixed fake credentials, so nothing can reach real AWS.
 The tests start kinesalite with ``tests/support/kinesalite.py``.
@@ -119,8 +119,8 @@ def moto_server(timeout: float = 30.0) -> Iterator[LocalServer]:
                 if process.poll() is not None or time.monotonic() > deadline:
                     why = f"exited with {process.returncode}" if process.poll() is not None else "did not answer"
                     raise ServerError(
-                        f"moto server {why} within {timeout:g} s; is moto[server] installed "
-                        f"(pip install 'kinsumer[demo]')? Its last output:\n{_output_tail(log)}"
+                        f"moto server {why} within {timeout:g} s; is moto[server] installed (`make "
+                        f".venv/.installed` installs it into .venv)? Its last output:\n{_output_tail(log)}"
                     )
                 time.sleep(0.1)
             yield server

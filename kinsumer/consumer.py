@@ -666,7 +666,7 @@ class Kinsumer:
         shards go to the others) and :class:`HandlerStuck` is raised, for a supervisor to restart the
         process. An async handler (``aprocess()``) is cancelled at its timeout.
 
-        Traces: with ``opentelemetry-api`` installed (``kinsumer[otel]``) and a TracerProvider set by the
+        Traces: with ``opentelemetry-api`` installed (``pykinsumer[otel]``) and a TracerProvider set by the
         application, each handler call runs in a span of kind CONSUMER named ``process <stream>``, the
         current span while the handler runs (see docs/observability.md). ``trace_context``: a callable
         from a :class:`Record` to a carrier of its producer's trace context (a dict such as

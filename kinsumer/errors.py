@@ -205,7 +205,7 @@ class MissingDependency(KinsumerError, ImportError):
     """An optional feature needs a package that is not installed."""
 
     def __init__(self, feature: str, packages: str, extra: str) -> None:
-        super().__init__(f"{feature} needs {packages}: pip install 'kinsumer[{extra}]'")
+        super().__init__(f"{feature} needs {packages}: pip install 'pykinsumer[{extra}]'")
 
 
 class ReplayError(KinsumerError):

@@ -7,7 +7,7 @@ OpenTelemetry (:class:`OpenTelemetryStatReceiver`, from :mod:`kinsumer.otel_metr
 
     Kinsumer(..., config=Config(stats=LoggingStatReceiver(interval=60)))
 
-    prom = PrometheusStatReceiver()  # needs: pip install 'kinsumer[prometheus]'
+    prom = PrometheusStatReceiver()  # needs: pip install 'pykinsumer[prometheus]'
     prom.serve(9108)  # http://127.0.0.1:9108/metrics
     Kinsumer(..., config=Config(stats=prom))
 
@@ -363,7 +363,7 @@ _HANDOFF_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0,
 
 
 class PrometheusStatReceiver(StatReceiver):
-    """Exposes the consumer's statistics as Prometheus metrics (needs ``kinsumer[prometheus]``).
+    """Exposes the consumer's statistics as Prometheus metrics (needs ``pykinsumer[prometheus]``).
 
     The metrics live in ``registry``, a new :class:`prometheus_client.CollectorRegistry`
     unless given (so several receivers in one process never clash); see :attr:`registry`.

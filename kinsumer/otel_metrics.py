@@ -2,7 +2,7 @@
 
 ::
 
-    from kinsumer.otel_metrics import OpenTelemetryStatReceiver  # pip install 'kinsumer[otel]'
+    from kinsumer.otel_metrics import OpenTelemetryStatReceiver  # pip install 'pykinsumer[otel]'
 
     Kinsumer("orders", "billing", "host-1", Config(stats=OpenTelemetryStatReceiver("orders", "billing")))
 
@@ -118,7 +118,7 @@ _Read = Callable[[_Shard], tuple[int, dict[str, str]]]
 
 
 class OpenTelemetryStatReceiver(StatReceiver):
-    """Records the consumer's statistics as OpenTelemetry metrics (needs ``kinsumer[otel]``).
+    """Records the consumer's statistics as OpenTelemetry metrics (needs ``pykinsumer[otel]``).
 
     ``stream`` and ``application`` are the Kinsumer's (its first stream if it reads several):
     they become every instrument's ``messaging.destination.name`` and

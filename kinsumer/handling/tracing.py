@@ -84,7 +84,7 @@ def tracing_for(stream: str, application: str, version: str, trace_context: Trac
     if trace is not None:
         return Tracing(stream, application, version, trace_context)
     if trace_context is not None:
-        rule = "needs opentelemetry-api (pip install 'kinsumer[otel]'): without it no span is made"
+        rule = "needs opentelemetry-api (pip install 'pykinsumer[otel]'): without it no span is made"
         raise ConfigError("trace_context", rule, trace_context)
     return None
 

@@ -4,7 +4,7 @@
     kinsumer.spark.register(spark)
     df = spark.readStream.format("kinsumer").option("streamName", "clicks").load()
 
-Needs the ``spark`` extra: ``pip install 'kinsumer[spark]'`` (pyspark and pyarrow).
+Needs the ``spark`` extra: ``pip install 'pykinsumer[spark]'`` (pyspark and pyarrow).
 """
 
 from __future__ import annotations

@@ -5,15 +5,15 @@ How, and why so:
 
 - The build runs on a copy of the checkout (what .gitignore leaves, without .git) so that nothing is
   written into the checkout (setuptools writes ``build/`` and ``kinsumer.egg-info`` beside the
-  sources), and with ``--no-isolation``: the ``setuptools`` of the test extra builds, so no package
-  index is asked for the build. ``python -m build`` makes the sdist and then the wheel from the
+  sources), and with ``--no-isolation``: the ``setuptools`` of the test dependency group builds, so no
+  package index is asked for the build. ``python -m build`` makes the sdist and then the wheel from the
   unpacked sdist, so a file the sdist lacks breaks the wheel.
 - The environments are made with ``venv --without-pip``: nothing in them but the Python standard
   library, the wheel and what its metadata requires (no pip, no setuptools, no test tools), and
   no path back to the checkout (the commands run with no ``PYTHONPATH``, from a directory of their own).
   The test's own pip installs into them (``pip --python``), from the package index ``make``
   installed from: the wheel's requirements are resolved as a user's ``pip install`` resolves them.
-- The spark extra is installed for real: ``pip install 'kinsumer-….whl[spark]'`` into an
+- The spark extra is installed for real: ``pip install 'pykinsumer-….whl[spark]'`` into an
   environment of its own. pyspark is about 450 MB installed, and PyPI has it only as an sdist: pip
   installs the wheel it built from it when ``make`` installed ``.[spark]`` (pip's wheel cache). Measured
   here, making that environment took 16-19 s (6 s without the extra), which calls for no cheaper
@@ -38,6 +38,7 @@ import kinsumer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 VERSION = kinsumer.__version__
+DISTRIBUTION = "pykinsumer"  # the name on PyPI (`kinsumer` there is another project); the import name is kinsumer
 
 # Run in a bare environment: imports every module of the installed kinsumer (but those of the packages
 # named on the command line) and prints where kinsumer came from
@@ -81,8 +82,8 @@ def distributions(tmp_path_factory: pytest.TempPathFactory) -> Distributions:
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", *ignored))
     out = tmp_path_factory.mktemp("dist")
     _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)], cwd=out)
-    (sdist,) = out.glob("kinsumer-*.tar.gz")
-    (wheel,) = out.glob("kinsumer-*.whl")
+    (sdist,) = out.glob(f"{DISTRIBUTION}-*.tar.gz")
+    (wheel,) = out.glob(f"{DISTRIBUTION}-*.whl")
     return Distributions(sdist, wheel)
 
 
@@ -123,7 +124,7 @@ def installed(distributions: Distributions, tmp_path_factory: pytest.TempPathFac
 
 @pytest.fixture
 def installed_with_spark(distributions: Distributions, tmp_path: pathlib.Path) -> Iterator[BareEnvironment]:
-    """A bare environment with ``kinsumer[spark]`` from the wheel (about 700 MB: deleted after the test)."""
+    """A bare environment with ``pykinsumer[spark]`` from the wheel (about 700 MB: deleted after the test)."""
     environment = BareEnvironment(tmp_path / "venv")
     try:
         environment.pip("install", "--quiet", f"{distributions.wheel}[spark]")
@@ -142,7 +143,7 @@ def test_the_sdist_and_the_wheel_pass_twine_check(distributions: Distributions) 
 def test_the_sdist_holds_the_library_and_its_documents(distributions: Distributions) -> None:
     with tarfile.open(distributions.sdist) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
-    assert distributions.sdist.name == f"kinsumer-{VERSION}.tar.gz"
+    assert distributions.sdist.name == f"{DISTRIBUTION}-{VERSION}.tar.gz"
     assert {"README.md", "CHANGELOG.md", "LICENSE", "pyproject.toml", "setup.cfg", "kinsumer/py.typed"} <= names
     assert "kinsumer/spark/__init__.py" in names
     assert not {name.split("/")[0] for name in names} & {"demo", "tests", "scripts", "docs"}
@@ -151,14 +152,28 @@ def test_the_sdist_holds_the_library_and_its_documents(distributions: Distributi
 def test_the_wheel_holds_the_library_only(distributions: Distributions) -> None:
     names = zipfile.ZipFile(distributions.wheel).namelist()
     top = {name.split("/")[0] for name in names}
-    assert top == {"kinsumer", f"kinsumer-{VERSION}.dist-info"}
+    assert top == {"kinsumer", f"{DISTRIBUTION}-{VERSION}.dist-info"}
     assert "kinsumer/py.typed" in names
     assert not [n for n in names if "demo" in n or "local_server" in n or "producer" in n]
     for group in ("aws", "coordination", "delivery", "reading", "spark", "cli"):
         assert f"kinsumer/{group}/__init__.py" in names
-    metadata = zipfile.ZipFile(distributions.wheel).read(f"kinsumer-{VERSION}.dist-info/METADATA").decode()
-    assert "Description-Content-Type: text/markdown" in metadata
-    assert 'Requires-Dist: pyspark>=4.0; extra == "spark"' in metadata
+    metadata = zipfile.ZipFile(distributions.wheel).read(f"{DISTRIBUTION}-{VERSION}.dist-info/METADATA").decode()
+    header = metadata.split("\n\n", 1)[0].splitlines()
+    assert header[:3] == ["Metadata-Version: 2.4", f"Name: {DISTRIBUTION}", f"Version: {VERSION}"]
+    assert "Description-Content-Type: text/markdown" in header
+    assert "License-Expression: MIT" in header and "License-File: LICENSE" in header  # PEP 639
+    assert "Development Status :: 4 - Beta" in metadata
+    # only the Python version CI runs, and no upper bound
+    assert [line for line in header if "Python :: 3." in line] == ["Classifier: Programming Language :: Python :: 3.11"]
+    assert "Requires-Python: >=3.11" in header
+    assert 'Requires-Dist: pyspark>=4.0; extra == "spark"' in header
+    # the extras a user installs, and no development tools (tests, docs, demo) among them
+    assert [line for line in header if line.startswith("Provides-Extra:")] == [
+        "Provides-Extra: spark", "Provides-Extra: prometheus", "Provides-Extra: otel"
+    ]  # fmt: skip
+    assert not [line for line in header if any(tool in line for tool in ("pytest", "moto", "mkdocs", "twine"))]
+    assert not [line for line in header if line.startswith("Project-URL")]  # no public home yet
+    assert f"{DISTRIBUTION}-{VERSION}.dist-info/licenses/LICENSE" in names
 
 
 def test_the_installed_wheel_imports_and_runs_its_command(installed: BareEnvironment) -> None:
@@ -169,7 +184,7 @@ def test_the_installed_wheel_imports_and_runs_its_command(installed: BareEnviron
     for version_command in (["kinsumer", "--version"], ["python", "-m", "kinsumer", "--version"]):
         done = installed.run(*version_command)
         assert (done.returncode, done.stdout) == (0, f"kinsumer {VERSION}\n"), done.stderr
-    done = installed.run("python", "-c", "import importlib.metadata as m; print(m.version('kinsumer'))")
+    done = installed.run("python", "-c", f"import importlib.metadata as m; print(m.version('{DISTRIBUTION}'))")
     assert done.stdout == f"{VERSION}\n", done.stderr
 
     done = installed.run("kinsumer", "--help")
@@ -181,7 +196,7 @@ def test_the_installed_wheel_imports_and_runs_its_command(installed: BareEnviron
 
     # what a user of the installed package is told
     done = installed.run("python", "-c", "import kinsumer.spark")
-    assert "MissingDependency: kinsumer.spark needs pyspark and pyarrow: pip install 'kinsumer[spark]'" in done.stderr
+    assert "MissingDependency: kinsumer.spark needs pyspark and pyarrow: pip install 'pykinsumer[spark]'" in done.stderr
     done = installed.run("kinsumer", "produce", "--help")  # the package's own producer, no checkout needed
     assert done.returncode == 0 and "--aggregate N" in done.stdout, done.stderr
 

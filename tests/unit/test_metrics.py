@@ -315,7 +315,7 @@ def test_prometheus_client_missing_gives_the_install_command(monkeypatch: pytest
     assert fresh is not original
     fresh.LoggingStatReceiver()
     # ... only the Prometheus receiver needs it
-    with pytest.raises(ImportError, match=r"pip install 'kinsumer\[prometheus\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'pykinsumer\[prometheus\]'"):
         fresh.PrometheusStatReceiver()
 
 

@@ -298,7 +298,7 @@ def test_opentelemetry_missing_gives_the_install_command(monkeypatch: pytest.Mon
     monkeypatch.delitem(sys.modules, "kinsumer.otel_metrics")
     monkeypatch.delattr(kinsumer, "otel_metrics")  # restored afterwards, like sys.modules
     fresh = importlib.import_module("kinsumer.otel_metrics")  # importing the module works without it ...
-    with pytest.raises(ImportError, match=r"pip install 'kinsumer\[otel\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'pykinsumer\[otel\]'"):
         fresh.OpenTelemetryStatReceiver(STREAM, APP)  # ... the receiver needs it
 
 
