@@ -1,5 +1,5 @@
-"""The README's first program and its asyncio service run as written, and Ctrl-C makes them leave the
-application cleanly."""
+"""The README's first program and its asyncio service, and the first program of docs/index.md, run as
+written on a new application, and Ctrl-C makes them leave the application cleanly."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,11 +23,11 @@ from tests.procs.harness import REPO
 pytestmark = pytest.mark.server
 
 
-def first_program(section: str = "## Use") -> str:
-    readme = (REPO / "README.md").read_text()
+def first_program(section: str = "## Use", page: str = "README.md") -> str:
+    readme = (REPO / page).read_text()
     use = readme[readme.index(section) :]
     match = re.search(r"```python\n(.*?)```", use, re.DOTALL)
-    assert match is not None, f"the README's {section} section has no Python block"
+    assert match is not None, f"the {page}'s {section} section has no Python block"
     return match.group(1)
 
 
@@ -60,7 +61,24 @@ def ctrl_c_leaves_cleanly(proc: subprocess.Popen[str], db: Any, app: str) -> Non
 
 
 def test_the_readmes_first_program_runs_as_written_and_leaves_on_ctrl_c(moto_server: LocalServer) -> None:
-    program = first_program()
+    runs_on_a_new_application_and_leaves_on_ctrl_c(moto_server, first_program(), lambda i: f"b'hello {i}'")
+
+
+def test_the_docs_first_program_runs_as_written_on_a_new_application_and_leaves_on_ctrl_c(
+    moto_server: LocalServer,
+) -> None:
+    """docs/index.md's first example (it raised TableNotFound on a new application: no create_required_tables())."""
+    program = first_program("# kinsumer", "docs/index.md")
+    assert "create_required_tables()" in program
+    runs_on_a_new_application_and_leaves_on_ctrl_c(moto_server, program, lambda i: f"b'hello {i}'", shard=True)
+
+
+def runs_on_a_new_application_and_leaves_on_ctrl_c(
+    moto_server: LocalServer, program: str, printed_as: Callable[[int], str], shard: bool = False
+) -> None:
+    """``program`` (its Kinsumer's stream and application named in it, both new) joins, prints the three
+    records written then (each line ends with ``printed_as(i)``, after a shard ID if ``shard``), and leaves
+    on Ctrl-C."""
     stream, app = re.search(r'Kinsumer\(\s*"([^"]+)", "([^"]+)"', program).groups()  # type: ignore[union-attr]
     kinesis, db = moto_server.client("kinesis"), moto_server.client("dynamodb")
     kinesis.create_stream(StreamName=stream, ShardCount=2)
@@ -78,12 +96,17 @@ def test_the_readmes_first_program_runs_as_written_and_leaves_on_ctrl_c(moto_ser
 
     try:
         wait_until(lambda: joined() or proc.poll() is not None, 60, "it joins")
+        assert proc.poll() is None, proc.communicate(timeout=10)  # it did not end (with an error) instead
         kinesis.put_records(
             StreamName=stream, Records=[{"Data": b"hello %d" % i, "PartitionKey": f"k{i}"} for i in range(3)]
         )
         assert proc.stdout is not None
-        printed = sorted(proc.stdout.readline().strip() for _ in range(3))
-        assert printed == ["b'hello 0'", "b'hello 1'", "b'hello 2'"]
+        lines = [proc.stdout.readline().strip() for _ in range(3)]
+        if shard:
+            shards = [line.split(" ", 1)[0] for line in lines]
+            assert set(shards) <= {"shardId-000000000000", "shardId-000000000001"}, lines
+            lines = [line.split(" ", 1)[1] for line in lines]
+        assert sorted(lines) == [printed_as(i) for i in range(3)]
         ctrl_c_leaves_cleanly(proc, db, app)
     finally:
         ended(proc)
