@@ -4,7 +4,7 @@ and the wheel installed into a bare virtual environment.
 How, and why so:
 
 - The build runs on a copy of the checkout (what .gitignore leaves, without .git) so that nothing is
-  written into the checkout (setuptools writes ``build/`` and ``kinsumer.egg-info`` beside the
+  written into the checkout (setuptools writes ``build/`` and ``pykinsumer.egg-info`` beside the
   sources), and with ``--no-isolation``: the ``setuptools`` of the test dependency group builds, so no
   package index is asked for the build. ``python -m build`` makes the sdist and then the wheel from the
   unpacked sdist, so a file the sdist lacks breaks the wheel.
@@ -18,100 +18,23 @@ How, and why so:
   installs the wheel it built from it when ``make`` installed ``.[spark]`` (pip's wheel cache). Measured
   here, making that environment took 16-19 s (6 s without the extra), which calls for no cheaper
   stand-in. It is deleted at the end of its test. The whole module takes about 45 s.
+
+The sdist and the wheel are built once for tests/package (conftest.py, environments.py), whose modules
+run on one xdist worker; test_quickstart.py runs the README's quick start from the same wheel.
 """
 
 from __future__ import annotations
 
-import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import tarfile
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
-import kinsumer
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
-VERSION = kinsumer.__version__
-DISTRIBUTION = "pykinsumer"  # the name on PyPI (`kinsumer` there is another project); the import name is kinsumer
-
-# Run in a bare environment: imports every module of the installed kinsumer (but those of the packages
-# named on the command line) and prints where kinsumer came from
-IMPORT_EVERY_MODULE = """
-import importlib, pathlib, sys
-import kinsumer
-package = pathlib.Path(kinsumer.__file__).parent
-left_out = tuple(sys.argv[1:])
-for path in sorted(package.rglob("*.py")):
-    parts = ("kinsumer", *path.relative_to(package).with_suffix("").parts)
-    name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-    if name != "kinsumer.__main__" and not name.startswith(left_out):
-        importlib.import_module(name)
-print(kinsumer.__file__)
-"""
-
-
-def _environ() -> dict[str, str]:
-    """This process's environment (pip's settings included), without a path back to the checkout."""
-    return {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}}
-
-
-def _run(command: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(command, cwd=cwd, env=_environ(), capture_output=True, text=True, check=False, timeout=240)
-    assert done.returncode == 0, f"{command} exited with {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    return done
-
-
-@dataclass(frozen=True)
-class Distributions:
-    sdist: pathlib.Path
-    wheel: pathlib.Path
-
-
-@pytest.fixture(scope="module")
-def distributions(tmp_path_factory: pytest.TempPathFactory) -> Distributions:
-    """The sdist and the wheel, built from a copy of the checkout."""
-    source = tmp_path_factory.mktemp("source") / "kinsumer"
-    ignored = [line.strip().rstrip("/") for line in (REPO / ".gitignore").read_text().splitlines()]
-    ignored = [pattern for pattern in ignored if pattern and not pattern.startswith("#")]
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", *ignored))
-    out = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)], cwd=out)
-    (sdist,) = out.glob(f"{DISTRIBUTION}-*.tar.gz")
-    (wheel,) = out.glob(f"{DISTRIBUTION}-*.whl")
-    return Distributions(sdist, wheel)
-
-
-class BareEnvironment:
-    """A virtual environment with nothing installed, not even pip."""
-
-    def __init__(self, path: pathlib.Path) -> None:
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=60)
-        self.path = path
-        self.bin = path / "bin"
-        self.python = self.bin / "python"
-        self.cwd = path.parent  # not the checkout: a command's own directory is on its sys.path
-
-    def pip(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return _run([sys.executable, "-m", "pip", "--python", str(self.python), *args], cwd=self.cwd)
-
-    def run(self, *command: str) -> subprocess.CompletedProcess[str]:
-        """A command of the environment (``kinsumer``, ``python``), as it ends: it may fail."""
-        return subprocess.run(
-            [str(self.bin / command[0]), *command[1:]],
-            cwd=self.cwd, env=_environ(), capture_output=True, text=True, check=False, timeout=120,
-        )  # fmt: skip
-
-    def imports_every_module(self, *left_out: str) -> pathlib.Path:
-        """Imports every module of the installed kinsumer but those under ``left_out``; where it lives."""
-        done = self.run("python", "-c", IMPORT_EVERY_MODULE, *left_out)
-        assert done.returncode == 0, done.stderr
-        return pathlib.Path(done.stdout.strip())
+from tests.package.environments import DISTRIBUTION, VERSION, BareEnvironment, Distributions, run_ok
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +59,7 @@ def installed_with_spark(distributions: Distributions, tmp_path: pathlib.Path) -
 def test_the_sdist_and_the_wheel_pass_twine_check(distributions: Distributions) -> None:
     """What PyPI would refuse or show badly: the metadata, and README.md as the long description."""
     command = [sys.executable, "-m", "twine", "check", "--strict", str(distributions.sdist), str(distributions.wheel)]
-    done = _run(command, cwd=distributions.wheel.parent)
+    done = run_ok(command, cwd=distributions.wheel.parent)
     assert done.stdout.count("PASSED") == 2, done.stdout
 
 
