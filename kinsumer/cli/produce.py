@@ -90,12 +90,12 @@ def produce(
     for ids in _batches(count, first_id, per_batch):
         if stop.is_set():
             break
-        for record_id in ids:
-            data, key = make_record(record_id, keys, size)
-            writer.put(data, key)
         try:
+            for record_id in ids:
+                data, key = make_record(record_id, keys, size)
+                writer.put(data, key)  # sends a call once it is full
             writer.flush()
-        except Stopped:
+        except Stopped:  # during a backoff
             break
         written += len(ids)
         on_batch(ids)

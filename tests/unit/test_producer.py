@@ -68,3 +68,26 @@ def test_a_record_is_json_with_its_id_key_and_time_padded_to_its_size() -> None:
     assert len(data) == 200 and set(body["pad"]) == {"x"}
     small, _ = make_record(7, keys=3, size=10)  # already longer than asked: no pad
     assert set(json.loads(small)) == {"id", "key", "ts"}
+
+
+class RefusingKinesis(ThrottlingKinesis):
+    """PutRecords that refuses every entry, with throttling."""
+
+    def put_records(self, StreamName: str, Records: list[dict[str, Any]]) -> dict[str, Any]:
+        self.calls += 1
+        error = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow down"}
+        return {"FailedRecordCount": len(Records), "Records": [error for _ in Records]}
+
+
+def test_a_stop_ends_the_backoff_of_refused_records_and_no_refused_batch_is_reported() -> None:
+    kinesis = RefusingKinesis()
+    stop = threading.Event()
+    batches: list[range] = []
+    stopper = threading.Timer(0.5, stop.set)
+    stopper.start()
+    try:
+        written = produce(kinesis, "s", count=100, stop=stop, on_batch=batches.append)  # type: ignore[arg-type]
+    finally:
+        stopper.cancel()
+    assert (written, batches) == (0, [])
+    assert kinesis.calls >= 2  # it sent them again until the stop
