@@ -537,19 +537,19 @@ class Kinsumer:
         Raises :class:`NoRecordWithin` (a ``TimeoutError``) if nothing arrives within ``timeout`` seconds.
         """
         if not self._auto_running:
-            self._check_mode("next", manual=False)
+            self._check_mode("next()", manual=False)
         record = self._delivery.next_auto(get_ident(), timeout)  # this thread's previous record: processed
         return None if record is None else record.data
 
     def next_record(self, timeout: float | None = None) -> Record | None:
         """Like :meth:`next`, returning the whole :class:`Record`."""
         if not self._auto_running:
-            self._check_mode("next_record", manual=False)
+            self._check_mode("next_record()", manual=False)
         return self._delivery.next_auto(get_ident(), timeout)
 
     def next_with_checkpointer(self, timeout: float | None = None) -> tuple[bytes, Checkpoint] | tuple[None, None]:
         """The next record's data and its Checkpoint; (None, None) once stopped. Manual mode only."""
-        self._check_mode("next_with_checkpointer", manual=True)
+        self._check_mode("next_with_checkpointer()", manual=True)
         record, checkpoint = self._next_manual(timeout)
         if record is None or checkpoint is None:
             return None, None
@@ -559,12 +559,12 @@ class Kinsumer:
         self, timeout: float | None = None
     ) -> tuple[Record, Checkpoint] | tuple[None, None]:
         """Like :meth:`next_with_checkpointer`, returning the whole :class:`Record`."""
-        self._check_mode("next_record_with_checkpointer", manual=True)
+        self._check_mode("next_record_with_checkpointer()", manual=True)
         return self._next_manual(timeout)
 
     def __iter__(self) -> Iterator[Record]:
         """Yield records until stopped (auto mode)."""
-        self._check_mode("iter", manual=False)
+        self._check_mode("for record in k", manual=False)
         next_auto = self._delivery.next_auto
         while (record := next_auto(get_ident(), None)) is not None:
             yield record
@@ -573,20 +573,23 @@ class Kinsumer:
         """``async for record in k``: records until stopped (auto mode). Each is acknowledged when the loop
         asks for the next; leaving the loop (``break``, an exception, a cancellation) gives the record in
         hand back: the shard's next owner delivers it."""
-        self._check_mode("async for", manual=False)
+        self._check_mode("async for record in k", manual=False)
         return self._async.records()
 
     async def anext(self, timeout: float | None = None) -> bytes | None:
         """:meth:`next` for asyncio: awaits without blocking the event loop. The calling task's previous
         record counts as processed; so does its last one when the task ends (not when it fails or is
         cancelled: then that record goes back to be delivered again)."""
-        record = await self.anext_record(timeout)
+        record = await self._anext_record(timeout, "anext()")
         return None if record is None else record.data
 
     async def anext_record(self, timeout: float | None = None) -> Record | None:
         """Like :meth:`anext`, returning the whole :class:`Record`."""
+        return await self._anext_record(timeout, "anext_record()")
+
+    async def _anext_record(self, timeout: float | None, called: str) -> Record | None:
         if not self._auto_running:
-            self._check_mode("anext_record", manual=False)
+            self._check_mode(called, manual=False)
         return await self._async.next_record(timeout)
 
     async def anext_with_checkpointer(
@@ -594,7 +597,7 @@ class Kinsumer:
     ) -> tuple[bytes, Checkpoint] | tuple[None, None]:
         """:meth:`next_with_checkpointer` for asyncio (manual mode). The Checkpoint stays a plain call:
         it never blocks."""
-        self._check_mode("anext_with_checkpointer", manual=True)
+        self._check_mode("anext_with_checkpointer()", manual=True)
         record, checkpoint = await self._async.next_manual(timeout)
         if record is None or checkpoint is None:
             return None, None
@@ -604,7 +607,7 @@ class Kinsumer:
         self, timeout: float | None = None
     ) -> tuple[Record, Checkpoint] | tuple[None, None]:
         """Like :meth:`anext_with_checkpointer`, returning the whole :class:`Record`."""
-        self._check_mode("anext_record_with_checkpointer", manual=True)
+        self._check_mode("anext_record_with_checkpointer()", manual=True)
         return await self._async.next_manual(timeout)
 
     # ----------------------------------------------------------------- handlers
@@ -679,7 +682,7 @@ class Kinsumer:
             timeout=timeout, ordering=ordering, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
             trace_context=trace_context,
         )  # fmt: skip
-        self._process(handler, options, batches=False)
+        self._process(handler, options, batches=False, called="process()")
 
     def process_batches(
         self,
@@ -718,7 +721,7 @@ class Kinsumer:
             on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
             trace_context=trace_context,
         )  # fmt: skip
-        self._process(handler, options, batches=True)
+        self._process(handler, options, batches=True, called="process_batches()")
 
     async def aprocess(
         self,
@@ -748,7 +751,7 @@ class Kinsumer:
             timeout=timeout, ordering=ordering, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
             trace_context=trace_context,
         )  # fmt: skip
-        await self._aprocess(handler, options, batches=False)
+        await self._aprocess(handler, options, batches=False, called="aprocess()")
 
     async def aprocess_batches(
         self,
@@ -776,10 +779,10 @@ class Kinsumer:
             on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
             trace_context=trace_context,
         )  # fmt: skip
-        await self._aprocess(handler, options, batches=True)
+        await self._aprocess(handler, options, batches=True, called="aprocess_batches()")
 
     async def _aprocess(
-        self, handler: Callable[..., Awaitable[object]], options: ProcessOptions, *, batches: bool
+        self, handler: Callable[..., Awaitable[object]], options: ProcessOptions, *, batches: bool, called: str
     ) -> None:
         if not _is_async(handler):
             taking = "a record list" if batches else "a record"
@@ -795,7 +798,7 @@ class Kinsumer:
             if (function := getattr(options, name)) is not None and _is_async(function)
         }
         options = attrs.evolve(options, timeout=None, **awaited)
-        work = asyncio.ensure_future(asyncio.to_thread(self._process, plain, options, batches=batches))
+        work = asyncio.ensure_future(asyncio.to_thread(self._process, plain, options, batches=batches, called=called))
         try:
             await asyncio.shield(work)
         except asyncio.CancelledError:
@@ -818,11 +821,11 @@ class Kinsumer:
             concurrency=concurrency, max_record_age=max_record_age, **more,
         )  # fmt: skip
 
-    def _process(self, handler: Callable[..., object], options: ProcessOptions, *, batches: bool) -> None:
+    def _process(self, handler: Callable[..., object], options: ProcessOptions, *, batches: bool, called: str) -> None:
         if not callable(handler):
             raise ConfigError("handler", "must be a callable taking a record" + (" list" if batches else ""), handler)
         if self._state == _NEW:
-            raise NotStarted()
+            raise NotStarted(called)
         origin = Origin(self.stream_name, self.application_name, self.client_id)
         from . import __version__  # noqa: PLC0415 - the package imports this module
 
@@ -848,10 +851,11 @@ class Kinsumer:
             self._processors.discard(processor)
 
     def _check_mode(self, called: str, *, manual: bool) -> None:
+        """``called`` (``"next()"``, as the errors name it) fits the checkpointing mode, and run() came first."""
         if self.config.manual_checkpointing != manual:
             raise CheckpointModeError(called, _CALLS_FOR[self.config.manual_checkpointing], not manual)
         if self._state == _NEW:
-            raise NotStarted()
+            raise NotStarted(called)
 
     def _next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
         return self._delivery.next_manual(timeout)

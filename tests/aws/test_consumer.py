@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import math
@@ -116,9 +117,54 @@ def test_checkpointer_calls_in_auto_mode_name_the_right_call(consumer: Kinsumer)
         consumer.next_record_with_checkpointer()
 
 
-def test_next_before_run(consumer: Kinsumer) -> None:
-    with pytest.raises(NotStarted, match=r"call run\(\)"):
-        consumer.next()
+@pytest.mark.parametrize(
+    ("called", "call"),
+    [
+        ("next()", lambda k: k.next()),
+        ("next_record()", lambda k: k.next_record()),
+        ("for record in k", lambda k: [r for r in k]),
+        ("process()", lambda k: k.process(lambda record: None)),
+        ("process_batches()", lambda k: k.process_batches(lambda records: None)),
+    ],
+)
+def test_a_call_before_run_names_itself(consumer: Kinsumer, called: str, call: Any) -> None:
+    with pytest.raises(NotStarted, match=r"call run\(\) first") as info:
+        call(consumer)
+    assert str(info.value).startswith(f"{called} before run()")
+    assert info.value.called == called
+
+
+@pytest.mark.parametrize(
+    ("called", "call"),
+    [
+        ("next_with_checkpointer()", lambda k: k.next_with_checkpointer()),
+        ("next_record_with_checkpointer()", lambda k: k.next_record_with_checkpointer()),
+    ],
+)
+def test_a_manual_call_before_run_names_itself(kinesis: Any, db: Any, stream: str, called: str, call: Any) -> None:
+    k = make(kinesis, db, attrs.evolve(FAST, manual_checkpointing=True))
+    with pytest.raises(NotStarted) as info:
+        call(k)
+    assert str(info.value).startswith(f"{called} before run()")
+
+
+@pytest.mark.parametrize(
+    ("called", "call"),
+    [
+        ("anext()", lambda k: k.anext()),
+        ("anext_record()", lambda k: k.anext_record()),
+        ("aprocess()", lambda k: k.aprocess(_async_handler)),
+        ("aprocess_batches()", lambda k: k.aprocess_batches(_async_handler)),
+    ],
+)
+def test_an_async_call_before_run_names_itself(consumer: Kinsumer, called: str, call: Any) -> None:
+    with pytest.raises(NotStarted) as info:
+        asyncio.run(call(consumer))
+    assert str(info.value).startswith(f"{called} before run()")
+
+
+async def _async_handler(record: object) -> None:
+    return None
 
 
 def test_run_twice(consumer: Kinsumer) -> None:
