@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from threading import get_ident
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -562,12 +562,21 @@ class Kinsumer:
         self._check_mode("next_record_with_checkpointer()", manual=True)
         return self._next_manual(timeout)
 
-    def __iter__(self) -> Iterator[Record]:
-        """Yield records until stopped (auto mode)."""
+    def __iter__(self) -> Kinsumer:
+        """``for record in k``: records until stopped (auto mode). The Kinsumer is its own iterator: see
+        :meth:`__next__`."""
         self._check_mode("for record in k", manual=False)
-        next_auto = self._delivery.next_auto
-        while (record := next_auto(get_ident(), None)) is not None:
-            yield record
+        return self
+
+    def __next__(self) -> Record:
+        """``next(k)``: the next :class:`Record` (as :meth:`next_record`); ``StopIteration`` once stopped.
+        Auto mode only."""
+        if not self._auto_running:
+            self._check_mode("next(k)", manual=False)
+        record = self._delivery.next_auto(get_ident(), None)  # this thread's previous record: processed
+        if record is None:
+            raise StopIteration
+        return record
 
     def __aiter__(self) -> AsyncIterator[Record]:
         """``async for record in k``: records until stopped (auto mode). Each is acknowledged when the loop

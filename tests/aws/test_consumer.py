@@ -122,6 +122,7 @@ def test_checkpointer_calls_in_auto_mode_name_the_right_call(consumer: Kinsumer)
     [
         ("next()", lambda k: k.next()),
         ("next_record()", lambda k: k.next_record()),
+        ("next(k)", next),
         ("for record in k", lambda k: [r for r in k]),
         ("process()", lambda k: k.process(lambda record: None)),
         ("process_batches()", lambda k: k.process_batches(lambda records: None)),
@@ -233,6 +234,35 @@ def test_context_manager_and_iteration(kinesis: Any, db: Any, stream: str) -> No
     assert {r.shard_id for r in got} == {SHARD}
     assert all(r.partition_key == "k" and r.retrieved_at >= r.approximate_arrival_timestamp for r in got)
     assert k.next() is None
+
+
+def test_the_kinsumer_is_its_own_iterator_and_next_of_it_gives_records_until_stopped(
+    kinesis: Any, db: Any, stream: str
+) -> None:
+    put(kinesis, b"a", b"b", b"c")
+    with make(kinesis, db) as k:
+        assert iter(k) is k
+        first = next(k)
+        rest = [next(k), next(k)]
+        stopper = threading.Thread(target=k.stop)  # next(k) waits for records: a stop from elsewhere ends it
+        stopper.start()
+        with pytest.raises(StopIteration):
+            next(k)
+        stopper.join(30)
+    assert [first.data, *(r.data for r in rest)] == [b"a", b"b", b"c"]
+    with pytest.raises(StopIteration):  # and keeps saying so, as an iterator must
+        next(k)
+    assert list(k) == []
+    row = stored_checkpoint(db)
+    assert row is not None and row.sequence_number == rest[-1].sequence_number  # the last one counted on the stop
+
+
+def test_next_of_a_kinsumer_in_manual_mode_says_what_to_call(kinesis: Any, db: Any, stream: str) -> None:
+    k = make(kinesis, db, attrs.evolve(FAST, manual_checkpointing=True))
+    with pytest.raises(CheckpointModeError, match=r"next\(k\) is not available.*use next_with_checkpointer\(\)"):
+        next(k)
+    with pytest.raises(CheckpointModeError, match=r"for record in k is not available"):
+        iter(k)
 
 
 # ---------------------------------------------------------------- delivery semantics
