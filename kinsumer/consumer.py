@@ -44,7 +44,7 @@ from .coordination.shard_worker import ShardWorker
 from .coordination.streams import SEPARATOR as STREAM_SEPARATOR
 from .coordination.streams import StreamScope, scope_stats
 from .delivery.delivery import Delivery
-from .delivery.progress import Checkpoint
+from .delivery.progress import STOPPED, Checkpointed, Stopped
 from .errors import AlreadyStarted, CheckpointModeError, ConfigError, HandlerStuck, KinsumerError, NotStarted
 from .failure import Failure
 from .handling.options import Ordering
@@ -547,20 +547,28 @@ class Kinsumer:
             self._check_mode("next_record()", manual=False)
         return self._delivery.next_auto(get_ident(), timeout)
 
-    def next_with_checkpointer(self, timeout: float | None = None) -> tuple[bytes, Checkpoint] | tuple[None, None]:
-        """The next record's data and its Checkpoint; (None, None) once stopped. Manual mode only."""
-        self._check_mode("next_with_checkpointer()", manual=True)
-        record, checkpoint = self._next_manual(timeout)
-        if record is None or checkpoint is None:
-            return None, None
-        return record.data, checkpoint
+    def next_with_checkpointer(self, timeout: float | None = None) -> Checkpointed[bytes] | Stopped:
+        """The next record's data and its :class:`Checkpoint`; ``(None, None)`` once stopped. Manual mode only.
 
-    def next_record_with_checkpointer(
-        self, timeout: float | None = None
-    ) -> tuple[Record, Checkpoint] | tuple[None, None]:
+        The pair unpacks as a tuple (``data, checkpoint = k.next_with_checkpointer()``). For a type checker,
+        check the pair before unpacking it: ``got.checkpoint is not None`` tells it both parts are there::
+
+            while (got := k.next_with_checkpointer()).checkpoint is not None:
+                data, checkpoint = got  # bytes, Checkpoint
+
+        (Two variables unpacked first are checked each on its own: ``if data is not None: checkpoint()``
+        leaves ``checkpoint`` ``Checkpoint | None`` to mypy.)
+        """
+        self._check_mode("next_with_checkpointer()", manual=True)
+        got = self._delivery.next_manual(timeout)
+        if got.checkpoint is None:
+            return STOPPED
+        return Checkpointed(got.value.data, got.checkpoint)
+
+    def next_record_with_checkpointer(self, timeout: float | None = None) -> Checkpointed[Record] | Stopped:
         """Like :meth:`next_with_checkpointer`, returning the whole :class:`Record`."""
         self._check_mode("next_record_with_checkpointer()", manual=True)
-        return self._next_manual(timeout)
+        return self._delivery.next_manual(timeout)
 
     def __iter__(self) -> Kinsumer:
         """``for record in k``: records until stopped (auto mode). The Kinsumer is its own iterator: see
@@ -601,20 +609,16 @@ class Kinsumer:
             self._check_mode(called, manual=False)
         return await self._async.next_record(timeout)
 
-    async def anext_with_checkpointer(
-        self, timeout: float | None = None
-    ) -> tuple[bytes, Checkpoint] | tuple[None, None]:
-        """:meth:`next_with_checkpointer` for asyncio (manual mode). The Checkpoint stays a plain call:
-        it never blocks."""
+    async def anext_with_checkpointer(self, timeout: float | None = None) -> Checkpointed[bytes] | Stopped:
+        """:meth:`next_with_checkpointer` for asyncio (manual mode): the same pair, checked the same way
+        (``got.checkpoint is not None``). The Checkpoint stays a plain call: it never blocks."""
         self._check_mode("anext_with_checkpointer()", manual=True)
-        record, checkpoint = await self._async.next_manual(timeout)
-        if record is None or checkpoint is None:
-            return None, None
-        return record.data, checkpoint
+        got = await self._async.next_manual(timeout)
+        if got.checkpoint is None:
+            return STOPPED
+        return Checkpointed(got.value.data, got.checkpoint)
 
-    async def anext_record_with_checkpointer(
-        self, timeout: float | None = None
-    ) -> tuple[Record, Checkpoint] | tuple[None, None]:
+    async def anext_record_with_checkpointer(self, timeout: float | None = None) -> Checkpointed[Record] | Stopped:
         """Like :meth:`anext_with_checkpointer`, returning the whole :class:`Record`."""
         self._check_mode("anext_record_with_checkpointer()", manual=True)
         return await self._async.next_manual(timeout)
@@ -865,9 +869,6 @@ class Kinsumer:
             raise CheckpointModeError(called, _CALLS_FOR[self.config.manual_checkpointing], not manual)
         if self._state == _NEW:
             raise NotStarted(called)
-
-    def _next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
-        return self._delivery.next_manual(timeout)
 
 
 def _session_name(client_name: str) -> str:

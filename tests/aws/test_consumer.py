@@ -337,6 +337,35 @@ def test_manual_checkpoints_advance_over_the_contiguous_prefix(kinesis: Any, db:
     assert row is not None and row.sequence_number == records[2].sequence_number  # 3 never acknowledged
 
 
+def test_the_checkpointer_calls_return_a_pair_that_says_by_its_checkpoint_whether_it_holds_a_record(
+    kinesis: Any, db: Any, stream: str
+) -> None:
+    """The pair unpacks as the tuple it always was, and once stopped it is ``(None, None)``, with names a type
+    checker narrows on (tests/typed/checkpointed.py proves that part with mypy)."""
+    put(kinesis, b"x", b"y")
+    with make(kinesis, db, attrs.evolve(FAST, manual_checkpointing=True)) as k:
+        got = k.next_with_checkpointer(timeout=10)
+        assert got.checkpoint is not None and got.value == b"x"
+        data, checkpoint = got
+        assert (data, checkpoint) == (got.value, got.checkpoint) and got[1] is checkpoint
+        checkpoint()
+        whole = k.next_record_with_checkpointer(timeout=10)
+        assert whole.checkpoint is not None and whole.value.data == b"y"
+        whole.checkpoint()
+        wait_until(lambda: getattr(stored_checkpoint(db), "sequence_number", None) == whole.value.sequence_number,
+                   10, "the checkpoint of y")  # fmt: skip
+    stopped = k.next_with_checkpointer()
+    assert stopped == (None, None) and stopped.checkpoint is None and stopped.value is None
+    assert k.next_record_with_checkpointer() == (None, None)
+    data, checkpoint = stopped
+    assert data is None and checkpoint is None
+
+    async def taken_after_stop() -> tuple[object, object]:
+        return await k.anext_with_checkpointer(), await k.anext_record_with_checkpointer()
+
+    assert asyncio.run(taken_after_stop()) == ((None, None), (None, None))
+
+
 def test_threads_sharing_a_consumer_register_each_shards_records_in_shard_order(
     kinesis: Any, db: Any, stream: str
 ) -> None:
