@@ -127,7 +127,8 @@ def plan_reset(
             )
         )
     kept_from = now_ms() - int(summary.get("RetentionPeriodHours", 24)) * 3_600_000
-    return ResetPlan(stream, identity, tuple(planned), past_retention=start_at < kept_from, home=scope.home)
+    past_retention = start_at != 0 and start_at < kept_from  # 0: TRIM_HORIZON, no time at all
+    return ResetPlan(stream, identity, tuple(planned), past_retention=past_retention, home=scope.home)
 
 
 def apply_reset(dynamodb: DynamoDBClient, app: str, plan: ResetPlan, *, max_age: float) -> None:
