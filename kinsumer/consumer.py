@@ -43,6 +43,7 @@ from .coordination.runtime import Runtime
 from .coordination.shard_worker import ShardWorker
 from .coordination.streams import SEPARATOR as STREAM_SEPARATOR
 from .coordination.streams import StreamScope, scope_stats
+from .dead_letter import check as check_sink
 from .delivery.delivery import Delivery
 from .delivery.progress import STOPPED, Checkpointed, Stopped
 from .errors import AlreadyStarted, CheckpointModeError, ConfigError, HandlerStuck, KinsumerError, NotStarted
@@ -845,6 +846,7 @@ class Kinsumer:
         if not self.config.handler_spans and options.trace_context is not None:
             rule = "does nothing with Config(handler_spans=False), which makes no span: drop one or the other"
             raise ConfigError("trace_context", rule, options.trace_context)
+        check_sink(options.dead_letter)  # a queue or stream that does not exist: said now, not at a failure
         tracing = (
             tracing_for(self.stream_name, self.application_name, __version__, options.trace_context)
             if self.config.handler_spans
