@@ -110,12 +110,20 @@ class Kinsumer:
 
     ::
 
-        k = Kinsumer("clicks", "billing-app", "worker-1")
+        k = Kinsumer(stream_name="clicks", application_name="billing-app", client_name="worker-1")
         k.create_required_tables()
         k.run()
         while (data := k.next()) is not None:
             handle(data)
         k.stop()
+
+    ``application_name``: the application whose clients share the stream's shards; it prefixes its three
+    DynamoDB tables. ``client_name``: a display name (``kinsumer status``, :meth:`status`, the logs, the
+    checkpoint rows' ``OwnerName``), not an identity: two clients may share one, and no shard is kept for a
+    name. The identity is ``Config.client_id``, a new random UUID for each Kinsumer unless set: a process
+    restarted as ``"worker-1"`` is a new client to the application, and after a crash the dead one's shards
+    wait ``client_record_max_age`` for the others. With a fixed ``Config(client_id=...)`` (one per live
+    process) a restarted process is the same client and takes its shards back at once.
 
     Without ``kinesis`` / ``dynamodb`` clients it builds them from ``session`` (or a default
     ``boto3.Session()``), so the standard AWS environment variables apply.

@@ -4,7 +4,8 @@
 
     from kinsumer.otel_metrics import OpenTelemetryStatReceiver  # pip install 'kinsumer[otel]'
 
-    Kinsumer("orders", "billing", "host-1", Config(stats=OpenTelemetryStatReceiver("orders", "billing")))
+    stats = OpenTelemetryStatReceiver("orders", "billing")
+    Kinsumer(stream_name="orders", application_name="billing", client_name="host-1", config=Config(stats=stats))
 
 It needs only ``opentelemetry-api``: the SDK, its readers and exporters are the application's
 choice. It records through the global ``MeterProvider`` (``opentelemetry.metrics.get_meter_provider()``

@@ -8,6 +8,7 @@ import logging
 import math
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -70,6 +71,17 @@ def stored_checkpoint(db: Any) -> checkpoints_table.CheckpointRow | None:
 
 
 # ---------------------------------------------------------------- bad input
+
+
+def test_the_names_go_by_keyword_and_the_client_name_is_no_identity(kinesis: Any, db: Any) -> None:
+    """Two clients named alike are two clients, each with a new random ID; a fixed client_id is the identity."""
+    a = Kinsumer(stream_name="clicks", application_name="app", client_name="worker-1", config=FAST, kinesis=kinesis,
+                 dynamodb=db)  # fmt: skip
+    b = Kinsumer("clicks", "app", "worker-1", FAST, kinesis=kinesis, dynamodb=db)
+    assert (a.stream_name, a.application_name, a.client_name) == ("clicks", "app", "worker-1")
+    assert a.client_id != b.client_id and str(uuid.UUID(a.client_id)) == a.client_id
+    fixed = Kinsumer("clicks", "app", "other", attrs.evolve(FAST, client_id="worker-1"), kinesis=kinesis, dynamodb=db)
+    assert fixed.client_id == "worker-1"
 
 
 def test_unknown_stream_raises_from_run(kinesis: Any, db: Any) -> None:

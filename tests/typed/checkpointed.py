@@ -3,7 +3,7 @@ manual mode type-check as they are written, each narrowing the pair to a record 
 
 from __future__ import annotations
 
-from kinsumer import Checkpoint, Kinsumer, Record
+from kinsumer import Checkpoint, Config, Kinsumer, Record
 
 
 def handle(data: bytes) -> None: ...
@@ -60,3 +60,7 @@ def iterate(k: Kinsumer) -> None:
     for record in k:
         handle_record(record)
 
+
+def keywords() -> Kinsumer:
+    """The constructor's names by keyword, as the docs pass them."""
+    return Kinsumer(stream_name="clicks", application_name="billing-app", client_name="worker-1", config=Config())
