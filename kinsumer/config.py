@@ -151,17 +151,18 @@ class Config:
         converter=_as_float,
         validator=_seconds(0.2, inclusive=True, why=" (Kinesis allows 5 GetRecords per second per shard)"),
     )
-    #: The longest wait between two GetRecords of a shard whose reads come back empty: after an
-    #: empty read the wait doubles from ``throttle_delay`` up to this, and a read with records
-    #: brings it back at once. A record written to an idle shard waits at most this long.
+    #: The longest wait between two GetRecords of a shard whose reads come back empty. A shard is read
+    #: every ``throttle_delay`` while it brings records and for a second of empty reads after that; then
+    #: each empty read doubles the wait, up to this. A read with records brings the full rate back at
+    #: once. A record written to an idle shard waits at most about this long. At least ``throttle_delay``.
     idle_poll_interval: float = attrs.field(
         default=DEFAULT_IDLE_POLL_INTERVAL, converter=_as_float, validator=_seconds(0, inclusive=False)
     )
-    #: The longest wait between two GetRecords of a shard whose reads have come back empty for 60 s
-    #: at ``idle_poll_interval``: from there the wait doubles again up to this, and a read with
-    #: records brings the full rate back at once. A record written to a long-idle shard waits at
-    #: most this long. None: 5 s (``idle_poll_interval`` if longer); equal to ``idle_poll_interval``:
-    #: no such slowing down; at least ``idle_poll_interval``.
+    #: The longest wait between two GetRecords of a long-idle shard: after a minute of empty reads at
+    #: ``idle_poll_interval``, each empty read doubles the wait again, up to this. A read with records
+    #: brings the full rate back at once. A record written to a shard idle for over a minute waits at
+    #: most about this long. None: 5 s (``idle_poll_interval`` if longer); equal to ``idle_poll_interval``:
+    #: no such slowing down. At least ``idle_poll_interval``.
     max_idle_poll_interval: float | None = attrs.field(
         default=None, converter=_as_float, validator=attrs.validators.optional(_seconds(0, inclusive=False))
     )
