@@ -11,9 +11,8 @@ Both write one JSON envelope per failed record (:func:`envelope`)::
      "error": "ValueError: bad payload", "failed_at": "2026-11-25T08:00:04.500000+00:00",
      "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7"}
 
-``trace_id`` and ``span_id`` (added in version 1, null when absent): the OpenTelemetry span of the
-last failed handler call, when one was made (:attr:`Failure.trace_id`); a reader of envelopes
-written before them finds them missing.
+``version``: the envelope's format, 1. ``trace_id`` and ``span_id``: the OpenTelemetry span of the
+last failed handler call, when one was made (:attr:`Failure.trace_id`); null otherwise.
 
 A failed record whose envelope is too large for the sink (an SQS message of more than the
 queue's ``MaximumMessageSize``, a Kinesis record of more than 1 MiB) raises
