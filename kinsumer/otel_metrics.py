@@ -37,9 +37,11 @@ attributes follow the conventions:
 
 DynamoDB calls follow the database conventions instead: ``db.client.operation.duration`` (a histogram
 in seconds, its count the calls) with ``db.system.name`` ``aws.dynamodb`` (the registered value),
-``db.operation.name`` (``PutItem``...), ``db.collection.name`` (the table) and ``error.type`` when the
-call failed (the error code, as ``ConditionalCheckFailedException``: a lease or a checkpoint another
-client holds, which the protocol expects now and then).
+``db.operation.name`` (``PutItem``...), ``db.collection.name`` (the table's name:
+``<application>_clients``, ``<application>_checkpoints`` or ``<application>_metadata``),
+``messaging.consumer.group.name`` (the application) and ``error.type`` when the call failed (the error
+code, as ``ConditionalCheckFailedException``: a lease or a checkpoint another client holds, which the
+protocol expects now and then; an exception's type name when no answer came).
 
 Durations and ages are in seconds (``s``), as OpenTelemetry recommends: the lag gauge is
 ``MillisBehindLatest`` / 1000.
