@@ -250,7 +250,7 @@ class Config:
         default=None,
         validator=_matching("Config.external_id", _EXTERNAL_ID, "2-1224 characters of A-Z a-z 0-9 _ + = , . @ : / -"),
     )
-    #: The assumed role's session name, as CloudTrail shows it (with role_arn). None: kinsumer-<client name>.
+    #: The assumed role's session name, as CloudTrail shows it (with role_arn). None: ``kinsumer-<client name>``.
     role_session_name: str | None = attrs.field(
         default=None,
         validator=_matching("Config.role_session_name", _SESSION_NAME, "2-64 characters of A-Z a-z 0-9 _ + = , . @ -"),

@@ -155,11 +155,14 @@ class Kinsumer:
         #: The streams, in the order given.
         self.streams: tuple[str, ...] = streams
         #: The stream, or the streams separated by commas.
-        self.stream_name = ", ".join(streams)
-        self.application_name = application_name
-        self.client_name = client_name
-        self.config = config
-        self.client_id = config.client_id or str(uuid.uuid4())
+        self.stream_name: str = ", ".join(streams)
+        #: The application whose clients share the streams' shards (its tables' prefix).
+        self.application_name: str = application_name
+        #: This client's display name: not its identity (see :attr:`client_id`).
+        self.client_name: str = client_name
+        self.config: Config = config
+        #: This client's identity: ``Config.client_id``, or a random UUID made for this Kinsumer.
+        self.client_id: str = config.client_id or str(uuid.uuid4())
         self.tables = Tables.for_application(application_name)
         if config.role_arn is not None and kinesis is not None:
             rule = "assumes the role for a Kinesis client kinsumer makes: pass either it or kinesis="
