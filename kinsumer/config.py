@@ -209,8 +209,8 @@ class Config:
     stats: StatReceiver = attrs.field(factory=StatReceiver, validator=_stat_receiver)
     #: This client's identity in the application (its row in the clients table, the owner of its shards).
     #: None: a new random UUID for each Kinsumer, so a restarted process is a new client. Set one, unique per
-    #: live process, for a restarted process to be the same client (it takes its shards back at once after a
-    #: crash). The constructor's ``client_name`` is only a display name.
+    #: live process, for a restarted process to be the same client (after a crash, on the same host, it takes
+    #: its shards back at once). The constructor's ``client_name`` is only a display name.
     client_id: str | None = attrs.field(default=None, validator=_client_id)
     #: Billing of the tables create_required_tables() makes.
     billing_mode: Literal["PAY_PER_REQUEST", "PROVISIONED"] = attrs.field(

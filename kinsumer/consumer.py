@@ -123,7 +123,8 @@ class Kinsumer:
     name. The identity is ``Config.client_id``, a new random UUID for each Kinsumer unless set: a process
     restarted as ``"worker-1"`` is a new client to the application, and after a crash the dead one's shards
     wait ``client_record_max_age`` for the others. With a fixed ``Config(client_id=...)`` (one per live
-    process) a restarted process is the same client and takes its shards back at once.
+    process) a restarted process is the same client: after a crash, on the same host, it takes its shards
+    back at once.
 
     Without ``kinesis`` / ``dynamodb`` clients it builds them from ``session`` (or a default
     ``boto3.Session()``), so the standard AWS environment variables apply.
