@@ -2,6 +2,7 @@
 
 from .config import Config
 from .consumer import Kinsumer
+from .coordination.rewind import ResetPlan
 from .delivery import Checkpoint
 from .errors import (
     AlreadyStarted,
@@ -53,6 +54,7 @@ __all__ = [
     "Health",
     "RecordFailed",
     "ReplayError",
+    "ResetPlan",
     "StatReceiver",
     "StreamNotFound",
     "TableConflict",

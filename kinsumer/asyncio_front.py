@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from .delivery.delivery import Delivery
-from .delivery.progress import Checkpoint
+from .delivery.progress import Checkpointed, Stopped
 from .errors import NoRecordWithin
 from .handling.timeouts import HandlerTimedOut
 from .record import Record
@@ -70,8 +70,8 @@ class AsyncFront:
         next_auto = self._delivery.next_auto
         return await self._take(lambda: next_auto(holder, 0.0), timeout)
 
-    async def next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
-        """The next record and its :class:`Checkpoint` (manual mode); (None, None) once stopped."""
+    async def next_manual(self, timeout: float | None) -> Checkpointed[Record] | Stopped:
+        """The next record and its Checkpoint (manual mode); STOPPED once stopped."""
         next_manual = self._delivery.next_manual
         return await self._take(lambda: next_manual(0.0), timeout)
 

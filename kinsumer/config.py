@@ -151,17 +151,18 @@ class Config:
         converter=_as_float,
         validator=_seconds(0.2, inclusive=True, why=" (Kinesis allows 5 GetRecords per second per shard)"),
     )
-    #: The longest wait between two GetRecords of a shard whose reads come back empty: after an
-    #: empty read the wait doubles from ``throttle_delay`` up to this, and a read with records
-    #: brings it back at once. A record written to an idle shard waits at most this long.
+    #: The longest wait between two GetRecords of a shard whose reads come back empty. A shard is read
+    #: every ``throttle_delay`` while it brings records and for a second of empty reads after that; then
+    #: each empty read doubles the wait, up to this. A read with records brings the full rate back at
+    #: once. A record written to an idle shard waits at most about this long. At least ``throttle_delay``.
     idle_poll_interval: float = attrs.field(
         default=DEFAULT_IDLE_POLL_INTERVAL, converter=_as_float, validator=_seconds(0, inclusive=False)
     )
-    #: The longest wait between two GetRecords of a shard whose reads have come back empty for 60 s
-    #: at ``idle_poll_interval``: from there the wait doubles again up to this, and a read with
-    #: records brings the full rate back at once. A record written to a long-idle shard waits at
-    #: most this long. None: 5 s (``idle_poll_interval`` if longer); equal to ``idle_poll_interval``:
-    #: no such slowing down; at least ``idle_poll_interval``.
+    #: The longest wait between two GetRecords of a long-idle shard: after a minute of empty reads at
+    #: ``idle_poll_interval``, each empty read doubles the wait again, up to this. A read with records
+    #: brings the full rate back at once. A record written to a shard idle for over a minute waits at
+    #: most about this long. None: 5 s (``idle_poll_interval`` if longer); equal to ``idle_poll_interval``:
+    #: no such slowing down. At least ``idle_poll_interval``.
     max_idle_poll_interval: float | None = attrs.field(
         default=None, converter=_as_float, validator=attrs.validators.optional(_seconds(0, inclusive=False))
     )
@@ -206,7 +207,10 @@ class Config:
     )
     #: Receives counters and timings; the default does nothing.
     stats: StatReceiver = attrs.field(factory=StatReceiver, validator=_stat_receiver)
-    #: This client's ID in the clients table (sort key of the membership). Default: a new UUID.
+    #: This client's identity in the application (its row in the clients table, the owner of its shards).
+    #: None: a new random UUID for each Kinsumer, so a restarted process is a new client. Set one, unique per
+    #: live process, for a restarted process to be the same client (after a crash, on the same host, it takes
+    #: its shards back at once). The constructor's ``client_name`` is only a display name.
     client_id: str | None = attrs.field(default=None, validator=_client_id)
     #: Billing of the tables create_required_tables() makes.
     billing_mode: Literal["PAY_PER_REQUEST", "PROVISIONED"] = attrs.field(
@@ -246,7 +250,7 @@ class Config:
         default=None,
         validator=_matching("Config.external_id", _EXTERNAL_ID, "2-1224 characters of A-Z a-z 0-9 _ + = , . @ : / -"),
     )
-    #: The assumed role's session name, as CloudTrail shows it (with role_arn). None: kinsumer-<client name>.
+    #: The assumed role's session name, as CloudTrail shows it (with role_arn). None: ``kinsumer-<client name>``.
     role_session_name: str | None = attrs.field(
         default=None,
         validator=_matching("Config.role_session_name", _SESSION_NAME, "2-64 characters of A-Z a-z 0-9 _ + = , . @ -"),

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from threading import get_ident
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -43,8 +43,9 @@ from .coordination.runtime import Runtime
 from .coordination.shard_worker import ShardWorker
 from .coordination.streams import SEPARATOR as STREAM_SEPARATOR
 from .coordination.streams import StreamScope, scope_stats
+from .dead_letter import check as check_sink
 from .delivery.delivery import Delivery
-from .delivery.progress import Checkpoint
+from .delivery.progress import STOPPED, Checkpointed, Stopped
 from .errors import AlreadyStarted, CheckpointModeError, ConfigError, HandlerStuck, KinsumerError, NotStarted
 from .failure import Failure
 from .handling.options import Ordering
@@ -109,12 +110,21 @@ class Kinsumer:
 
     ::
 
-        k = Kinsumer("clicks", "billing-app", "worker-1")
+        k = Kinsumer(stream_name="clicks", application_name="billing-app", client_name="worker-1")
         k.create_required_tables()
         k.run()
         while (data := k.next()) is not None:
             handle(data)
         k.stop()
+
+    ``application_name``: the application whose clients share the stream's shards; it prefixes its three
+    DynamoDB tables. ``client_name``: a display name (``kinsumer status``, :meth:`status`, the logs, the
+    checkpoint rows' ``OwnerName``), not an identity: two clients may share one, and no shard is kept for a
+    name. The identity is ``Config.client_id``, a new random UUID for each Kinsumer unless set: a process
+    restarted as ``"worker-1"`` is a new client to the application, and after a crash the dead one's shards
+    wait ``client_record_max_age`` for the others. With a fixed ``Config(client_id=...)`` (one per live
+    process) a restarted process is the same client: after a crash, on the same host, it takes its shards
+    back at once.
 
     Without ``kinesis`` / ``dynamodb`` clients it builds them from ``session`` (or a default
     ``boto3.Session()``), so the standard AWS environment variables apply.
@@ -146,11 +156,14 @@ class Kinsumer:
         #: The streams, in the order given.
         self.streams: tuple[str, ...] = streams
         #: The stream, or the streams separated by commas.
-        self.stream_name = ", ".join(streams)
-        self.application_name = application_name
-        self.client_name = client_name
-        self.config = config
-        self.client_id = config.client_id or str(uuid.uuid4())
+        self.stream_name: str = ", ".join(streams)
+        #: The application whose clients share the streams' shards (its tables' prefix).
+        self.application_name: str = application_name
+        #: This client's display name: not its identity (see :attr:`client_id`).
+        self.client_name: str = client_name
+        self.config: Config = config
+        #: This client's identity: ``Config.client_id``, or a random UUID made for this Kinsumer.
+        self.client_id: str = config.client_id or str(uuid.uuid4())
         self.tables = Tables.for_application(application_name)
         if config.role_arn is not None and kinesis is not None:
             rule = "assumes the role for a Kinesis client kinsumer makes: pass either it or kinesis="
@@ -537,74 +550,90 @@ class Kinsumer:
         Raises :class:`NoRecordWithin` (a ``TimeoutError``) if nothing arrives within ``timeout`` seconds.
         """
         if not self._auto_running:
-            self._check_mode("next", manual=False)
+            self._check_mode("next()", manual=False)
         record = self._delivery.next_auto(get_ident(), timeout)  # this thread's previous record: processed
         return None if record is None else record.data
 
     def next_record(self, timeout: float | None = None) -> Record | None:
         """Like :meth:`next`, returning the whole :class:`Record`."""
         if not self._auto_running:
-            self._check_mode("next_record", manual=False)
+            self._check_mode("next_record()", manual=False)
         return self._delivery.next_auto(get_ident(), timeout)
 
-    def next_with_checkpointer(self, timeout: float | None = None) -> tuple[bytes, Checkpoint] | tuple[None, None]:
-        """The next record's data and its Checkpoint; (None, None) once stopped. Manual mode only."""
-        self._check_mode("next_with_checkpointer", manual=True)
-        record, checkpoint = self._next_manual(timeout)
-        if record is None or checkpoint is None:
-            return None, None
-        return record.data, checkpoint
+    def next_with_checkpointer(self, timeout: float | None = None) -> Checkpointed[bytes] | Stopped:
+        """The next record's data and its :class:`Checkpoint`; ``(None, None)`` once stopped. Manual mode only.
 
-    def next_record_with_checkpointer(
-        self, timeout: float | None = None
-    ) -> tuple[Record, Checkpoint] | tuple[None, None]:
+        The pair unpacks as a tuple (``data, checkpoint = k.next_with_checkpointer()``). For a type checker,
+        check the pair before unpacking it: ``got.checkpoint is not None`` tells it both parts are there::
+
+            while (got := k.next_with_checkpointer()).checkpoint is not None:
+                data, checkpoint = got  # bytes, Checkpoint
+
+        (Two variables unpacked first are checked each on its own: ``if data is not None: checkpoint()``
+        leaves ``checkpoint`` ``Checkpoint | None`` to mypy.)
+        """
+        self._check_mode("next_with_checkpointer()", manual=True)
+        got = self._delivery.next_manual(timeout)
+        if got.checkpoint is None:
+            return STOPPED
+        return Checkpointed(got.value.data, got.checkpoint)
+
+    def next_record_with_checkpointer(self, timeout: float | None = None) -> Checkpointed[Record] | Stopped:
         """Like :meth:`next_with_checkpointer`, returning the whole :class:`Record`."""
-        self._check_mode("next_record_with_checkpointer", manual=True)
-        return self._next_manual(timeout)
+        self._check_mode("next_record_with_checkpointer()", manual=True)
+        return self._delivery.next_manual(timeout)
 
-    def __iter__(self) -> Iterator[Record]:
-        """Yield records until stopped (auto mode)."""
-        self._check_mode("iter", manual=False)
-        next_auto = self._delivery.next_auto
-        while (record := next_auto(get_ident(), None)) is not None:
-            yield record
+    def __iter__(self) -> Kinsumer:
+        """``for record in k``: records until stopped (auto mode). The Kinsumer is its own iterator: see
+        :meth:`__next__`."""
+        self._check_mode("for record in k", manual=False)
+        return self
+
+    def __next__(self) -> Record:
+        """``next(k)``: the next :class:`Record` (as :meth:`next_record`); ``StopIteration`` once stopped.
+        Auto mode only."""
+        if not self._auto_running:
+            self._check_mode("next(k)", manual=False)
+        record = self._delivery.next_auto(get_ident(), None)  # this thread's previous record: processed
+        if record is None:
+            raise StopIteration
+        return record
 
     def __aiter__(self) -> AsyncIterator[Record]:
         """``async for record in k``: records until stopped (auto mode). Each is acknowledged when the loop
         asks for the next; leaving the loop (``break``, an exception, a cancellation) gives the record in
         hand back: the shard's next owner delivers it."""
-        self._check_mode("async for", manual=False)
+        self._check_mode("async for record in k", manual=False)
         return self._async.records()
 
     async def anext(self, timeout: float | None = None) -> bytes | None:
         """:meth:`next` for asyncio: awaits without blocking the event loop. The calling task's previous
         record counts as processed; so does its last one when the task ends (not when it fails or is
         cancelled: then that record goes back to be delivered again)."""
-        record = await self.anext_record(timeout)
+        record = await self._anext_record(timeout, "anext()")
         return None if record is None else record.data
 
     async def anext_record(self, timeout: float | None = None) -> Record | None:
         """Like :meth:`anext`, returning the whole :class:`Record`."""
+        return await self._anext_record(timeout, "anext_record()")
+
+    async def _anext_record(self, timeout: float | None, called: str) -> Record | None:
         if not self._auto_running:
-            self._check_mode("anext_record", manual=False)
+            self._check_mode(called, manual=False)
         return await self._async.next_record(timeout)
 
-    async def anext_with_checkpointer(
-        self, timeout: float | None = None
-    ) -> tuple[bytes, Checkpoint] | tuple[None, None]:
-        """:meth:`next_with_checkpointer` for asyncio (manual mode). The Checkpoint stays a plain call:
-        it never blocks."""
-        self._check_mode("anext_with_checkpointer", manual=True)
-        record, checkpoint = await self._async.next_manual(timeout)
-        if record is None or checkpoint is None:
-            return None, None
-        return record.data, checkpoint
+    async def anext_with_checkpointer(self, timeout: float | None = None) -> Checkpointed[bytes] | Stopped:
+        """:meth:`next_with_checkpointer` for asyncio (manual mode): the same pair, checked the same way
+        (``got.checkpoint is not None``). The Checkpoint stays a plain call: it never blocks."""
+        self._check_mode("anext_with_checkpointer()", manual=True)
+        got = await self._async.next_manual(timeout)
+        if got.checkpoint is None:
+            return STOPPED
+        return Checkpointed(got.value.data, got.checkpoint)
 
-    async def anext_record_with_checkpointer(
-        self, timeout: float | None = None
-    ) -> tuple[Record, Checkpoint] | tuple[None, None]:
+    async def anext_record_with_checkpointer(self, timeout: float | None = None) -> Checkpointed[Record] | Stopped:
         """Like :meth:`anext_with_checkpointer`, returning the whole :class:`Record`."""
-        self._check_mode("anext_record_with_checkpointer", manual=True)
+        self._check_mode("anext_record_with_checkpointer()", manual=True)
         return await self._async.next_manual(timeout)
 
     # ----------------------------------------------------------------- handlers
@@ -679,7 +708,7 @@ class Kinsumer:
             timeout=timeout, ordering=ordering, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
             trace_context=trace_context,
         )  # fmt: skip
-        self._process(handler, options, batches=False)
+        self._process(handler, options, batches=False, called="process()")
 
     def process_batches(
         self,
@@ -718,7 +747,7 @@ class Kinsumer:
             on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
             trace_context=trace_context,
         )  # fmt: skip
-        self._process(handler, options, batches=True)
+        self._process(handler, options, batches=True, called="process_batches()")
 
     async def aprocess(
         self,
@@ -748,7 +777,7 @@ class Kinsumer:
             timeout=timeout, ordering=ordering, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
             trace_context=trace_context,
         )  # fmt: skip
-        await self._aprocess(handler, options, batches=False)
+        await self._aprocess(handler, options, batches=False, called="aprocess()")
 
     async def aprocess_batches(
         self,
@@ -776,10 +805,10 @@ class Kinsumer:
             on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
             trace_context=trace_context,
         )  # fmt: skip
-        await self._aprocess(handler, options, batches=True)
+        await self._aprocess(handler, options, batches=True, called="aprocess_batches()")
 
     async def _aprocess(
-        self, handler: Callable[..., Awaitable[object]], options: ProcessOptions, *, batches: bool
+        self, handler: Callable[..., Awaitable[object]], options: ProcessOptions, *, batches: bool, called: str
     ) -> None:
         if not _is_async(handler):
             taking = "a record list" if batches else "a record"
@@ -795,7 +824,7 @@ class Kinsumer:
             if (function := getattr(options, name)) is not None and _is_async(function)
         }
         options = attrs.evolve(options, timeout=None, **awaited)
-        work = asyncio.ensure_future(asyncio.to_thread(self._process, plain, options, batches=batches))
+        work = asyncio.ensure_future(asyncio.to_thread(self._process, plain, options, batches=batches, called=called))
         try:
             await asyncio.shield(work)
         except asyncio.CancelledError:
@@ -818,17 +847,18 @@ class Kinsumer:
             concurrency=concurrency, max_record_age=max_record_age, **more,
         )  # fmt: skip
 
-    def _process(self, handler: Callable[..., object], options: ProcessOptions, *, batches: bool) -> None:
+    def _process(self, handler: Callable[..., object], options: ProcessOptions, *, batches: bool, called: str) -> None:
         if not callable(handler):
             raise ConfigError("handler", "must be a callable taking a record" + (" list" if batches else ""), handler)
         if self._state == _NEW:
-            raise NotStarted()
+            raise NotStarted(called)
         origin = Origin(self.stream_name, self.application_name, self.client_id)
         from . import __version__  # noqa: PLC0415 - the package imports this module
 
         if not self.config.handler_spans and options.trace_context is not None:
             rule = "does nothing with Config(handler_spans=False), which makes no span: drop one or the other"
             raise ConfigError("trace_context", rule, options.trace_context)
+        check_sink(options.dead_letter)  # a queue or stream that does not exist: said now, not at a failure
         tracing = (
             tracing_for(self.stream_name, self.application_name, __version__, options.trace_context)
             if self.config.handler_spans
@@ -848,13 +878,11 @@ class Kinsumer:
             self._processors.discard(processor)
 
     def _check_mode(self, called: str, *, manual: bool) -> None:
+        """``called`` (``"next()"``, as the errors name it) fits the checkpointing mode, and run() came first."""
         if self.config.manual_checkpointing != manual:
             raise CheckpointModeError(called, _CALLS_FOR[self.config.manual_checkpointing], not manual)
         if self._state == _NEW:
-            raise NotStarted()
-
-    def _next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
-        return self._delivery.next_manual(timeout)
+            raise NotStarted(called)
 
 
 def _session_name(client_name: str) -> str:

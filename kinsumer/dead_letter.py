@@ -11,14 +11,17 @@ Both write one JSON envelope per failed record (:func:`envelope`)::
      "error": "ValueError: bad payload", "failed_at": "2026-11-25T08:00:04.500000+00:00",
      "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7"}
 
-``trace_id`` and ``span_id`` (added in version 1, null when absent): the OpenTelemetry span of the
-last failed handler call, when one was made (:attr:`Failure.trace_id`); a reader of envelopes
-written before them finds them missing.
+``version``: the envelope's format, 1. ``trace_id`` and ``span_id``: the OpenTelemetry span of the
+last failed handler call, when one was made (:attr:`Failure.trace_id`); null otherwise.
 
 A failed record whose envelope is too large for the sink (an SQS message of more than the
 queue's ``MaximumMessageSize``, a Kinesis record of more than 1 MiB) raises
 :class:`~kinsumer.WriteError` saying so: never a truncated envelope. ``process()`` then tries
 again and raises :class:`~kinsumer.RecordFailed`, leaving the record for the next owner.
+
+``process()`` and the other ``*process*()`` calls check a built-in sink when they start (its
+``check()``): a queue or a stream that does not exist raises :class:`~kinsumer.ConfigError` naming it,
+before any record is handled, rather than at the first record that fails.
 """
 
 from __future__ import annotations
@@ -26,18 +29,23 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import logging
 import threading
 from typing import Any
 
 import boto3
+import botocore.exceptions
 
-from .errors import WriteError
+from .aws.error_codes import error_code, error_message, is_missing_queue, is_not_found, is_transient
+from .errors import ConfigError, WriteError
 from .failure import Failure
 from .writing.aggregation import MAX_RECORD_BYTES
 
-__all__ = ["KinesisStream", "SqsQueue", "envelope"]
+__all__ = ["KinesisStream", "SqsQueue", "check", "envelope"]
 
 VERSION = 1
+
+log = logging.getLogger("kinsumer")
 
 
 def envelope(failure: Failure) -> dict[str, Any]:
@@ -89,6 +97,34 @@ class SqsQueue:
         self._limit: int | None = None  # the queue's MaximumMessageSize, read once
         self._lock = threading.Lock()
 
+    def __repr__(self) -> str:
+        return f"SqsQueue({self.url!r})"
+
+    def check(self) -> None:
+        """Read the queue's attributes, as the first failed record would: :class:`~kinsumer.ConfigError` naming
+        the queue if it does not exist or this client may not use it (the sink needs ``sqs:GetQueueAttributes``
+        and ``sqs:SendMessage``). A transient fault (throttling, a 5xx, the network) is logged, not raised: the
+        sink reads them again when a record fails. ``process()`` calls it when it starts."""
+        try:
+            self._max_size()
+        except botocore.exceptions.ClientError as exc:
+            if is_transient(exc):
+                _unchecked(self, exc)
+                return
+            if is_missing_queue(exc):
+                rule = (
+                    f"names the SQS queue {self.url}, which does not exist ({error_code(exc)}): create it, or give "
+                    "SqsQueue the URL of a queue that does (in the region and account of its SQS client)"
+                )
+            else:
+                rule = (
+                    f"names the SQS queue {self.url}, which this SQS client cannot use ({error_code(exc)}: "
+                    f"{error_message(exc)}): the sink needs sqs:GetQueueAttributes and sqs:SendMessage on it"
+                )
+            raise ConfigError("dead_letter", rule, self) from exc
+        except (botocore.exceptions.BotoCoreError, ConnectionError, TimeoutError) as exc:
+            _unchecked(self, exc)
+
     def __call__(self, failure: Failure) -> None:
         body = _body(failure)
         limit = self._max_size()
@@ -128,6 +164,32 @@ class KinesisStream:
         self.name = name
         self._client = client if client is not None else boto3.client("kinesis")
 
+    def __repr__(self) -> str:
+        return f"KinesisStream({self.name!r})"
+
+    def check(self) -> None:
+        """Describe the stream (DescribeStreamSummary): :class:`~kinsumer.ConfigError` naming it if it does not
+        exist or is being deleted. A refusal (the sink itself needs only ``kinesis:PutRecord``) or a transient
+        fault is logged, not raised: the stream is then first tried when a record fails. ``process()`` calls it
+        when it starts."""
+        try:
+            summary = self._client.describe_stream_summary(StreamName=self.name)["StreamDescriptionSummary"]
+        except botocore.exceptions.ClientError as exc:
+            if not is_not_found(exc):
+                _unchecked(self, exc)
+                return
+            rule = (
+                f"names the Kinesis stream {self.name}, which does not exist: create it, or give KinesisStream the "
+                "name of a stream that does (in the region and account of its Kinesis client)"
+            )
+            raise ConfigError("dead_letter", rule, self) from exc
+        except (botocore.exceptions.BotoCoreError, ConnectionError, TimeoutError) as exc:
+            _unchecked(self, exc)
+            return
+        if summary.get("StreamStatus") == "DELETING":
+            rule = f"names the Kinesis stream {self.name}, which is being deleted: give KinesisStream another stream"
+            raise ConfigError("dead_letter", rule, self)
+
     def __call__(self, failure: Failure) -> None:
         body = _body(failure)
         key = failure.record.partition_key
@@ -138,3 +200,16 @@ class KinesisStream:
                 f"than the {MAX_RECORD_BYTES:,} a record of {self.name} may hold; use a sink that takes larger records"
             )
         self._client.put_record(StreamName=self.name, Data=body, PartitionKey=key)
+
+
+def _unchecked(sink: SqsQueue | KinesisStream, exc: BaseException) -> None:
+    log.warning(
+        "could not check the dead-letter sink %r (%s: %s); going on: it is tried when a record fails",
+        sink, error_code(exc), error_message(exc),
+    )  # fmt: skip
+
+
+def check(sink: object) -> None:
+    """``sink.check()`` for a built-in sink (see the module's description); any other callable is not checked."""
+    if isinstance(sink, SqsQueue | KinesisStream):
+        sink.check()

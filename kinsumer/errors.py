@@ -143,18 +143,20 @@ class ClientIdInUse(KinsumerError):
 
 
 class NotStarted(KinsumerError):
-    """A ``next*()`` call came before ``run()``."""
+    """A call that consumes records (``next*()``, ``process*()``, a ``for`` loop over the Kinsumer) came before
+    ``run()``. ``called``: that call, as the message names it."""
 
-    def __init__(self) -> None:
-        super().__init__("call run() (or use 'with Kinsumer(...) as k:') before next()")
+    def __init__(self, called: str = "next()") -> None:
+        self.called = called
+        super().__init__(f"{called} before run(): call run() first (or use 'with Kinsumer(...) as k:')")
 
 
 class CheckpointModeError(KinsumerError):
-    """The ``next*()`` variant does not match ``Config.manual_checkpointing``."""
+    """The ``next*()`` variant does not match ``Config.manual_checkpointing``. ``called``: the call (``"next()"``)."""
 
     def __init__(self, called: str, use: str, manual: bool) -> None:
         state = "enabled" if manual else "disabled"
-        super().__init__(f"{called}() is not available: Config.manual_checkpointing is {state}; use {use} instead")
+        super().__init__(f"{called} is not available: Config.manual_checkpointing is {state}; use {use} instead")
 
 
 class AWSError(KinsumerError):

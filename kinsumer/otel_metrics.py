@@ -4,7 +4,8 @@
 
     from kinsumer.otel_metrics import OpenTelemetryStatReceiver  # pip install 'pykinsumer[otel]'
 
-    Kinsumer("orders", "billing", "host-1", Config(stats=OpenTelemetryStatReceiver("orders", "billing")))
+    stats = OpenTelemetryStatReceiver("orders", "billing")
+    Kinsumer(stream_name="orders", application_name="billing", client_name="host-1", config=Config(stats=stats))
 
 It needs only ``opentelemetry-api``: the SDK, its readers and exporters are the application's
 choice. It records through the global ``MeterProvider`` (``opentelemetry.metrics.get_meter_provider()``
@@ -36,9 +37,11 @@ attributes follow the conventions:
 
 DynamoDB calls follow the database conventions instead: ``db.client.operation.duration`` (a histogram
 in seconds, its count the calls) with ``db.system.name`` ``aws.dynamodb`` (the registered value),
-``db.operation.name`` (``PutItem``...), ``db.collection.name`` (the table) and ``error.type`` when the
-call failed (the error code, as ``ConditionalCheckFailedException``: a lease or a checkpoint another
-client holds, which the protocol expects now and then).
+``db.operation.name`` (``PutItem``...), ``db.collection.name`` (the table's name:
+``<application>_clients``, ``<application>_checkpoints`` or ``<application>_metadata``),
+``messaging.consumer.group.name`` (the application) and ``error.type`` when the call failed (the error
+code, as ``ConditionalCheckFailedException``: a lease or a checkpoint another client holds, which the
+protocol expects now and then; an exception's type name when no answer came).
 
 Durations and ages are in seconds (``s``), as OpenTelemetry recommends: the lag gauge is
 ``MillisBehindLatest`` / 1000.

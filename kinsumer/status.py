@@ -29,7 +29,7 @@ class OwnedShard:
     millis_behind_latest: int | None
     #: inside a KPL aggregate: the index of the last user record processed
     checkpoint_sub_sequence_number: int | None = None
-    #: how the shard is read: "polling" (GetRecords) or "fan-out:<consumer name>" (SubscribeToShard)
+    #: how the shard is read: ``"polling"`` (GetRecords) or ``"fan-out:<consumer name>"`` (SubscribeToShard)
     reading: str = "polling"
     #: ``process()`` is calling a failing handler again: the attempts so far
     retrying: int | None = None
@@ -67,7 +67,7 @@ class ClientInfo:
     pid: int
     heartbeat_age: float  # seconds since the last heartbeat
     live: bool
-    #: how the client reads its shards: "polling" or "fan-out:<consumer name>"
+    #: how the client reads its shards: ``"polling"`` or ``"fan-out:<consumer name>"``
     reading: str = "polling"
     #: the streams it lists, when more than the application's first (see docs/several-streams.md)
     streams: tuple[str, ...] = ()
@@ -88,7 +88,7 @@ class ShardInfoRow:
     last_update_age: float | None  # seconds since the owner last committed
     #: inside a KPL aggregate: the index of the last user record processed
     checkpoint_sub_sequence_number: int | None = None
-    #: how its owner reads it ("polling" or "fan-out:<consumer name>"); None without a known owner
+    #: how its owner reads it (``"polling"`` or ``"fan-out:<consumer name>"``); None without a known owner
     reading: str | None = None
     #: its owner's process() is calling a failing handler again ("attempt N: Error")
     retrying: str | None = None

@@ -10,7 +10,7 @@ until the process has exited is measured. A clean exit also means its heartbeat 
 none of its shards is still owned. Scenarios: SIGINT to the process, SIGINT to one of its
 threads other than the main one (what the kernel may do with a Ctrl-C), SIGTERM (the program
 turns it into SystemExit, as a service does), each on the idle and on the busy stream, and
-``kinsumer tail --app`` with SIGINT. Prints the distribution per scenario; goal: every exit
+``kinsumer tail --app --commit`` with SIGINT. Prints the distribution per scenario; goal: every exit
 within 2 s.
 """
 
@@ -81,7 +81,7 @@ def one_run(server: Any, scenario: str, stream: str, app: str) -> tuple[float, b
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     db = server.client("dynamodb")
     if scenario.startswith("tail"):
-        command = [sys.executable, "-m", "kinsumer", "tail", stream, "--app", app, "--from", "trim-horizon",
+        command = [sys.executable, "-m", "kinsumer", "tail", stream, "--app", app, "--commit", "--from", "trim-horizon",
                    "--endpoint-url", server.endpoint]  # fmt: skip
     else:
         command = [sys.executable, __file__, "--child", server.endpoint, stream, app]

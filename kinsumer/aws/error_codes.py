@@ -25,6 +25,7 @@ __all__ = [
     "is_condition_failure",
     "is_expired_iterator",
     "is_in_use",
+    "is_missing_queue",
     "is_not_found",
     "is_transient",
     "to_kinsumer_error",
@@ -105,6 +106,15 @@ def is_condition_failure(exc: BaseException) -> bool:
 def is_not_found(exc: BaseException) -> bool:
     """The stream, shard or table named in the call does not exist."""
     return _has_code(exc, "ResourceNotFoundException")
+
+
+#: SQS's codes for a queue that does not exist (the query protocol's, and the JSON protocol's).
+_NO_QUEUE = frozenset({"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"})
+
+
+def is_missing_queue(exc: BaseException) -> bool:
+    """The SQS queue named in the call does not exist."""
+    return isinstance(exc, botocore.exceptions.ClientError) and error_code(exc) in _NO_QUEUE
 
 
 def is_in_use(exc: BaseException) -> bool:

@@ -1,7 +1,7 @@
 """The ``kinsumer`` command: tables, status, tail, test records, resets, imports.
 
     kinsumer create-tables APP            kinsumer status STREAM APP [--json] [--watch [SECONDS]]
-    kinsumer delete-tables APP --yes      kinsumer tail STREAM [--from latest] [--app APP]
+    kinsumer delete-tables APP --yes      kinsumer tail STREAM [--from latest] [--app APP [--commit]]
     kinsumer create-stream STREAM         kinsumer produce STREAM --count N [--aggregate N]
     kinsumer reset --app APP --stream S --to TRIM_HORIZON | LATEST | AT_TIMESTAMP TIME [--shard ID ...]
     kinsumer import-kcl LEASE_TABLE --app APP --stream S [--dry-run] [--at-timestamp TIME] [--yes]
@@ -49,7 +49,7 @@ EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 130, 143
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (systemd, docker stop), handled as Ctrl-C is: a tail --app leaves the application."""
+    """SIGTERM (systemd, docker stop), handled as Ctrl-C is: a tail --app --commit leaves the application."""
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -124,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sub = command(
         "tail",
-        "print records as they arrive; read-only (no table is touched) unless --app is given without --no-commit",
+        "print records as they arrive; read-only (nothing is written) unless --commit is given with --app",
     )
     sub.add_argument("stream", help="stream name")
     sub.add_argument(
@@ -135,13 +135,16 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--json", action="store_true", help="one JSON object per record")
     sub.add_argument(
         "--app",
-        help="consume as a member of this application: takes shards from its workers while it runs and "
-        "checkpoints what it prints (those records do not reach the application); see --no-commit",
+        help="start each shard after this application's checkpoint (read-only: the application is not joined "
+        "and nothing is written); see --commit",
     )
-    sub.add_argument(
-        "--no-commit", action="store_true",
-        help="with --app: start each shard after the application's checkpoint, without joining or writing anything",
+    committing = sub.add_mutually_exclusive_group()
+    committing.add_argument(
+        "--commit", action="store_true",
+        help="with --app: consume as a member of the application: take shards from its clients while this runs "
+        "and checkpoint what is printed (those records never reach the application's consumers)",
     )  # fmt: skip
+    committing.add_argument("--no-commit", action="store_true", help="with --app: read-only (the default)")
     sub.add_argument("--count", type=int, help="stop after this many records")
     sub.add_argument("--idle-timeout", type=float, help="stop after this many seconds without a record")
     sub.set_defaults(run=_tail)
@@ -378,12 +381,13 @@ def _tail(args: argparse.Namespace) -> int:
     _positive("--count", args.count)
     _positive("--idle-timeout", args.idle_timeout, 0)
     position = _start_position(args)
-    if args.no_commit and not args.app:
-        raise usage("--no-commit needs --app (whose checkpoints to start from)")
+    for flag, given in (("--commit", args.commit), ("--no-commit", args.no_commit)):
+        if given and not args.app:
+            raise usage(f"{flag} needs --app (the application whose checkpoints to start from)")
     kinesis, dynamodb = clients(args)
     ensure_stream_active(kinesis, args.stream)
     printed = 0
-    if args.app and not args.no_commit:
+    if args.app and args.commit:
         return _tail_as_client(args, position, kinesis, dynamodb)
     starts, finished = _checkpoints(dynamodb, args.app, args.stream) if args.app else ({}, set())
     tail = StreamTail(kinesis, args.stream, position, starts=starts, finished=finished)

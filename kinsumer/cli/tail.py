@@ -1,8 +1,8 @@
-"""``kinsumer tail``: records as they arrive, without tables (or as a member of an application).
+"""``kinsumer tail``: records as they arrive, read-only (or, with ``--app APP --commit``, as a member of APP).
 
-Without tables each shard is read by its own thread from the chosen position (or, with
-``--app APP --no-commit``, from where APP's checkpoints say, writing nothing); a child shard
-starts once its parents were read to their end, so per-key order holds across resharding.
+Read-only, each shard is read by its own thread from the chosen position (or, with ``--app APP``, from
+where APP's checkpoints say), writing nothing; a child shard starts once its parents were read to their
+end, so per-key order holds across resharding.
 """
 
 from __future__ import annotations

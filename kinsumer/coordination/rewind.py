@@ -38,25 +38,44 @@ __all__ = ["ResetPlan", "ShardReset", "apply_reset", "plan_reset", "reset_time"]
 
 @attrs.frozen
 class ShardReset:
-    """One shard of a reset: where it stands, and the time it will start at (epoch ms; 0: trim horizon)."""
+    """One shard of a reset: where it stands, and the time it will start at."""
 
     shard_id: str
-    checkpoint: Position | None  # None: no checkpoint (not read yet, or finished without one)
+    #: Its checkpoint before the reset: (sequence number, sub-sequence number or None); None: no checkpoint (not
+    #: read yet, or finished without one).
+    checkpoint: Position | None
+    #: It was read to its end (a closed shard).
     finished: bool
+    #: Where it starts after the reset: epoch milliseconds (AT_TIMESTAMP); 0: its trim horizon.
     start_at: int
+    #: Its parent shards (a split's or a merge's), read again before it.
     parents: tuple[str, ...] = ()
-    owner: str | None = None  # a client found dead that still holds the row
+    #: A client found dead that still held its row, if any.
+    owner: str | None = None
 
 
 @attrs.frozen
 class ResetPlan:
-    """What a reset will write; ``past_retention``: the time is older than the stream keeps records."""
+    """What :meth:`Kinsumer.reset() <kinsumer.Kinsumer.reset>` wrote (and ``kinsumer reset`` shows before it
+    writes): each shard of the stream, from where it stood to where it starts. :meth:`describe` says it in
+    lines for an operator.
 
+    ``shards``: one ``ShardReset`` per shard, with ``shard_id``; ``checkpoint``, where it stood: a
+    (sequence number, sub-sequence number or None) pair, or None without a checkpoint; ``finished`` (read to
+    its end); ``start_at``, where it starts: epoch milliseconds, 0 for its trim horizon; ``parents``; and
+    ``owner``, a client found dead that still held its row.
+    """
+
+    #: The stream reset.
     stream: str
+    #: The stream's identity: its ARN and creation time (``<ARN>@<epoch ms>``).
     identity: str
+    #: Each shard reset, by shard ID (see above).
     shards: tuple[ShardReset, ...]
+    #: The time given is older than the stream keeps records: every shard starts at its trim horizon.
+    #: False for ``TRIM_HORIZON`` and ``LATEST``, which name no time.
     past_retention: bool
-    #: The application's home stream (rows keyed by shard ID); else rows are ``<stream>/<shard ID>``.
+    #: The stream is the application's home stream (its rows are keyed by shard ID; else ``<stream>/<shard ID>``).
     home: bool = True
 
     @property
@@ -127,7 +146,8 @@ def plan_reset(
             )
         )
     kept_from = now_ms() - int(summary.get("RetentionPeriodHours", 24)) * 3_600_000
-    return ResetPlan(stream, identity, tuple(planned), past_retention=start_at < kept_from, home=scope.home)
+    past_retention = start_at != 0 and start_at < kept_from  # 0: TRIM_HORIZON, no time at all
+    return ResetPlan(stream, identity, tuple(planned), past_retention=past_retention, home=scope.home)
 
 
 def apply_reset(dynamodb: DynamoDBClient, app: str, plan: ResetPlan, *, max_age: float) -> None:

@@ -35,7 +35,7 @@ from ..record import Record
 from ..stats import GuardedStats
 from ..waiting import slice_of
 from .budget import ByteBudget
-from .progress import Checkpoint, Run, ShardProgress
+from .progress import STOPPED, Checkpoint, Checkpointed, Run, ShardProgress, Stopped
 from .record_queue import CLOSED, Closed, RecordQueue
 
 __all__ = ["Delivery", "EndHook", "EndHooks", "ExplicitHolder", "HandoffResult", "age_of"]
@@ -265,15 +265,16 @@ class Delivery:
             self._stats.record_delivered(progress.shard_id, age_of(record.approximate_arrival_timestamp))
         return record
 
-    def next_manual(self, timeout: float | None) -> tuple[Record, Checkpoint] | tuple[None, None]:
-        """Manual mode: the next record and the Checkpoint that marks it processed."""
+    def next_manual(self, timeout: float | None) -> Checkpointed[Record] | Stopped:
+        """Manual mode: the next record and the Checkpoint that marks it processed; STOPPED once closed."""
         taken = self.take(timeout)
         if taken is None:
-            return None, None
+            return STOPPED
         record, progress, token = taken
-        return record, Checkpoint(
+        checkpoint = Checkpoint(
             record.shard_id, record.sequence_number, record.sub_sequence_number, progress, token, record.stream
         )
+        return Checkpointed(record, checkpoint)
 
     def acknowledge_held(self) -> None:
         """A clean stop: the record each auto-mode holder has in hand counts as processed."""

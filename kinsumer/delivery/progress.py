@@ -15,6 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Generic, NamedTuple, TypeVar
 
 import attrs
 
@@ -22,7 +23,7 @@ from ..reading.position import Position
 from ..record import Record
 from .tracker import CheckpointTracker
 
-__all__ = ["ARRIVAL_SAMPLE", "Checkpoint", "Run", "ShardProgress"]
+__all__ = ["ARRIVAL_SAMPLE", "STOPPED", "Checkpoint", "Checkpointed", "Run", "ShardProgress", "Stopped"]
 
 #: One arrival time is kept per this many records read (:meth:`ShardProgress.fetched`): the age of the oldest
 #: record in hand is that of the first of its group, older by at most the arrivals of this many records.
@@ -359,3 +360,36 @@ class Checkpoint:
 
     def __call__(self) -> None:
         self._progress.ack(self._token)
+
+
+T = TypeVar("T")
+
+
+class Checkpointed(NamedTuple, Generic[T]):
+    """What ``next_with_checkpointer()`` (``value``: the record's data) and ``next_record_with_checkpointer()``
+    (``value``: the :class:`~kinsumer.Record`) return while running: a pair, unpacked as before
+    (``data, checkpoint = got``), whose ``checkpoint`` is never None. Once stopped they return :class:`Stopped`.
+
+    A type checker tells the two apart by ``got.checkpoint is not None`` (or ``got.value``), and then
+    knows both parts::
+
+        while (got := k.next_with_checkpointer()).checkpoint is not None:
+            data, checkpoint = got  # bytes, Checkpoint
+    """
+
+    #: The record's data (``next_with_checkpointer()``) or the whole record (``next_record_with_checkpointer()``).
+    value: T
+    #: Call it once the record is processed.
+    checkpoint: Checkpoint
+
+
+class Stopped(NamedTuple):
+    """What the ``*_with_checkpointer()`` calls return once the consumer stopped: ``(None, None)``, equal to that
+    tuple and unpacked the same way."""
+
+    value: None = None
+    checkpoint: None = None
+
+
+#: The one :class:`Stopped` value.
+STOPPED = Stopped()

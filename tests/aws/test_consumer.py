@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import math
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -71,6 +73,17 @@ def stored_checkpoint(db: Any) -> checkpoints_table.CheckpointRow | None:
 # ---------------------------------------------------------------- bad input
 
 
+def test_the_names_go_by_keyword_and_the_client_name_is_no_identity(kinesis: Any, db: Any) -> None:
+    """Two clients named alike are two clients, each with a new random ID; a fixed client_id is the identity."""
+    a = Kinsumer(stream_name="clicks", application_name="app", client_name="worker-1", config=FAST, kinesis=kinesis,
+                 dynamodb=db)  # fmt: skip
+    b = Kinsumer("clicks", "app", "worker-1", FAST, kinesis=kinesis, dynamodb=db)
+    assert (a.stream_name, a.application_name, a.client_name) == ("clicks", "app", "worker-1")
+    assert a.client_id != b.client_id and str(uuid.UUID(a.client_id)) == a.client_id
+    fixed = Kinsumer("clicks", "app", "other", attrs.evolve(FAST, client_id="worker-1"), kinesis=kinesis, dynamodb=db)
+    assert fixed.client_id == "worker-1"
+
+
 def test_unknown_stream_raises_from_run(kinesis: Any, db: Any) -> None:
     k = make(kinesis, db, stream="nope")
     with pytest.raises(StreamNotFound, match="'nope'"):
@@ -116,9 +129,55 @@ def test_checkpointer_calls_in_auto_mode_name_the_right_call(consumer: Kinsumer)
         consumer.next_record_with_checkpointer()
 
 
-def test_next_before_run(consumer: Kinsumer) -> None:
-    with pytest.raises(NotStarted, match=r"call run\(\)"):
-        consumer.next()
+@pytest.mark.parametrize(
+    ("called", "call"),
+    [
+        ("next()", lambda k: k.next()),
+        ("next_record()", lambda k: k.next_record()),
+        ("next(k)", next),
+        ("for record in k", lambda k: [r for r in k]),
+        ("process()", lambda k: k.process(lambda record: None)),
+        ("process_batches()", lambda k: k.process_batches(lambda records: None)),
+    ],
+)
+def test_a_call_before_run_names_itself(consumer: Kinsumer, called: str, call: Any) -> None:
+    with pytest.raises(NotStarted, match=r"call run\(\) first") as info:
+        call(consumer)
+    assert str(info.value).startswith(f"{called} before run()")
+    assert info.value.called == called
+
+
+@pytest.mark.parametrize(
+    ("called", "call"),
+    [
+        ("next_with_checkpointer()", lambda k: k.next_with_checkpointer()),
+        ("next_record_with_checkpointer()", lambda k: k.next_record_with_checkpointer()),
+    ],
+)
+def test_a_manual_call_before_run_names_itself(kinesis: Any, db: Any, stream: str, called: str, call: Any) -> None:
+    k = make(kinesis, db, attrs.evolve(FAST, manual_checkpointing=True))
+    with pytest.raises(NotStarted) as info:
+        call(k)
+    assert str(info.value).startswith(f"{called} before run()")
+
+
+@pytest.mark.parametrize(
+    ("called", "call"),
+    [
+        ("anext()", lambda k: k.anext()),
+        ("anext_record()", lambda k: k.anext_record()),
+        ("aprocess()", lambda k: k.aprocess(_async_handler)),
+        ("aprocess_batches()", lambda k: k.aprocess_batches(_async_handler)),
+    ],
+)
+def test_an_async_call_before_run_names_itself(consumer: Kinsumer, called: str, call: Any) -> None:
+    with pytest.raises(NotStarted) as info:
+        asyncio.run(call(consumer))
+    assert str(info.value).startswith(f"{called} before run()")
+
+
+async def _async_handler(record: object) -> None:
+    return None
 
 
 def test_run_twice(consumer: Kinsumer) -> None:
@@ -187,6 +246,35 @@ def test_context_manager_and_iteration(kinesis: Any, db: Any, stream: str) -> No
     assert {r.shard_id for r in got} == {SHARD}
     assert all(r.partition_key == "k" and r.retrieved_at >= r.approximate_arrival_timestamp for r in got)
     assert k.next() is None
+
+
+def test_the_kinsumer_is_its_own_iterator_and_next_of_it_gives_records_until_stopped(
+    kinesis: Any, db: Any, stream: str
+) -> None:
+    put(kinesis, b"a", b"b", b"c")
+    with make(kinesis, db) as k:
+        assert iter(k) is k
+        first = next(k)
+        rest = [next(k), next(k)]
+        stopper = threading.Thread(target=k.stop)  # next(k) waits for records: a stop from elsewhere ends it
+        stopper.start()
+        with pytest.raises(StopIteration):
+            next(k)
+        stopper.join(30)
+    assert [first.data, *(r.data for r in rest)] == [b"a", b"b", b"c"]
+    with pytest.raises(StopIteration):  # and keeps saying so, as an iterator must
+        next(k)
+    assert list(k) == []
+    row = stored_checkpoint(db)
+    assert row is not None and row.sequence_number == rest[-1].sequence_number  # the last one counted on the stop
+
+
+def test_next_of_a_kinsumer_in_manual_mode_says_what_to_call(kinesis: Any, db: Any, stream: str) -> None:
+    k = make(kinesis, db, attrs.evolve(FAST, manual_checkpointing=True))
+    with pytest.raises(CheckpointModeError, match=r"next\(k\) is not available.*use next_with_checkpointer\(\)"):
+        next(k)
+    with pytest.raises(CheckpointModeError, match=r"for record in k is not available"):
+        iter(k)
 
 
 # ---------------------------------------------------------------- delivery semantics
@@ -259,6 +347,35 @@ def test_manual_checkpoints_advance_over_the_contiguous_prefix(kinesis: Any, db:
             k.next_with_checkpointer(timeout=0.1)
     row = stored_checkpoint(db)
     assert row is not None and row.sequence_number == records[2].sequence_number  # 3 never acknowledged
+
+
+def test_the_checkpointer_calls_return_a_pair_that_says_by_its_checkpoint_whether_it_holds_a_record(
+    kinesis: Any, db: Any, stream: str
+) -> None:
+    """The pair unpacks as the tuple it always was, and once stopped it is ``(None, None)``, with names a type
+    checker narrows on (tests/typed/checkpointed.py proves that part with mypy)."""
+    put(kinesis, b"x", b"y")
+    with make(kinesis, db, attrs.evolve(FAST, manual_checkpointing=True)) as k:
+        got = k.next_with_checkpointer(timeout=10)
+        assert got.checkpoint is not None and got.value == b"x"
+        data, checkpoint = got
+        assert (data, checkpoint) == (got.value, got.checkpoint) and got[1] is checkpoint
+        checkpoint()
+        whole = k.next_record_with_checkpointer(timeout=10)
+        assert whole.checkpoint is not None and whole.value.data == b"y"
+        whole.checkpoint()
+        wait_until(lambda: getattr(stored_checkpoint(db), "sequence_number", None) == whole.value.sequence_number,
+                   10, "the checkpoint of y")  # fmt: skip
+    stopped = k.next_with_checkpointer()
+    assert stopped == (None, None) and stopped.checkpoint is None and stopped.value is None
+    assert k.next_record_with_checkpointer() == (None, None)
+    data, checkpoint = stopped
+    assert data is None and checkpoint is None
+
+    async def taken_after_stop() -> tuple[object, object]:
+        return await k.anext_with_checkpointer(), await k.anext_record_with_checkpointer()
+
+    assert asyncio.run(taken_after_stop()) == ((None, None), (None, None))
 
 
 def test_threads_sharing_a_consumer_register_each_shards_records_in_shard_order(

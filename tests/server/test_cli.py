@@ -167,26 +167,34 @@ def read_user_records(kinesis: Any, stream: str) -> dict[str, list[dict[str, Any
     return out
 
 
-def test_tail_as_a_member_of_an_application_checkpoints_and_with_no_commit_only_looks(
+def test_tail_of_an_application_only_looks_and_with_commit_consumes_as_a_member(
     moto_server: LocalServer, new_stream: Callable[[int], str]
 ) -> None:
+    """``tail --app APP`` starts after APP's checkpoints and writes nothing, so APP's consumers still get every
+    record; ``--commit`` joins APP and checkpoints what it prints."""
     stream, app = new_stream(1), unique("app")
     assert run(moto_server, "create-tables", app).returncode == 0
     assert run(moto_server, "produce", stream, "--count", "20").returncode == 0
+    db = moto_server.client("dynamodb")
 
     def tail_ids(*options: str) -> list[int]:
         done = run(moto_server, "tail", stream, "--from", "trim-horizon", "--app", app, "--count", "5", *options)
         assert done.returncode == 0, done.stderr
         return [json.loads(line.split(" ", 3)[3])["id"] for line in done.stdout.splitlines()]
 
-    assert tail_ids() + tail_ids() == list(range(10))  # the second run resumed after the first
-    db = moto_server.client("dynamodb")
-    before = db.scan(TableName=f"{app}_checkpoints", ConsistentRead=True)["Items"]
-    assert tail_ids("--no-commit") == tail_ids("--no-commit") == list(range(10, 15))  # after the checkpoint: unmoved
-    assert db.scan(TableName=f"{app}_checkpoints", ConsistentRead=True)["Items"] == before
-    assert db.scan(TableName=f"{app}_clients")["Items"] == []  # it never joined
-    alone = run(moto_server, "tail", stream, "--no-commit", "--count", "1")
-    assert alone.returncode == 2 and "--no-commit needs --app" in alone.stderr
+    def rows(table: str) -> list[dict[str, Any]]:
+        return list(db.scan(TableName=f"{app}_{table}", ConsistentRead=True)["Items"])
+
+    assert tail_ids() == tail_ids() == list(range(5))  # no checkpoint yet: both from the trim horizon
+    assert rows("checkpoints") == [] and rows("clients") == []  # it never joined, nothing was written
+    assert tail_ids("--commit") + tail_ids("--commit") == list(range(10))  # the second resumed after the first
+    before = rows("checkpoints")
+    assert tail_ids() == tail_ids("--no-commit") == list(range(10, 15))  # after the checkpoint, which stays
+    assert rows("checkpoints") == before and rows("clients") == []
+    alone = run(moto_server, "tail", stream, "--commit", "--count", "1")
+    assert alone.returncode == 2 and "--commit needs --app" in alone.stderr
+    both = run(moto_server, "tail", stream, "--app", app, "--commit", "--no-commit", "--count", "1")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
 def test_status_shows_clients_leader_shards_and_lag(moto_server: LocalServer, new_stream: Callable[[int], str]) -> None:
@@ -302,7 +310,7 @@ def test_ctrl_c_or_sigterm_stops_a_tail_cleanly_and_leaves_the_application(
     assert run(moto_server, "create-tables", app).returncode == 0
     assert run(moto_server, "produce", stream, "--count", "3").returncode == 0
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kinsumer", "tail", stream, "--from", "trim-horizon", "--app", app,
+        [sys.executable, "-m", "kinsumer", "tail", stream, "--from", "trim-horizon", "--app", app, "--commit",
          "--endpoint-url", moto_server.endpoint],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"},
@@ -333,7 +341,7 @@ def test_status_and_tail_name_the_streams_of_an_application_of_several(
     moto_server: LocalServer, new_stream: Callable[[int], str]
 ) -> None:
     """``status`` of the second stream shows its rows (keyed ``<stream>/<shard>``) and who lists what; a
-    ``tail --app`` that joins lists every stream the live clients list, so joining pauses none of them."""
+    ``tail --app --commit`` (which joins) lists every stream the live clients list, so joining pauses none of them."""
     home, other, app = new_stream(1), new_stream(2), unique("app")
     assert run(moto_server, "create-tables", app).returncode == 0
     assert run(moto_server, "produce", other, "--count", "20").returncode == 0
@@ -357,7 +365,8 @@ def test_status_and_tail_name_the_streams_of_an_application_of_several(
         snapshot = status()
         text = run(moto_server, "status", other, app).stdout
         tail = subprocess.Popen(
-            [sys.executable, "-m", "kinsumer", "tail", home, "--app", app, "--endpoint-url", moto_server.endpoint],
+            [sys.executable, "-m", "kinsumer", "tail", home, "--app", app, "--commit",
+             "--endpoint-url", moto_server.endpoint],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
         )  # fmt: skip

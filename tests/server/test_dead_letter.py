@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from demo.servers import LocalServer
-from kinsumer import Config, Failure, Kinsumer, Record, WriteError
+from kinsumer import Config, ConfigError, Failure, Kinsumer, Record, WriteError
 from kinsumer.dead_letter import KinesisStream, SqsQueue
 from tests.conftest import unique
 from tests.reshard import new_stream as new_kinesalite_stream
@@ -104,6 +104,27 @@ def test_failed_records_go_to_a_kinesis_stream_as_envelopes(
         body = json.loads(record["Data"])
         check_envelope(body, stream)
         assert record["PartitionKey"] == body["partition_key"]
+
+
+def test_process_refuses_at_its_start_a_queue_or_a_stream_that_does_not_exist(
+    moto_server: LocalServer, new_stream: Callable[[int], str]
+) -> None:
+    """Before, such a sink failed at the first record that failed, and that took process() down."""
+    stream = new_stream(1)
+    put(moto_server, stream, 5)
+    sqs, kinesis = moto_server.client("sqs"), moto_server.client("kinesis")
+    gone = sqs.create_queue(QueueName=unique("dead"))["QueueUrl"]
+    sqs.delete_queue(QueueUrl=gone)
+    handled: list[Record] = []
+    k = Kinsumer(stream, unique("app"), "w", FAST, kinesis=kinesis, dynamodb=moto_server.client("dynamodb"))
+    k.create_required_tables()
+    with k:
+        with pytest.raises(ConfigError, match=rf"dead_letter names the SQS queue {gone}, which does not exist"):
+            k.process(handled.append, dead_letter=SqsQueue(gone, client=sqs))
+        with pytest.raises(ConfigError, match=r"names the Kinesis stream no-such-dlq, which does not exist"):
+            k.process(handled.append, dead_letter=KinesisStream("no-such-dlq", client=kinesis))
+        assert handled == []
+        assert k.next_record(timeout=30) is not None  # the consumer itself runs on
 
 
 def test_an_envelope_too_large_for_the_sink_is_an_error_that_says_so_never_a_truncation(

@@ -146,5 +146,6 @@ def test_a_reset_is_refused_while_a_client_runs_and_the_command_rewinds_to_the_t
     done = command("--yes")
     assert done.returncode == 0, done.stderr
     assert "TRIM_HORIZON" in done.stdout and f"{app} is reset" in done.stdout
+    assert "retention" not in done.stdout  # no time was given: none is older than the retention
     again = consume(make(kinesalite, moto_server, stream, app, "after"), set(ids))
     assert sorted(rid(r) for r in again) == ids  # everything once more, from the trim horizon
