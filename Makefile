@@ -8,14 +8,14 @@ KINESIS_MOCK := tests/kinesis_mock/node_modules/.installed
 
 .PHONY: test demo spark-demo bench soak interop lint typecheck unit clean docs
 
-# the package with its extras, and the development tools: pyproject.toml's dependency group dev (tests,
-# demo, docs), which pip installs from 25.1 on (--group); they are not extras a user could install
-$(STAMP): setup.cfg pyproject.toml
+# the package with its extras, and the development tools (tests/requirements.txt: tests, demo, docs);
+# they are not extras a user could install
+$(STAMP): setup.cfg pyproject.toml tests/requirements.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade 'pip>=25.1'
+	$(PY) -m pip install --quiet --upgrade pip
 	@# a .venv made before the distribution was renamed pykinsumer holds this checkout as `kinsumer`
 	$(PY) -m pip uninstall --quiet --yes kinsumer 2>/dev/null || true
-	$(PY) -m pip install --quiet -e '.[spark,prometheus,otel]' --group dev
+	$(PY) -m pip install --quiet -e '.[spark,prometheus,otel]' -r tests/requirements.txt
 	touch $(STAMP)
 
 # the peers the benchmarks compare with, in an environment of their own

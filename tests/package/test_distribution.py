@@ -5,7 +5,7 @@ How, and why so:
 
 - The build runs on a copy of the checkout (what .gitignore leaves, without .git) so that nothing is
   written into the checkout (setuptools writes ``build/`` and ``pykinsumer.egg-info`` beside the
-  sources), and with ``--no-isolation``: the ``setuptools`` of the test dependency group builds, so no
+  sources), and with ``--no-isolation``: the ``setuptools`` of tests/requirements.txt builds, so no
   package index is asked for the build. ``python -m build`` makes the sdist and then the wheel from the
   unpacked sdist, so a file the sdist lacks breaks the wheel.
 - The environments are made with ``venv --without-pip``: nothing in them but the Python standard

@@ -1,5 +1,6 @@
-"""The README's first program and its asyncio service, and the first program of docs/index.md, run as
-written on a new application, and Ctrl-C makes them leave the application cleanly."""
+"""The README's first program and its asyncio service, the first program of docs/index.md and the service
+of docs/asyncio.md, run as written on a new application, and Ctrl-C makes them leave the application
+cleanly."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ def first_program(section: str = "## Use", page: str = "README.md") -> str:
     match = re.search(r"```python\n(.*?)```", use, re.DOTALL)
     assert match is not None, f"the {page}'s {section} section has no Python block"
     return match.group(1)
+
+
+def names(program: str) -> tuple[str, str]:
+    """The stream and the application a program's Kinsumer is made with (the docs pass them by keyword)."""
+    stream = re.search(r'stream_name="([^"]+)"', program)
+    app = re.search(r'application_name="([^"]+)"', program)
+    assert stream is not None and app is not None, f"no Kinsumer(stream_name=..., application_name=...) in:\n{program}"
+    return stream.group(1), app.group(1)
 
 
 def environment(server: LocalServer) -> dict[str, str]:
@@ -79,7 +88,7 @@ def runs_on_a_new_application_and_leaves_on_ctrl_c(
     """``program`` (its Kinsumer's stream and application named in it, both new) joins, prints the three
     records written then (each line ends with ``printed_as(i)``, after a shard ID if ``shard``), and leaves
     on Ctrl-C."""
-    stream, app = re.search(r'Kinsumer\(\s*"([^"]+)", "([^"]+)"', program).groups()  # type: ignore[union-attr]
+    stream, app = names(program)
     kinesis, db = moto_server.client("kinesis"), moto_server.client("dynamodb")
     kinesis.create_stream(StreamName=stream, ShardCount=2)
     kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
@@ -113,9 +122,13 @@ def runs_on_a_new_application_and_leaves_on_ctrl_c(
         kinesis.delete_stream(StreamName=stream)
 
 
-def test_the_readmes_asyncio_service_runs_as_written_and_leaves_on_ctrl_c(moto_server: LocalServer) -> None:
-    program = first_program("## asyncio")
-    stream, app = re.search(r'Kinsumer\("([^"]+)", "([^"]+)"', program).groups()  # type: ignore[union-attr]
+@pytest.mark.parametrize(("section", "page"), [("## asyncio", "README.md"), ("# asyncio", "docs/asyncio.md")])
+def test_the_asyncio_service_runs_as_written_and_leaves_on_ctrl_c(
+    moto_server: LocalServer, section: str, page: str
+) -> None:
+    """The asyncio service of the README and of its guide: it counts kinsumer produce's records by key."""
+    program = first_program(section, page)
+    stream, app = names(program)
     with socket.socket() as probe:  # the README's port 8080 may be taken here: a free one
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -136,11 +149,12 @@ def test_the_readmes_asyncio_service_runs_as_written_and_leaves_on_ctrl_c(moto_s
     try:
         wait_until(lambda: stats() is not None or proc.poll() is not None, 60, "it serves")
         assert proc.poll() is None, proc.communicate(timeout=10)
-        pages = ["/", "/cart", "/"]
+        keys = ["key-1", "key-2", "key-1"]
         kinesis.put_records(StreamName=stream, Records=[
-            {"Data": json.dumps({"page": page}).encode(), "PartitionKey": f"k{i}"} for i, page in enumerate(pages)
+            {"Data": json.dumps({"id": i, "key": key, "ts": "2026-11-29T00:00:00+00:00"}).encode(), "PartitionKey": key}
+            for i, key in enumerate(keys)
         ])  # fmt: skip
-        wait_until(lambda: stats() == {"/": 2, "/cart": 1}, 60, "the page views counted")
+        wait_until(lambda: stats() == {"key-1": 2, "key-2": 1}, 60, "the records counted by key")
         ctrl_c_leaves_cleanly(proc, db, app)
     finally:
         ended(proc)
