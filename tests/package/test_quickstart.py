@@ -98,7 +98,8 @@ def test_the_readmes_quick_start_runs_as_written_from_the_wheel(
 ) -> None:
     steps = read_quick_start(REPO / "README.md")
     assert "`first.py`" in (REPO / "README.md").read_text().split(SECTION, 1)[1].split("\n## ", 1)[0]
-    stream, app = re.search(r'Kinsumer\("([^"]+)", "([^"]+)"', steps.program).groups()  # type: ignore[union-attr]
+    stream = re.search(r'stream_name="([^"]+)"', steps.program).group(1)  # type: ignore[union-attr]
+    app = re.search(r'application_name="([^"]+)"', steps.program).group(1)  # type: ignore[union-attr]
     port = free_port()
     assert steps.server[-2:] == ["-p", str(README_PORT)] and f"127.0.0.1:{README_PORT}" in steps.terminal
     server_command = [*steps.server[:-1], str(port)]
