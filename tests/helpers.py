@@ -17,6 +17,8 @@ from kinsumer import Record, StatReceiver
 from kinsumer.delivery import delivery as delivery_module
 from kinsumer.delivery.delivery import HandoffResult
 from kinsumer.delivery.progress import ShardProgress
+from kinsumer.reading.polling import PollingReader
+from kinsumer.reading.position import StartPosition
 
 MAX_HASH = 2**128 - 1
 
@@ -331,3 +333,15 @@ def plain_python_env() -> dict[str, str]:
     fixture's PYTHONPATH loads a sitecustomize that imports botocore and kinsumer before a ``python -c`` test
     script's first line (which may mean to block an import). Run such scripts with ``cwd`` the repository."""
     return {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "KINSUMER_TEST_CALL_LOG")}
+
+
+def read_back(kinesis: Any, stream: str) -> dict[str, list[dict[str, Any]]]:
+    """Every user record of every shard, in shard order (KPL aggregates unpacked)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
+        reader = PollingReader(kinesis, stream, shard["ShardId"], StartPosition.trim_horizon())
+        records: list[dict[str, Any]] = []
+        while (page := reader.next_page()).raw or not page.at_tip:
+            records.extend(page.raw)
+        out[shard["ShardId"]] = records
+    return out

@@ -17,11 +17,9 @@ import pytest
 from demo.servers import LocalServer
 from kinsumer import Config, Kinsumer
 from kinsumer.reading.kpl import MAGIC
-from kinsumer.reading.polling import PollingReader
-from kinsumer.reading.position import StartPosition
 from kinsumer.writing.aggregation import hash_of
 from tests.conftest import unique
-from tests.helpers import wait_until
+from tests.helpers import read_back, wait_until
 from tests.reshard import new_stream as new_stream_on
 
 pytestmark = pytest.mark.server
@@ -139,7 +137,7 @@ def test_produce_aggregates_per_shard_with_kinsumers_own_writer_without_aws_kine
     assert wrote.returncode == 0, wrote.stderr
     assert wrote.stdout.startswith(f"wrote 300 records to {stream}")
     kinesis = moto_server.client("kinesis")
-    by_shard = read_user_records(kinesis, stream)
+    by_shard = read_back(kinesis, stream)
     assert sorted(json.loads(r["Data"])["id"] for rs in by_shard.values() for r in rs) == list(range(1000, 1300))
     ranges = {
         s["ShardId"]: (int(s["HashKeyRange"]["StartingHashKey"]), int(s["HashKeyRange"]["EndingHashKey"]))
@@ -153,18 +151,6 @@ def test_produce_aggregates_per_shard_with_kinsumers_own_writer_without_aws_kine
                          dict.fromkeys(r["SequenceNumber"] for r in records)]  # fmt: skip
         full, last = divmod(len(records), 25)
         assert per_aggregate == [25] * full + ([last] if last else [])
-
-
-def read_user_records(kinesis: Any, stream: str) -> dict[str, list[dict[str, Any]]]:
-    """Every user record of every shard, in order (KPL aggregates unpacked)."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
-        reader = PollingReader(kinesis, stream, shard["ShardId"], StartPosition.trim_horizon())
-        records: list[dict[str, Any]] = []
-        while (page := reader.next_page()).raw or not page.at_tip:
-            records.extend(page.raw)
-        out[shard["ShardId"]] = records
-    return out
 
 
 def test_tail_of_an_application_only_looks_and_with_commit_consumes_as_a_member(

@@ -10,25 +10,12 @@ import pytest
 
 from demo.servers import LocalServer, client
 from kinsumer import StreamNotFound, WriteError
-from kinsumer.reading.polling import PollingReader
-from kinsumer.reading.position import StartPosition
 from kinsumer.writing.aggregation import hash_of
 from kinsumer.writing.writer import MAX_CALL_BYTES, MAX_CALL_RECORDS, RecordWriter
+from tests.helpers import read_back
 from tests.relay import KinesisRelay
 
 pytestmark = pytest.mark.server
-
-
-def read_back(kinesis: Any, stream: str) -> dict[str, list[dict[str, Any]]]:
-    """Every user record of every shard, in shard order (KPL aggregates unpacked)."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
-        reader = PollingReader(kinesis, stream, shard["ShardId"], StartPosition.trim_horizon())
-        records: list[dict[str, Any]] = []
-        while (page := reader.next_page()).raw or not page.at_tip:
-            records.extend(page.raw)
-        out[shard["ShardId"]] = records
-    return out
 
 
 def ids(by_shard: dict[str, list[dict[str, Any]]]) -> list[int]:
