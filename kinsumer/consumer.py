@@ -640,7 +640,7 @@ class Kinsumer:
 
     def process(
         self,
-        handler: Callable[[Record], object],
+        handler: Callable[[Record], object] | Callable[[Any, Record], object],
         *,
         max_attempts: int = 3,
         backoff: float = 0.5,
@@ -654,6 +654,7 @@ class Kinsumer:
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
         trace_context: Callable[[Record], Mapping[str, str] | None] | None = None,
+        decode: Callable[[bytes], Any] | None = None,
     ) -> None:
         """Call ``handler(record)`` for every record until :meth:`stop` (from another thread, a signal).
 
@@ -702,11 +703,17 @@ class Kinsumer:
         ``{"traceparent": ...}``, read from the payload; None when it has none), read with the global
         propagator: the parent of the record's span (with the batch calls, a link of the batch's span).
         One that raises or returns something else is logged once; the span then has no parent.
+
+        ``decode``: a callable from a record's data to a value (``Order.model_validate_json``,
+        ``msgspec.json.Decoder(Order).decode``, ``json.loads``); the handler is then called as
+        ``handler(value, record)``. A record it cannot decode (it raises) goes to ``dead_letter`` at once with
+        ``reason="decode"`` and the decoder's error: never retried and never handed to the handler (without a
+        sink, :class:`RecordFailed`). It runs on the handler's thread, within its ``timeout`` and span.
         """
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
             timeout=timeout, ordering=ordering, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
-            trace_context=trace_context,
+            trace_context=trace_context, decode=decode,
         )  # fmt: skip
         self._process(handler, options, batches=False, called="process()")
 
@@ -751,7 +758,7 @@ class Kinsumer:
 
     async def aprocess(
         self,
-        handler: Callable[[Record], Awaitable[object]],
+        handler: Callable[[Record], Awaitable[object]] | Callable[[Any, Record], Awaitable[object]],
         *,
         max_attempts: int = 3,
         backoff: float = 0.5,
@@ -765,9 +772,11 @@ class Kinsumer:
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
         trace_context: Callable[[Record], Mapping[str, str] | None] | None = None,
+        decode: Callable[[bytes], Any] | None = None,
     ) -> None:
         """:meth:`process` with an async handler, awaited on the calling event loop: the same retries, dead
-        letters, crash-loop guard, shard order and ``concurrency`` (handlers under way at once). The
+        letters, crash-loop guard, shard order, ``concurrency`` (handlers under way at once) and ``decode``
+        (run on a worker thread, off the loop: ``await handler(value, record)``). The
         waits between attempts and the sinks that are not async (the built-in ones) run off the loop;
         an async ``dead_letter`` is awaited on it. Cancelling it cancels the handlers under way: their
         records go back (the shards' next owners deliver them), nothing more is handled, and the
@@ -775,7 +784,7 @@ class Kinsumer:
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
             timeout=timeout, ordering=ordering, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
-            trace_context=trace_context,
+            trace_context=trace_context, decode=decode,
         )  # fmt: skip
         await self._aprocess(handler, options, batches=False, called="aprocess()")
 

@@ -308,6 +308,7 @@ class RecordFailed(KinsumerError):
             "raised": f"its handler raised {failure.attempts} times (last: {failure.error})",
             "crashed": f"{failure.attempts} processes died while it was in their handler",
             "expired": f"it expired ({failure.error})",
+            "decode": f"decode could not decode it ({failure.error})",
         }.get(failure.reason, f"{failure.reason} after {failure.attempts} attempts ({failure.error})")
         if sink_error is None:
             fix = "pass dead_letter= to hand such records on, or fix the handler; the next owner tries it again"

@@ -457,7 +457,7 @@ class PrometheusStatReceiver(StatReceiver):
         self._handler_retries = counter("handler_retries", "Records process() called its handler again for", ["shard"])
         self._dead_lettered = counter(
             "dead_lettered",
-            "Records handed to process()'s dead-letter sink, by reason (raised, crashed, expired or timeout)",
+            "Records handed to process()'s dead-letter sink, by reason (raised, crashed, expired, timeout or decode)",
             ["shard", "reason"],
         )
         self._expired = counter(

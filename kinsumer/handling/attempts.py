@@ -10,7 +10,8 @@ shard is being given up (by key: once it was released, see ``Processor``): the
 record is then *left* (not handled here; the shard's next owner delivers it).
 
 With ``max_record_age``, a record older than that when its turn comes (before each call, the first
-or a retry) goes to the sink as ``expired`` without a call (:meth:`Attempts.expired`).
+or a retry) goes to the sink as ``expired`` without a call (:meth:`Attempts.expired`). With ``decode``,
+a record the decoder cannot decode goes to the sink as ``decode`` at once (:mod:`.decoding`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..failure import Failure, Reason, describe
 from ..record import Record
 from ..stats import GuardedStats, StatReceiver
 from ..waiting import WAKE
+from .decoding import Undecodable
 from .guard import guard_of
 from .options import Options, Origin
 from .timeouts import HandlerTimedOut
@@ -102,6 +104,9 @@ class Attempts:
                     with self._section():
                         started = calls[id(record)] = time.monotonic()
                         self._call(record) if traced is None else traced(record, attempt)
+            except Undecodable as exc:
+                self.undecodable(record, progress, attempt, exc)
+                return "done"
             except Exception as exc:  # noqa: BLE001 - the handler's failure: tried again, then the sink
                 calls.pop(id(record), None)  # not under way while it waits for the next call
                 reason = self.count(exc, progress)
@@ -142,9 +147,20 @@ class Attempts:
         self.exhausted(Failure(record, calls, "expired", why, *self._origin.of(record)), progress)
         return True
 
+    def undecodable(self, record: Record, progress: ShardProgress, attempt: int, error: Undecodable) -> None:
+        """Call ``attempt`` found ``record`` undecodable: to the sink at once (see :mod:`.decoding`)."""
+        self.retried(progress, attempt)  # a decoder that failed only now: the note of earlier calls goes
+        trace_id, span_id = (None, None) if self._failed_span is None else self._failed_span()
+        error_text = describe(error.error)
+        failure = Failure(record, attempt - 1, "decode", error_text, *self._origin.of(record), trace_id, span_id)
+        self.exhausted(failure, progress)
+
     def after_first(self, record: Record, progress: ShardProgress, error: Exception) -> Outcome:
         """The handler's first call on ``record`` (made by the caller) raised ``error``: go on as
         :meth:`until_done` does."""
+        if isinstance(error, Undecodable):
+            self.undecodable(record, progress, 1, error)
+            return "done"
         reason = self.count(error, progress)
         outcome = self.failed(record, progress, 1, describe(error), type(error).__name__, reason)
         if outcome is not None:

@@ -11,9 +11,11 @@ from ..errors import ConfigError
 from ..failure import Failure
 from ..record import Record
 
-__all__ = ["BatchHandler", "Handler", "Options", "Ordering", "Origin", "Sink", "TraceContext"]
+__all__ = ["BatchHandler", "Decoder", "Handler", "Options", "Ordering", "Origin", "Sink", "TraceContext"]
 
 Handler = Callable[[Record], Any]
+#: ``process()``'s ``decode``: a record's data to the value its handler gets (``Order.model_validate_json``)
+Decoder = Callable[[bytes], Any]
 BatchHandler = Callable[[list[Record]], Any]
 Sink = Callable[[Failure], Any]
 #: ``process()``'s ``trace_context``: a record's carrier of its producer's trace context (``traceparent``, ...)
@@ -58,6 +60,7 @@ class Options:
     on_revoked: Callable[[str], Any] | None = None
     on_lost: Callable[[str], Any] | None = None
     trace_context: TraceContext | None = None
+    decode: Decoder | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.dead_letter is not None and not callable(self.dead_letter):
@@ -69,6 +72,9 @@ class Options:
         if self.trace_context is not None and not callable(self.trace_context):
             rule = "must be a callable taking a kinsumer.Record and returning a dict such as {'traceparent': ...}"
             raise ConfigError("trace_context", rule, self.trace_context)
+        if self.decode is not None and not callable(self.decode):
+            rule = "must be a callable from a record's data (bytes) to the value its handler gets, or None"
+            raise ConfigError("decode", rule, self.decode)
         if self.ordering not in ("shard", "key"):
             raise ConfigError("ordering", "must be 'shard' (one record of a shard at a time) or 'key' (one of a "
                               "partition key at a time)", self.ordering)  # fmt: skip

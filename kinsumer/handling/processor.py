@@ -20,15 +20,18 @@ sink. The parts, each a module of ``handling/``:
 from __future__ import annotations
 
 import threading
-from typing import cast
+from collections.abc import Callable
+from typing import Any, cast
 
 from ..delivery.delivery import Delivery, Taken
 from ..delivery.progress import ShardProgress
 from ..errors import NoRecordWithin
+from ..record import Record
 from ..stats import StatReceiver
 from ..waiting import WAKE
 from .attempts import Attempts
 from .batches import Batches, one_record
+from .decoding import decoding
 from .fast_path import FastPath
 from .hooks import Lifecycle
 from .options import BatchHandler, Handler, Options, Origin
@@ -66,6 +69,8 @@ class Processor:
         self._stopping = threading.Event()  # process() ends: the consumer stops, or a worker failed
         self._failing = threading.Event()  # ... because a worker failed (or the caller's thread was interrupted)
         self._timed: TimedHandler | None = None
+        if options.decode is not None and not batches:  # handler(value, record): decoded on the worker's thread
+            handler = decoding(cast(Callable[[Any, Record], object], handler), options.decode)
         if options.timeout is not None:  # each worker calls the handler on a thread of its own
             shard_of = shard_of_batch if batches else shard_of_record
             handler = self._timed = TimedHandler(handler, options.timeout, options.max_stuck, shard_of)

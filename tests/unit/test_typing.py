@@ -32,3 +32,8 @@ def test_variables_unpacked_first_are_narrowed_each_on_its_own(tmp_path: pathlib
     checked = mypy(program)
     assert checked.returncode == 1
     assert '"None" not callable' in checked.stdout, checked.stdout
+
+
+def test_a_handler_of_decoded_values_type_checks() -> None:
+    checked = mypy(REPO / "tests" / "typed" / "decoded.py")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
