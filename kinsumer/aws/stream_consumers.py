@@ -57,7 +57,8 @@ def ensure_stream_consumer(
 
     Several clients may call it at once: one registration wins, the others find it. A
     consumer being deleted is waited out and registered again. Raises :class:`KinsumerError`
-    if it is not ACTIVE within ``timeout`` seconds (the stream's limit of 20 consumers, say).
+    if it is not ACTIVE within ``timeout`` seconds (the stream's limit of consumers, say: 20, or 50 on an
+    On-demand Advantage stream).
     """
     stats = stats or StatReceiver()
     deadline = time.monotonic() + timeout
@@ -82,7 +83,8 @@ def ensure_stream_consumer(
         sleep(_POLL * (0.5 + random.random()))
     raise KinsumerError(
         f"the enhanced fan-out consumer {name!r} of {stream} is not ACTIVE after {timeout:g} s (it is {status}); "
-        "check the stream's consumers (at most 20 per stream) with 'aws kinesis list-stream-consumers'"
+        "check the stream's consumers (at most 20 per stream, 50 on an On-demand Advantage stream) with "
+        "'aws kinesis list-stream-consumers'"
     )
 
 
