@@ -719,7 +719,8 @@ class Kinsumer:
 
     def process_batches(
         self,
-        handler: Callable[[list[Record]], Sequence[Record] | None],
+        handler: Callable[[list[Record]], Sequence[Record] | None]
+        | Callable[[list[tuple[Any, Record]]], Sequence[Record] | None],
         *,
         max_records: int = 100,
         max_wait: float = 1.0,
@@ -735,6 +736,7 @@ class Kinsumer:
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
         trace_context: Callable[[Record], Mapping[str, str] | None] | None = None,
+        decode: Callable[[bytes], Any] | None = None,
     ) -> None:
         """Like :meth:`process`, with lists of up to ``max_records`` consecutive records of one shard
         (gathered for up to ``max_wait`` seconds).
@@ -747,12 +749,16 @@ class Kinsumer:
         ``ordering="key"``: a batch holds records of one of ``concurrency`` groups of partition keys of
         its shard (by a hash of the key, the same in every process, as Lambda's ParallelizationFactor),
         so up to ``concurrency`` batches of one shard run at once, each key's records in order.
+
+        ``decode``: the handler gets ``[(value, record), ...]`` (and returns the failed records, as
+        without it); the records of a batch that do not decode go to ``dead_letter`` at once
+        (``reason="decode"``) and the rest to the handler without them (see :meth:`process`).
         """
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
             max_records=max_records, max_wait=max_wait, timeout=timeout, ordering=ordering,
             on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
-            trace_context=trace_context,
+            trace_context=trace_context, decode=decode,
         )  # fmt: skip
         self._process(handler, options, batches=True, called="process_batches()")
 
@@ -790,7 +796,8 @@ class Kinsumer:
 
     async def aprocess_batches(
         self,
-        handler: Callable[[list[Record]], Awaitable[Sequence[Record] | None]],
+        handler: Callable[[list[Record]], Awaitable[Sequence[Record] | None]]
+        | Callable[[list[tuple[Any, Record]]], Awaitable[Sequence[Record] | None]],
         *,
         max_records: int = 100,
         max_wait: float = 1.0,
@@ -806,13 +813,14 @@ class Kinsumer:
         on_revoked: Callable[[str], object] | None = None,
         on_lost: Callable[[str], object] | None = None,
         trace_context: Callable[[Record], Mapping[str, str] | None] | None = None,
+        decode: Callable[[bytes], Any] | None = None,
     ) -> None:
         """:meth:`process_batches` with an async handler (see :meth:`aprocess`)."""
         options = self._options(
             max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
             max_records=max_records, max_wait=max_wait, timeout=timeout, ordering=ordering,
             on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
-            trace_context=trace_context,
+            trace_context=trace_context, decode=decode,
         )  # fmt: skip
         await self._aprocess(handler, options, batches=True, called="aprocess_batches()")
 

@@ -4,7 +4,9 @@ Up to ``max_records`` consecutive records of one capture of a shard are gathered
 ``max_wait`` s. The handler returns None (all done) or the records that failed: the batch is done
 up to the first of them, and the rest goes again (as Lambda's partial batch responses). A batch
 whose handler raises is split in halves until the failing records are alone (as Lambda's bisect
-on error); only those count attempts (:class:`~.attempts.Attempts`).
+on error); only those count attempts (:class:`~.attempts.Attempts`). With ``decode``, the records of a
+batch that do not decode go to the sink before the handler is called, and the rest goes to it without
+them (:mod:`.decoding`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..record import Record
 from ..stats import StatReceiver
 from ..waiting import WAKE
 from .attempts import Attempts
+from .decoding import Undecodable
 from .options import BatchHandler
 from .scheduler import Scheduler
 
@@ -113,6 +116,9 @@ class Batches:
                             result = self._traced(records, attempts.get(at, 0) + 1)
                     finally:
                         calls.pop(id(records), None)
+            except Undecodable as exc:  # the handler was not called: those records go to the sink, the rest again
+                self._undecodable(items, live, exc, attempts, gone)
+                continue
             except Exception as exc:  # noqa: BLE001 - split, or counted against the record alone
                 reason = self._attempts.count(exc, items[at][1])
                 if len(records) > 1:  # halves, until the failing records are alone
@@ -144,6 +150,18 @@ class Batches:
                 at += 1
         return high - low
 
+    def _undecodable(
+        self, items: list[Taken], live: list[int], exc: Undecodable, attempts: dict[int, int], gone: set[int]
+    ) -> None:
+        """The records of ``live`` that ``decode`` could not decode: each to the sink, done, and gone."""
+        for i in live:
+            record, progress, token = items[i]
+            error = exc.errors.get(id(record))
+            if error is not None:
+                self._attempts.undecodable(record, progress, attempts.get(i, 0) + 1, Undecodable({id(record): error}))
+                gone.add(i)
+                progress.ack(token)
+
     def _handled(self, items: list[Taken], done: list[int], seconds: float) -> None:
         """Count the records at ``done``, which a batch call of ``seconds`` did."""
         if self._attempts.wants_handled:
@@ -154,7 +172,7 @@ class Batches:
         """The indexes in ``low:high`` of records to hand to the handler: those not gone, after the ones that
         are too old now went to the sink (each done)."""
         if self._attempts.max_age is None:
-            return list(range(low, high))
+            return [i for i in range(low, high) if i not in gone]
         live = []
         for i in range(low, high):
             if i in gone:

@@ -31,7 +31,7 @@ from ..stats import StatReceiver
 from ..waiting import WAKE
 from .attempts import Attempts
 from .batches import Batches, one_record
-from .decoding import decoding
+from .decoding import decoding, decoding_batches
 from .fast_path import FastPath
 from .hooks import Lifecycle
 from .options import BatchHandler, Handler, Options, Origin
@@ -69,7 +69,9 @@ class Processor:
         self._stopping = threading.Event()  # process() ends: the consumer stops, or a worker failed
         self._failing = threading.Event()  # ... because a worker failed (or the caller's thread was interrupted)
         self._timed: TimedHandler | None = None
-        if options.decode is not None and not batches:  # handler(value, record): decoded on the worker's thread
+        if options.decode is not None and batches:  # handler([(value, record), ...]): decoded on the worker's thread
+            handler = decoding_batches(cast(Callable[[list[tuple[Any, Record]]], object], handler), options.decode)
+        elif options.decode is not None:  # handler(value, record)
             handler = decoding(cast(Callable[[Any, Record], object], handler), options.decode)
         if options.timeout is not None:  # each worker calls the handler on a thread of its own
             shard_of = shard_of_batch if batches else shard_of_record

@@ -145,6 +145,62 @@ def test_aprocess_awaits_the_handler_with_the_decoded_value(kinesis: Any, db: An
     assert threading.main_thread().name not in loop_threads  # decoded on the workers, off the event loop
 
 
+@pytest.mark.parametrize("api", ["process_batches", "aprocess_batches"])
+def test_a_batch_handler_gets_value_record_pairs_without_the_records_that_do_not_decode(
+    kinesis: Any, db: Any, api: str
+) -> None:
+    """The undecodable records of a batch go to the sink before the handler is called (each once, never
+    retried); the handler gets the rest of the batch, in shard order, and may still return failed ones."""
+    stats = CountingStats()
+    k = make(kinesis, db, config=attrs.evolve(FAST, stats=stats))
+    put_mixed(kinesis, 60)
+    lock = threading.Lock()
+    batches: list[list[tuple[Any, Record]]] = []
+    dead: list[Failure] = []
+    returned_once: set[int] = set()
+
+    def account() -> None:
+        seen = [v["id"] for batch in batches for v, _ in batch]
+        if len(set(seen) | {id_of(f.record) for f in dead}) >= 60 and seen.count(11) == 2:
+            threading.Thread(target=k.stop, daemon=True).start()
+
+    def handle(batch: list[tuple[Any, Record]]) -> list[Record]:
+        with lock:
+            batches.append(batch)
+            failed = [r for v, r in batch if v["id"] == 11 and 11 not in returned_once]  # fails once, then done
+            returned_once.update(v["id"] for v, _ in batch if v["id"] == 11)
+            account()
+        return failed
+
+    async def ahandle(batch: list[tuple[Any, Record]]) -> list[Record]:
+        return handle(batch)
+
+    def sink(failure: Failure) -> None:
+        with lock:
+            dead.append(failure)
+            account()
+
+    options: dict[str, Any] = {"decode": json.loads, "dead_letter": sink, "max_records": 10, "max_wait": 0.2}
+    with k:
+        if api == "process_batches":
+            k.process_batches(handle, **options, **QUICK)
+        else:
+            asyncio.run(k.aprocess_batches(ahandle, **options, **QUICK))
+    assert sorted(id_of(f.record) for f in dead) == sorted(BAD)
+    assert all((f.reason, f.attempts) == ("decode", 0) for f in dead)
+    assert not any(v is None or r.data.startswith(b"not json") for batch in batches for v, r in batch)
+    seen = [v["id"] for batch in batches for v, _ in batch]
+    assert sorted(set(seen)) == [i for i in range(60) if i not in BAD]
+    (first,) = [batch for batch in batches if 11 in [v["id"] for v, _ in batch]][:1]
+    again = {v["id"] for v, _ in first[[v["id"] for v, _ in first].index(11) :]}  # 11 and the rest of its batch
+    assert {i for i in seen if seen.count(i) > 1} == again and all(seen.count(i) == 2 for i in again)
+    assert all(v == json.loads(r.data) for batch in batches for v, r in batch)
+    for batch in batches:  # one shard's records, in order
+        assert len({r.shard_id for _, r in batch}) == 1
+        assert [int(r.sequence_number) for _, r in batch] == sorted(int(r.sequence_number) for _, r in batch)
+    assert stats.calls["dead_lettered"] == len(BAD)
+
+
 def test_decode_must_be_callable(kinesis: Any, db: Any) -> None:
     k = make(kinesis, db)
     with k, pytest.raises(ConfigError, match="decode") as refused:
