@@ -155,7 +155,7 @@ def all_handled(kinesis: Any, db: Any, app: str, ends: dict[str, dict[str, str]]
 def test_a_broken_example_fails_the_test(server: LocalServer, tmp_path: pathlib.Path) -> None:
     """The runner is no formality: an example of the docs with one mistake in it (the stream's name
     misspelled) fails as the suite's test would, naming the block and carrying its error."""
-    (block,) = [b for b in all_blocks() if b.page == "docs/failing-records.md" and b.kind == "example"]
+    block = next(b for b in all_blocks() if b.page == "docs/failing-records.md" and b.kind == "example")
     broken = Block(block.page, block.line, block.language, block.code.replace('"clicks"', '"clicsk"'), block.kind,
                    options=block.options)  # fmt: skip
     ends = set_up(broken, server)
