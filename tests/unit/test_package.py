@@ -43,3 +43,15 @@ def test_the_make_target_scripts_start_from_anywhere(script: str, tmp_path: path
     done = subprocess.run(command, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "usage:" in done.stdout
+
+
+def test_the_repository_tracks_no_symlink_and_nothing_make_builds() -> None:
+    """A fresh clone must build its own .venv and node_modules: a tracked symlink in their place (a worktree's
+    shortcut to another's, committed once) made `python -m venv .venv` fail in the clone."""
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "ls-files", "-s"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    entries = [line.split(None, 3) for line in listed.splitlines()]
+    assert [path for mode, _, _, path in entries if mode == "120000"] == []
+    built = [p for _, _, _, p in entries if p.split("/")[0] == ".venv" or "node_modules" in p.split("/")]
+    assert built == []
