@@ -105,7 +105,7 @@ class Attempts:
                         started = calls[id(record)] = time.monotonic()
                         self._call(record) if traced is None else traced(record, attempt)
             except Undecodable as exc:
-                self.undecodable(record, progress, attempt, exc)
+                self.undecodable(record, progress, attempt, exc.error)
                 return "done"
             except Exception as exc:  # noqa: BLE001 - the handler's failure: tried again, then the sink
                 calls.pop(id(record), None)  # not under way while it waits for the next call
@@ -147,19 +147,19 @@ class Attempts:
         self.exhausted(Failure(record, calls, "expired", why, *self._origin.of(record)), progress)
         return True
 
-    def undecodable(self, record: Record, progress: ShardProgress, attempt: int, error: Undecodable) -> None:
-        """Call ``attempt`` found ``record`` undecodable: to the sink at once (see :mod:`.decoding`)."""
+    def undecodable(self, record: Record, progress: ShardProgress, attempt: int, error: Exception) -> None:
+        """Call ``attempt`` found ``record`` undecodable (``error``: what the decoder raised): to the sink at once
+        (see :mod:`.decoding`)."""
         self.retried(progress, attempt)  # a decoder that failed only now: the note of earlier calls goes
         trace_id, span_id = (None, None) if self._failed_span is None else self._failed_span()
-        error_text = describe(error.error)
-        failure = Failure(record, attempt - 1, "decode", error_text, *self._origin.of(record), trace_id, span_id)
+        failure = Failure(record, attempt - 1, "decode", describe(error), *self._origin.of(record), trace_id, span_id)
         self.exhausted(failure, progress)
 
     def after_first(self, record: Record, progress: ShardProgress, error: Exception) -> Outcome:
         """The handler's first call on ``record`` (made by the caller) raised ``error``: go on as
         :meth:`until_done` does."""
         if isinstance(error, Undecodable):
-            self.undecodable(record, progress, 1, error)
+            self.undecodable(record, progress, 1, error.error)
             return "done"
         reason = self.count(error, progress)
         outcome = self.failed(record, progress, 1, describe(error), type(error).__name__, reason)

@@ -158,7 +158,7 @@ class Batches:
             record, progress, token = items[i]
             error = exc.errors.get(id(record))
             if error is not None:
-                self._attempts.undecodable(record, progress, attempts.get(i, 0) + 1, Undecodable({id(record): error}))
+                self._attempts.undecodable(record, progress, attempts.get(i, 0) + 1, error)
                 gone.add(i)
                 progress.ack(token)
 
