@@ -14,19 +14,18 @@ repeats some of the guides') run once.
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from demo.servers import LocalServer, moto_server
+from kinsumer.cli.produce import make_record
 from kinsumer.status import read_status
 from tests.docs_blocks import REPO, Block, all_blocks
 from tests.helpers import wait_until
@@ -71,11 +70,9 @@ def set_up(block: Block, server: LocalServer) -> dict[str, dict[str, str]]:
     for stream in block.streams:
         kinesis.create_stream(StreamName=stream, ShardCount=2)
         kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
-        now = datetime.now(UTC).isoformat()
-        put = kinesis.put_records(StreamName=stream, Records=[
-            {"Data": json.dumps({"id": i, "key": f"key-{i % 100}", "ts": now}).encode(), "PartitionKey": f"key-{i}"}
-            for i in range(block.records)
-        ])  # fmt: skip
+        made = [make_record(i, keys=100, size=100) for i in range(block.records)]  # kinsumer produce's defaults
+        entries = [{"Data": data, "PartitionKey": key} for data, key in made]
+        put = kinesis.put_records(StreamName=stream, Records=entries)
         assert put["FailedRecordCount"] == 0
         last: dict[str, str] = {}
         for entry in put["Records"]:
