@@ -38,8 +38,10 @@ BesideGo = Literal["refuse", "wait"]
 #: How long a Go client's row counts as live by default: the Go library's own age of a client row,
 #: 5 x its shardCheckFrequency (a minute by default).
 DEFAULT_GO_CLIENT_MAX_AGE = 300.0
+#: What the readers do with the user records of KPL aggregates outside their shard's hash key range.
+KplOutsideShard = Literal["deliver", "drop"]
 
-__all__ = ["BesideGo", "Config", "InitialPosition", "validate_names"]
+__all__ = ["BesideGo", "Config", "InitialPosition", "KplOutsideShard", "validate_names"]
 
 InitialPosition = Literal["TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"]
 _POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
@@ -224,6 +226,11 @@ class Config:
     #: None: read with GetRecords (polling). A name: read with enhanced fan-out through the stream
     #: consumer of that name (registered if absent; each owned shard gets SubscribeToShard).
     efo_consumer_name: str | None = attrs.field(default=None, validator=_consumer_name)
+    #: A KPL aggregate read after a split or a merge can hold user records whose hash keys are outside
+    #: the range of the shard that stored it; the KPL sends those again to the right shard. "deliver"
+    #: hands them on (an aggregator that mixes keys loses nothing; a KPL record may come twice);
+    #: "drop" leaves them out, as KCL does. Either way they are counted. See docs/kpl.md.
+    kpl_outside_shard: KplOutsideShard = attrs.field(default="deliver", validator=_one_of(("deliver", "drop")))
     #: Read capacity units of each table when billing_mode="PROVISIONED".
     read_capacity: int = attrs.field(default=10, validator=_integer(1))
     #: Write capacity units of each table when billing_mode="PROVISIONED".

@@ -54,7 +54,7 @@ from .handling.processor import Origin, Processor
 from .handling.tracing import tracing_for
 from .health import HEARTBEAT_MARGIN, Health, HealthFacts, HealthServer, ShardLag, verdict
 from .reading.fanout import fanout_readers
-from .reading.reader import ReaderFactory
+from .reading.reader import OutsideRule, ReaderFactory
 from .record import Record
 from .stats import GuardedStats
 from .status import ClientStatus, OwnedShard
@@ -344,7 +344,10 @@ class Kinsumer:
         for scope in scopes:
             consumer = ensure_stream_consumer(self._kinesis, stream_arn(scope.identity), name, stats=self._stats)
             log.info("reading %s with enhanced fan-out through %s", scope.name, consumer)
-            readers[scope.name] = fanout_readers(self._kinesis, scope.name, consumer, scope_stats(self._stats, scope))
+            outside = OutsideRule.listing(self._kinesis, scope.name, self.config.kpl_outside_shard)
+            readers[scope.name] = fanout_readers(
+                self._kinesis, scope.name, consumer, scope_stats(self._stats, scope), outside
+            )
         return readers
 
     def deregister_stream_consumer(self) -> bool:
@@ -918,7 +921,7 @@ def _owned(worker: ShardWorker, reading: str) -> OwnedShard:
     return OwnedShard(
         worker.stream_shard_id, worker.captured, sequence_number, worker.millis_behind_latest, sub_sequence,
         reading, worker.retrying, worker.scope.name, worker.expired, worker.paused, worker.oldest_call_age,
-        worker.oldest_record_age,
+        worker.oldest_record_age, worker.outside_range,
     )  # fmt: skip
 
 

@@ -54,6 +54,7 @@ class _Window:
         self.handoffs_timed_out = 0
         self.retried: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.malformed_aggregates = 0
+        self.outside_range: defaultdict[bool, int] = defaultdict(int)  # by dropped
         self.latency_sum = 0.0
         self.latency_max = 0.0
         self.handled = 0
@@ -72,7 +73,10 @@ class _Window:
             self.handled, self.handler_failures, self.handler_retries, sum(self.dead_lettered.values()), self.expired,
             self.hook_failures, self.timed_out,
         )  # fmt: skip
-        return not (self.fetched or self.delivered or self.retried or self.malformed_aggregates or any(counts))
+        return not (
+            self.fetched or self.delivered or self.retried or self.malformed_aggregates or self.outside_range
+            or any(counts)
+        )  # fmt: skip
 
     @property
     def delivered_count(self) -> int:
@@ -204,6 +208,12 @@ class LoggingStatReceiver(StatReceiver):
             self._total.malformed_aggregates += count
         self._emit(line)
 
+    def outside_range(self, shard_id: str, count: int, dropped: bool) -> None:
+        def add(window: _Window) -> None:
+            window.outside_range[dropped] += count
+
+        self._count(add)
+
     def record_handled(self, shard_id: str, seconds: float) -> None:
         self._count(lambda w: setattr(w, "handled", w.handled + 1))
 
@@ -247,7 +257,8 @@ class LoggingStatReceiver(StatReceiver):
         ``millis_behind_latest`` ({shard: ms}, shards currently owned), ``record_age_seconds`` ({shard:
         seconds}, the age of the oldest record in hand of each shard owned that holds one), ``checkpoints_written``,
         ``shards_gained``, ``shards_lost``, ``handoffs_clean``, ``handoffs_timed_out``,
-        ``errors_retried`` ({(operation, error): count}), ``malformed_aggregates``,
+        ``errors_retried`` ({(operation, error): count}), ``malformed_aggregates``, ``outside_range``
+        ({"delivered": count, "dropped": count}: user records of KPL aggregates outside their shard's range),
         ``delivery_latency_avg_seconds``, ``delivery_latency_max_seconds``, and ``process()``'s
         ``records_handled``, ``handler_failures``, ``handler_retries``, ``dead_lettered`` ({reason: count}),
         ``records_expired``, ``handler_timeouts`` and ``hook_failures``.
@@ -266,6 +277,7 @@ class LoggingStatReceiver(StatReceiver):
                 "handoffs_timed_out": t.handoffs_timed_out,
                 "errors_retried": dict(t.retried),
                 "malformed_aggregates": t.malformed_aggregates,
+                "outside_range": {("dropped" if k else "delivered"): v for k, v in t.outside_range.items()},
                 "delivery_latency_avg_seconds": t.latency_avg,
                 "delivery_latency_max_seconds": t.latency_max,
                 "records_handled": t.handled,
@@ -329,6 +341,9 @@ class LoggingStatReceiver(StatReceiver):
         ]
         if t.malformed_aggregates:
             parts.append(f"malformed_aggregates={w.malformed_aggregates}")
+        if t.outside_range:
+            parts.append(f"outside_range={w.outside_range[False]}")
+            parts.append(f"outside_range_dropped={w.outside_range[True]}")
         if t.handled:
             parts.append(f"handled={w.handled}")
         if t.handler_failures or t.dead_lettered:
@@ -453,6 +468,12 @@ class PrometheusStatReceiver(StatReceiver):
             "Records that started like KPL aggregates but were not valid ones (delivered as they are)",
             ["shard"],
         )
+        self._outside_range = counter(
+            "outside_range",
+            "User records of KPL aggregates whose hash keys are outside their shard's range, by shard and outcome "
+            "(delivered or dropped)",
+            ["shard", "outcome"],
+        )
         self._handler_failures = counter("handler_failures", "Calls of process()'s handler that raised", ["shard"])
         self._handler_retries = counter("handler_retries", "Records process() called its handler again for", ["shard"])
         self._dead_lettered = counter(
@@ -519,6 +540,9 @@ class PrometheusStatReceiver(StatReceiver):
 
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         self._malformed.labels(shard_id).inc(count)
+
+    def outside_range(self, shard_id: str, count: int, dropped: bool) -> None:
+        self._outside_range.labels(shard_id, "dropped" if dropped else "delivered").inc(count)
 
     def handler_failed(self, shard_id: str, error: str) -> None:
         self._handler_failures.labels(shard_id).inc()

@@ -214,6 +214,11 @@ class OpenTelemetryStatReceiver(StatReceiver):
             "kinsumer.aggregates.malformed", "{record}",
             "Records that started like KPL aggregates but were not valid ones (delivered as they are)",
         )  # fmt: skip
+        self._outside_range = meter.create_counter(
+            "kinsumer.aggregates.outside_range", "{record}",
+            "User records of KPL aggregates whose hash keys are outside their shard's range, by outcome "
+            "(delivered or dropped)",
+        )  # fmt: skip
         self._handler_failures = meter.create_counter(
             "kinsumer.handler.failures", "{call}", "Calls of process()'s handler that raised, by error.type"
         )
@@ -331,6 +336,10 @@ class OpenTelemetryStatReceiver(StatReceiver):
 
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         self._malformed.add(count, self._shard(shard_id).attributes)
+
+    def outside_range(self, shard_id: str, count: int, dropped: bool) -> None:
+        outcome = "dropped" if dropped else "delivered"
+        self._outside_range.add(count, {**self._shard(shard_id).attributes, "kinsumer.aggregates.outcome": outcome})
 
     def handler_failed(self, shard_id: str, error: str) -> None:
         self._handler_failures.add(1, {**self._shard(shard_id).attributes, "error.type": error})

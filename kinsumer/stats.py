@@ -51,6 +51,11 @@ class StatReceiver:
         """``count`` records started like KPL aggregates but were not valid ones (a wrong MD5, a body
         that does not parse): they were delivered as they are, each as one record."""
 
+    def outside_range(self, shard_id: str, count: int, dropped: bool) -> None:
+        """``count`` user records of KPL aggregates read from ``shard_id`` have hash keys outside its hash key
+        range (after a split or a merge; the KPL sends such records again to the right shard): ``dropped``
+        (``Config.kpl_outside_shard="drop"``), else delivered."""
+
     def handler_failed(self, shard_id: str, error: str) -> None:
         """``process()``'s handler raised ``error`` (an exception's type name) on a record of ``shard_id``."""
 
@@ -160,6 +165,9 @@ class GuardedStats(StatReceiver):
     def malformed_aggregates(self, shard_id: str, count: int) -> None:
         self._call("malformed_aggregates", shard_id, count)
 
+    def outside_range(self, shard_id: str, count: int, dropped: bool) -> None:
+        self._call("outside_range", shard_id, count, dropped)
+
     def handler_failed(self, shard_id: str, error: str) -> None:
         self._call("handler_failed", shard_id, error)
 
@@ -192,8 +200,8 @@ class GuardedStats(StatReceiver):
 _BY_SHARD = frozenset(
     {
         "records_fetched", "record_delivered", "record_handled", "checkpoint_written", "shard_gained", "shard_lost",
-        "handoff", "malformed_aggregates", "handler_failed", "handler_retried", "dead_lettered", "record_expired",
-        "hook_failed", "handler_timed_out", "record_age",
+        "handoff", "malformed_aggregates", "outside_range", "handler_failed", "handler_retried", "dead_lettered",
+        "record_expired", "hook_failed", "handler_timed_out", "record_age",
     }
 )  # fmt: skip
 

@@ -44,6 +44,8 @@ class OwnedShard:
     #: seconds since the oldest record of it this client holds and has not finished with (read, queued, or
     #: under a handler) reached the stream; None if it holds none
     oldest_record_age: float | None = None
+    #: user records of KPL aggregates read outside its hash key range, delivered or dropped (this capture)
+    outside_range: int = 0
 
 
 @attrs.frozen
@@ -104,6 +106,9 @@ class ShardInfoRow:
     #: seconds since the oldest record its owner held (and had not finished with) at its last commit
     #: reached the stream; None if it held none
     oldest_record_age: float | None = None
+    #: user records of KPL aggregates its owner read outside its hash key range (delivered or dropped, as
+    #: ``Config.kpl_outside_shard`` says), this capture
+    outside_range: int = 0
 
 
 @attrs.frozen
@@ -189,6 +194,7 @@ def read_status(
                 oldest_record_age=_age(row.oldest_arrival, now)
                 if row.oldest_arrival is not None and row.owner_id
                 else None,
+                outside_range=row.outside_range,
             )
         )
     return ApplicationStatus(

@@ -45,6 +45,8 @@ def _state(shard: ShardInfoRow) -> str:
         state += f", a handler call under way for {shard.oldest_call_age:.0f} s"
     if shard.expired:
         state += f", {shard.expired} expired"
+    if shard.outside_range:
+        state += f", {shard.outside_range} KPL records outside its range"
     return state
 
 

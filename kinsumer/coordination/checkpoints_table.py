@@ -20,8 +20,10 @@ row: a client started again under its ``client_id`` never releases its earlier p
 which others take as a dead owner's. ``Retrying`` says what ``process()`` is calling again, and
 ``Paused`` since when its owner paused the shard (``Kinsumer.pause()``), ``BusySince`` since when
 a handler call under way has run (once it has for long), ``Expired`` the records sent to the
-sink as too old, and ``OldestArrival`` (epoch ms) the arrival in the stream of the oldest record its
-owner held and had not finished with at its last commit, all for ``kinsumer status``.
+sink as too old, ``OutsideRange`` the user records of KPL aggregates read outside the shard's
+hash key range (delivered or dropped, ``Config.kpl_outside_shard``), and ``OldestArrival`` (epoch
+ms) the arrival in the stream of the oldest record its owner held and had not finished with at its
+last commit, all for ``kinsumer status``.
 
 Capture is conditional on the row being free, ours, or exactly as read while its owner was
 found dead (the caller decides that from the clients table: :mod:`.membership`); commit and
@@ -92,6 +94,7 @@ _NAMES = {
     "#paused": "Paused",
     "#busy": "BusySince",
     "#expired": "Expired",
+    "#outside": "OutsideRange",
     "#oldest": "OldestArrival",
     "#handed": "Handed",
     "#careful": "Careful",
@@ -119,6 +122,7 @@ class CheckpointRow:
     paused: int | None = None  # epoch ms: the owner paused the shard (Kinsumer.pause()) then
     busy_since: int | None = None  # epoch ms: a process() handler call under way since then, for long
     expired: int = 0  # records process() sent to the sink as too old (max_record_age), this capture
+    outside_range: int = 0  # user records of KPL aggregates outside the shard's hash key range, this capture
     oldest_arrival: int | None = None  # epoch ms: the arrival of the oldest record its owner held at its last commit
     #: LastUpdate as stored (ns, or ms in rows of earlier versions): a condition on the row as read compares it.
     stored_last_update: int = attrs.field(default=0, eq=False)
@@ -147,6 +151,7 @@ class CheckpointRow:
             paused=int(item["Paused"]["N"]) if "Paused" in item else None,
             busy_since=int(item["BusySince"]["N"]) if "BusySince" in item else None,
             expired=int(item.get("Expired", {}).get("N", "0")),
+            outside_range=int(item.get("OutsideRange", {}).get("N", "0")),
             oldest_arrival=int(item["OldestArrival"]["N"]) if "OldestArrival" in item else None,
             stored_last_update=stored,
         )
@@ -247,7 +252,7 @@ def capture(
         taken = " OR (#owner = :prev AND #lu = :prevlu)"
         values[":prev"] = {"S": taking.owner_id}
         values[":prevlu"] = {"N": str(taking.stored_last_update)}
-    update += " REMOVE #paused, #busy, #expired, #oldest"  # its owner's: the new one stores its own
+    update += " REMOVE #paused, #busy, #expired, #outside, #oldest"  # its owner's: the new one stores its own
     condition = f"{unfinished} AND ({absent('#owner')} OR #owner = :me{taken})"
     item = _conditional_update(db, table, shard_id, update, condition, values, return_new=True)
     return None if item is None else CheckpointRow.from_item(item)
@@ -323,11 +328,12 @@ def commit(
     busy_since: int | None = None,
     expired: int = 0,
     oldest_arrival: int | None = None,
+    outside_range: int = 0,
 ) -> bool:
     """Refresh our lease and store ``checkpoint`` (and the lag, and the crash-loop guard's
     reservation) if given; and for operators since when a handler call under way has run, if it has
     for long (removed otherwise), the arrival of the oldest record held (removed if none), and the
-    records sent to the sink as too old. False: not ours."""
+    records sent to the sink as too old, and the user records read outside the shard's range. False: not ours."""
     sets, values, removes = [], {}, []
     if millis_behind_latest is not None:
         sets.append("#lag = :lag")
@@ -345,9 +351,7 @@ def commit(
         values[":oldest"] = {"N": str(oldest_arrival)}
     else:
         removes.append("#oldest")
-    if expired:
-        sets.append("#expired = :expired")
-        values[":expired"] = {"N": str(expired)}
+    _counts(sets, values, expired, outside_range)
     update, values = _owner_update(checkpoint, sets, removes, values)
     return _owned_update(db, table, shard_id, owner_id, update, values)
 
@@ -443,6 +447,14 @@ def note_retrying(db: DynamoDBClient, table: str, shard_id: str, *, owner_id: st
     return _owned_update(db, table, shard_id, owner_id, "SET #lu = :lu, #retry = :retry", {":retry": {"S": retrying}})
 
 
+def _counts(sets: list[str], values: dict[str, Any], expired: int, outside_range: int) -> None:
+    """Add the capture's counts for operators (``Expired``, ``OutsideRange``) that are not 0 to an owner's update."""
+    for name, count in (("expired", expired), ("outside", outside_range)):
+        if count:
+            sets.append(f"#{name} = :{name}")
+            values[f":{name}"] = {"N": str(count)}
+
+
 def release(
     db: DynamoDBClient,
     table: str,
@@ -453,6 +465,7 @@ def release(
     finished: bool = False,
     careful: str | None = None,
     expired: int = 0,
+    outside_range: int = 0,
 ) -> bool:
     """Give the shard up, storing the final checkpoint (and Finished). False: not ours any more.
 
@@ -463,9 +476,7 @@ def release(
     if careful is not None:
         sets.append("#careful = :careful")
         values[":careful"] = {"S": careful}
-    if expired:
-        sets.append("#expired = :expired")
-        values[":expired"] = {"N": str(expired)}
+    _counts(sets, values, expired, outside_range)
     removes = ["#owner", "#oname", "#handed", "#retry", "#paused", "#busy", "#oldest"]
     update, values = _owner_update(checkpoint, sets, removes, values)
     return _owned_update(db, table, shard_id, owner_id, update, values)

@@ -80,6 +80,9 @@ class Commit:
     #: finished with; None if it holds none (stored with the writes that happen anyway, and in a write of its
     #: own when the row says none while one is held for longer than two commit periods).
     oldest_arrival: int | None = None
+    #: User records of KPL aggregates read outside the shard's hash key range, this capture (stored with the
+    #: writes that happen anyway).
+    outside_range: int = 0
 
     @property
     def holds_records(self) -> bool:
@@ -244,6 +247,7 @@ class ShardLease:
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
                     checkpoint=new, millis_behind_latest=millis_behind_latest, handed=handed,
                     busy_since=busy, expired=commit.expired, oldest_arrival=commit.oldest_arrival,
+                    outside_range=commit.outside_range,
                 ),
             ):  # fmt: skip
                 return False
@@ -315,10 +319,18 @@ class ShardLease:
             )
 
     def release(
-        self, checkpoint: Position | None, *, finished: bool, call: Call, careful: str | None = None, expired: int = 0
+        self,
+        checkpoint: Position | None,
+        *,
+        finished: bool,
+        call: Call,
+        careful: str | None = None,
+        expired: int = 0,
+        outside_range: int = 0,
     ) -> bool:
         """Store the final checkpoint (and Finished, and a crash-loop guard's episode to go on with, and the
-        records sent to the sink as too old) and give the row up; False if it was not ours."""
+        records sent to the sink as too old, and those read outside the shard's range) and give the row up;
+        False if it was not ours."""
         rt = self._rt
         with self._lock:
             if self.state is not LeaseState.OWNED:
@@ -328,7 +340,7 @@ class ShardLease:
                 call,
                 lambda: checkpoints_table.release(
                     rt.dynamodb, rt.tables.checkpoints, self.shard_id, owner_id=rt.client_id,
-                    checkpoint=moved, finished=finished, careful=careful, expired=expired,
+                    checkpoint=moved, finished=finished, careful=careful, expired=expired, outside_range=outside_range,
                 ),
             ):  # fmt: skip
                 return False

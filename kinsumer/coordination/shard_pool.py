@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from .. import clock
 from ..reading.polling import polling_readers
-from ..reading.reader import ReaderFactory
+from ..reading.reader import OutsideRule, ReaderFactory
 from ..reading.shard_loop import ShardLoop
 from .committer import Committer
 from .row_reads import RowReads
@@ -49,7 +49,10 @@ class ShardPool:
         #: Each stream's readers (by stream name): the given ones, else polling.
         self._readers = {
             scope.name: readers.get(scope.name)
-            or polling_readers(runtime.kinesis, scope.name, runtime.reader_settings, scope_stats(runtime.stats, scope))
+            or polling_readers(
+                runtime.kinesis, scope.name, runtime.reader_settings, scope_stats(runtime.stats, scope),
+                OutsideRule.listing(runtime.kinesis, scope.name, runtime.config.kpl_outside_shard),
+            )
             for scope in runtime.streams
         }
         self._committer = Committer(runtime, threads=threads)

@@ -84,6 +84,8 @@ class ShardWorker:
         self.lease = ShardLease(runtime, shard_id, parents, scope)
         self.state = ShardState.CAPTURING
         self.millis_behind_latest: int | None = None  # from the last page read
+        #: User records of KPL aggregates read outside the shard's hash key range (delivered or dropped), this capture
+        self.outside_range = 0
         self._busy: tuple[float, int] | None = None  # the long call's start: monotonic, and as stored (epoch ms)
         self._rt = runtime
         self._committer = committer
@@ -189,12 +191,12 @@ class ShardWorker:
         busy, expired = self._busy_since(progress), progress.expired if progress is not None else 0
         arrival = progress.oldest_arrival() if progress is not None else None
         oldest = None if arrival is None else int(arrival.timestamp() * 1000)
-        lag = self.millis_behind_latest
+        lag, outside = self.millis_behind_latest, self.outside_range
         if guard is None:
-            return Commit(self.checkpoint, lag, busy_since=busy, expired=expired, oldest_arrival=oldest)
+            return Commit(self.checkpoint, lag, None, busy, expired, oldest, outside)
         if guard.careful:
-            return Commit(None, lag, busy_since=busy, expired=expired, oldest_arrival=oldest)
-        return Commit(self.checkpoint, lag, guard, busy, expired, oldest)
+            return Commit(None, lag, None, busy, expired, oldest, outside)
+        return Commit(self.checkpoint, lag, guard, busy, expired, oldest, outside)
 
     def _busy_since(self, progress: ShardProgress | None) -> int | None:
         """Epoch ms since which the oldest handler call under way has run, if that is longer than two commit
@@ -415,6 +417,7 @@ class ShardWorker:
                                 return False  # not ours any more
                         unrecorded = False
                     self.millis_behind_latest = page.millis_behind_latest
+                    self.outside_range += page.outside_range
                     pushing, size = size, 0  # from here on the push gives back what it does not queue
                     if records and not await self._push(progress, records, pushing):
                         return False
@@ -490,7 +493,9 @@ class ShardWorker:
         call = self._call
         try:
             finished = await self._io(
-                lambda: self.lease.release(final, finished=True, call=call, expired=progress.expired)
+                lambda: self.lease.release(
+                    final, finished=True, call=call, expired=progress.expired, outside_range=self.outside_range
+                )
             )
         except Stopped:
             return False
@@ -548,8 +553,9 @@ class ShardWorker:
             call = rt.call_until(clock.monotonic() + _RELEASE_DEADLINE)
             try:
                 release = functools.partial(
-                    self.lease.release, checkpoint, finished=False, call=call, careful=careful, expired=progress.expired
-                )
+                    self.lease.release, checkpoint, finished=False, call=call, careful=careful,
+                    expired=progress.expired, outside_range=self.outside_range,
+                )  # fmt: skip
                 return await self._io(release)
             except Exception as exc:  # noqa: BLE001
                 if not rt.leaving.is_set() and rt.retry_later(exc, f"the release of {self.shard_id}"):

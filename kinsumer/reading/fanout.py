@@ -59,9 +59,10 @@ from ..aws.subscription_http import LeanSubscription
 from ..stats import StatReceiver
 from ..waiting import WAKE, wait_event
 from . import fanout_hub
+from .kpl import MAGIC
 from .polling import PollingReader, latest_at
 from .position import StartPosition
-from .reader import ApiRecord, Page, user_records
+from .reader import ApiRecord, OutsideRule, Page, user_records
 from .shard_loop import ShardLoop, ThreadPool
 
 if TYPE_CHECKING:
@@ -97,9 +98,12 @@ class SubscriptionReader:
         stats: StatReceiver | None = None,
         stop: threading.Event | None = None,
         closed_check: float | None = None,
+        outside: OutsideRule | None = None,
     ) -> None:
         """``closed_check``: seconds from the start, or from the last records, to a check of whether the shard
-        ended (see the module's description; default :data:`CLOSED_CHECK`); 0 for a shard known to be closed."""
+        ended (see the module's description; default :data:`CLOSED_CHECK`); 0 for a shard known to be closed.
+        ``outside``: what to do with the user records of KPL aggregates outside the shard's hash key range
+        (None: deliver them, uncounted)."""
         closed_check = CLOSED_CHECK if closed_check is None else closed_check
         self._kinesis = kinesis
         self._stream_name = stream_name
@@ -107,6 +111,8 @@ class SubscriptionReader:
         self._shard_id = shard_id
         self._stats = stats or StatReceiver()
         self._stop = stop or threading.Event()
+        self._outside = outside
+        self._range_known = False  # the shard's hash key range was looked up (off the loop) and found
         self._position = start  # where a new subscription starts: after the last record handed on
         self._skip_from = start if start.sub_sequence is not None else None
         self._latest_at: dt.datetime | None = None
@@ -284,12 +290,13 @@ class SubscriptionReader:
                 behind = body.get("MillisBehindLatest")
                 self._stats.records_fetched(self._shard_id, len(raw), behind)
                 retrieved_at = dt.datetime.now(dt.UTC)
-                covered_only = False
+                covered_only, outside = False, 0
                 if raw:
                     self._check_at = time.monotonic() + self._closed_check
                     self._check_wait = max(self._closed_check, CLOSED_CHECK / 2)
                     self._position = StartPosition.after(raw[-1]["SequenceNumber"])
-                    raw = user_records(raw, self._shard_id, self._stats, self._skip_from)
+                    await self._know_range(raw)
+                    raw, outside = user_records(raw, self._shard_id, self._stats, self._skip_from, self._outside)
                     covered_only = not raw
                     self._skip_from = None
                 continuation = body.get("ContinuationSequenceNumber")
@@ -297,14 +304,25 @@ class SubscriptionReader:
                     continue  # only what a start inside an aggregate covers: no page, as with polling
                 if continuation is None:
                     children = tuple(str(child["ShardId"]) for child in body.get("ChildShards") or ())
-                    end = Page(self._shard_id, raw, retrieved_at, behind, end_of_shard=True, child_shards=children)
+                    end = Page(
+                        self._shard_id, raw, retrieved_at, behind, end_of_shard=True, child_shards=children,
+                        outside_range=outside,
+                    )  # fmt: skip
                     await self._hand_on(end)
                     return True
-                if not await self._hand_on(Page(self._shard_id, raw, retrieved_at, behind)):
+                if not await self._hand_on(Page(self._shard_id, raw, retrieved_at, behind, outside_range=outside)):
                     return True
                 if not raw and behind == 0 and await self._ended_at_tip():
                     return True
         return False
+
+    async def _know_range(self, raw: list[ApiRecord]) -> None:
+        """Look the shard's hash key range up on the pool (a ListShards the first time) when ``raw`` holds a KPL
+        aggregate, so that :func:`~.reader.user_records` finds it known and the loop never waits for the call."""
+        if self._outside is None or self._range_known or not any(r["Data"].startswith(MAGIC) for r in raw):
+            return
+        ranges = self._outside.ranges
+        self._range_known = await self._io(lambda: ranges.of(self._shard_id)) is not None
 
     async def _hand_on(self, item: Page | BaseException) -> bool:
         """Put ``item`` in the queue of one, waiting for room; False if the reader is closing."""
@@ -393,12 +411,18 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 
 def fanout_readers(
-    kinesis: KinesisClient, stream_name: str, consumer_arn: str, stats: StatReceiver
+    kinesis: KinesisClient,
+    stream_name: str,
+    consumer_arn: str,
+    stats: StatReceiver,
+    outside: OutsideRule | None = None,
 ) -> Callable[[str, StartPosition, threading.Event], SubscriptionReader]:
     """A reader factory: SubscriptionReaders of ``stream_name`` through the consumer ``consumer_arn``."""
     event_stream.install(kinesis)
 
     def make(shard_id: str, start: StartPosition, stop: threading.Event) -> SubscriptionReader:
-        return SubscriptionReader(kinesis, stream_name, consumer_arn, shard_id, start, stats=stats, stop=stop)
+        return SubscriptionReader(
+            kinesis, stream_name, consumer_arn, shard_id, start, stats=stats, stop=stop, outside=outside
+        )
 
     return make

@@ -7,6 +7,12 @@ from the aggregate's key table, and maybe an explicit hash key. A record that st
 magic but is not a valid aggregate (a wrong MD5, a body that does not parse, an empty
 aggregate) is handed on unchanged, as one record: never dropped, never an error.
 
+After a split or a merge, an aggregate can hold user records whose hash keys (the explicit hash
+key, else the MD5 of the partition key, as a 128-bit number) are outside the hash key range of
+the shard that stored it: the KPL built it for the shard its own map predicted, and sends those
+user records again to the right shard (a "Wrong Shard" retry). :func:`outside_range` finds them;
+the readers count them, and deliver or drop them as configured (``Config.kpl_outside_shard``).
+
 The protobuf is parsed by the ``protobuf`` package (its upb core), with the KPL's message
 definitions built here into a private descriptor pool, so that no generated module, protoc
 version or ``sys.path`` entry is involved and another copy of the same messages (awslabs'
@@ -21,11 +27,14 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
-__all__ = ["MAGIC", "deaggregate"]
+__all__ = ["MAGIC", "HashRange", "deaggregate", "hash_key", "outside_range"]
 
 MAGIC = b"\xf3\x89\x9a\xc2"
 _DIGEST_SIZE = 16  # MD5
 _PACKAGE = "kinsumer.kpl"
+
+#: A shard's hash key range: its starting and ending hash key, both included.
+HashRange = tuple[int, int]
 
 
 def _aggregated_record_class() -> Any:
@@ -126,3 +135,34 @@ def _user_records(record: dict[str, Any]) -> list[dict[str, Any]] | None:
     except IndexError:  # a key index outside its table
         return None
     return users or None
+
+
+def hash_key(record: dict[str, Any]) -> int:
+    """The hash key Kinesis routes a user record by: its explicit hash key, else the MD5 of its partition
+    key as a 128-bit number."""
+    explicit = record.get("ExplicitHashKey")
+    if explicit:
+        return int(explicit)
+    return int.from_bytes(hashlib.md5(record["PartitionKey"].encode()).digest(), "big")
+
+
+def outside_range(records: list[dict[str, Any]], hash_range: HashRange) -> list[int]:
+    """The indexes of the user records of aggregates (those with a ``SubSequenceNumber``) whose hash key is
+    outside ``hash_range``. A plain record is never outside: Kinesis stored it by its own key."""
+    low, high = hash_range
+    keys: dict[str, int] = {}  # an aggregate's records share a few partition keys: one MD5 each
+    found = []
+    for i, record in enumerate(records):
+        if record.get("SubSequenceNumber") is None:
+            continue
+        explicit = record.get("ExplicitHashKey")
+        if explicit:
+            key = int(explicit)
+        else:
+            partition_key = record["PartitionKey"]
+            key = keys.get(partition_key, -1)
+            if key < 0:
+                key = keys[partition_key] = hash_key(record)
+        if not low <= key <= high:
+            found.append(i)
+    return found

@@ -27,7 +27,7 @@ from ..aws.kinesis import stream_exists
 from ..aws.retry import Stopped, retry_call
 from ..stats import StatReceiver
 from .position import StartPosition
-from .reader import ApiRecord, Page, ReaderSettings, taken_at, user_records
+from .reader import ApiRecord, OutsideRule, Page, ReaderSettings, taken_at, user_records
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -54,13 +54,17 @@ class PollingReader:
         settings: ReaderSettings | None = None,
         stats: StatReceiver | None = None,
         stop: threading.Event | None = None,
+        outside: OutsideRule | None = None,
     ) -> None:
+        """``outside``: what to do with the user records of KPL aggregates outside the shard's hash key range
+        (None: deliver them, uncounted)."""
         self._kinesis = kinesis
         self._stream_name = stream_name
         self._shard_id = shard_id
         self._settings = settings or ReaderSettings()
         self._stats = stats or StatReceiver()
         self._stop = stop or threading.Event()
+        self._outside = outside
         self._position = start  # where a new iterator starts: after the last record handed on
         self._skip_from = start if start.sub_sequence is not None else None  # drop what it already covers
         self._iterator: str | None = None
@@ -187,18 +191,22 @@ class PollingReader:
         self._stats.records_fetched(self._shard_id, len(raw), behind)
         retrieved_at = dt.datetime.now(dt.UTC)
         full = self._backlog = len(raw) >= limit
-        covered_only = False
+        covered_only, outside = False, 0
         if raw:
             self._position = StartPosition.after(raw[-1]["SequenceNumber"])
-            raw = user_records(raw, self._shard_id, self._stats, self._skip_from)
+            raw, outside = user_records(raw, self._shard_id, self._stats, self._skip_from, self._outside)
             covered_only = not raw
             self._skip_from = None
         self._iterator = response.get("NextShardIterator")
         if self._iterator is not None:
-            return None if covered_only else Page(self._shard_id, raw, retrieved_at, behind, full=full)
+            if covered_only:
+                return None
+            return Page(self._shard_id, raw, retrieved_at, behind, full=full, outside_range=outside)
         self._ended = True
         children = tuple(str(child["ShardId"]) for child in response.get("ChildShards") or ())
-        return Page(self._shard_id, raw, retrieved_at, behind, end_of_shard=True, child_shards=children)
+        return Page(
+            self._shard_id, raw, retrieved_at, behind, end_of_shard=True, child_shards=children, outside_range=outside
+        )
 
 
 def latest_at(kinesis: KinesisClient, stream_name: str, shard_id: str) -> dt.datetime:
@@ -215,10 +223,13 @@ def polling_readers(
     stream_name: str,
     settings: ReaderSettings,
     stats: StatReceiver,
+    outside: OutsideRule | None = None,
 ) -> Callable[[str, StartPosition, threading.Event], PollingReader]:
     """A reader factory: PollingReaders of ``stream_name`` with these settings."""
 
     def make(shard_id: str, start: StartPosition, stop: threading.Event) -> PollingReader:
-        return PollingReader(kinesis, stream_name, shard_id, start, settings=settings, stats=stats, stop=stop)
+        return PollingReader(
+            kinesis, stream_name, shard_id, start, settings=settings, stats=stats, stop=stop, outside=outside
+        )
 
     return make

@@ -24,17 +24,20 @@ import attrs
 from ..config import DEFAULT_IDLE_POLL_INTERVAL, DEFAULT_THROTTLE_DELAY, MAX_RECORDS_PER_CALL
 from ..record import Record, records_from_api
 from ..stats import StatReceiver
-from .kpl import deaggregate
+from .kpl import HashRange, deaggregate, outside_range
 from .position import StartPosition
+from .shard_ranges import ShardRanges
 
 __all__ = [
     "IDLE_AFTER",
     "LONG_IDLE_AFTER",
     "ApiRecord",
+    "OutsideRule",
     "Page",
     "ReaderFactory",
     "ReaderSettings",
     "ShardReader",
+    "outside_rule",
     "taken_at",
     "user_records",
 ]
@@ -67,6 +70,9 @@ class Page:
     child_shards: tuple[str, ...] = ()
     #: The read stopped at its limit (as many records as it asked for): more may follow at once.
     full: bool = False
+    #: User records of KPL aggregates on the page whose hash keys are outside the shard's range (see
+    #: :class:`OutsideRule`): in ``raw`` if delivered, left out if dropped.
+    outside_range: int = 0
 
     @property
     def at_tip(self) -> bool:
@@ -203,16 +209,44 @@ class ShardReader(Protocol):
         ...
 
 
+@attrs.frozen
+class OutsideRule:
+    """What a reader does with the user records of KPL aggregates whose hash keys are outside its shard's
+    hash key range (:func:`~.kpl.outside_range`): it counts them (``StatReceiver.outside_range``, the
+    page's ``outside_range``) and delivers them, or with ``drop`` leaves them out."""
+
+    ranges: ShardRanges
+    drop: bool = False
+
+    @classmethod
+    def listing(cls, kinesis: Any, stream: str, choice: str) -> OutsideRule:
+        """The rule of ``Config.kpl_outside_shard`` (``choice``: ``"deliver"`` or ``"drop"``) for ``stream``'s
+        readers, with its ranges listed by ``kinesis`` when first needed."""
+        return cls(ShardRanges(kinesis, stream), drop=choice == "drop")
+
+
+def outside_rule(stream: str, shard_id: str, hash_range: HashRange | None, drop: bool) -> OutsideRule:
+    """The rule of a reader whose shard's range was listed elsewhere (the Spark driver's listing)."""
+    known = {} if hash_range is None else {shard_id: hash_range}
+    return OutsideRule(ShardRanges.known(stream, known), drop=drop)
+
+
 #: Makes the reader of one shard: (shard ID, start position, stop event) -> reader.
 ReaderFactory = Callable[[str, StartPosition, threading.Event], ShardReader]
 
 
 def user_records(
-    raw: list[ApiRecord], shard_id: str, stats: StatReceiver, skip_from: StartPosition | None = None
-) -> list[ApiRecord]:
-    """Kinesis records as the user records they carry (KPL aggregates unpacked), in order.
+    raw: list[ApiRecord],
+    shard_id: str,
+    stats: StatReceiver,
+    skip_from: StartPosition | None = None,
+    outside: OutsideRule | None = None,
+) -> tuple[list[ApiRecord], int]:
+    """Kinesis records as the user records they carry (KPL aggregates unpacked), in order, and how many of
+    them are outside the shard's hash key range (``outside``: the rule; None: not looked for).
 
-    ``skip_from``: a start inside an aggregate; the user records it covers are left out.
+    ``skip_from``: a start inside an aggregate; the user records it covers are left out. May block
+    for a ListShards (the shard's range, the first time an aggregate is read).
     """
     records, malformed = deaggregate(raw)
     if malformed:
@@ -221,7 +255,17 @@ def user_records(
         stats.malformed_aggregates(shard_id, malformed)
     if skip_from is not None:
         records = [r for r in records if not skip_from.is_done(r["SequenceNumber"], r.get("SubSequenceNumber"))]
-    return records
+    if outside is None or records is raw or not records:  # no aggregate on the page
+        return records, 0
+    hash_range = outside.ranges.of(shard_id)
+    found = [] if hash_range is None else outside_range(records, hash_range)
+    if not found:
+        return records, 0
+    stats.outside_range(shard_id, len(found), outside.drop)
+    if outside.drop:
+        gone = set(found)
+        records = [r for i, r in enumerate(records) if i not in gone]
+    return records, len(found)
 
 
 def taken_at(response: Mapping[str, Any]) -> dt.datetime:

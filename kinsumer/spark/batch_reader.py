@@ -17,8 +17,10 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from ..aws.kinesis import list_shards, stream_exists
 from ..errors import ConfigError, StreamNotFound
+from ..reading.kpl import HashRange
 from ..reading.polling import PollingReader
 from ..reading.position import StartPosition
+from ..reading.reader import outside_rule
 from .clients import clients
 from .options import SourceOptions
 from .rows import page_rows
@@ -29,12 +31,15 @@ __all__ = ["KinsumerBatchReader"]
 class ShardSlice(InputPartition):
     """One shard of ``stream``, read up to ``until`` (epoch ms)."""
 
-    def __init__(self, index: int, stream: str, shard: str, until: int, closed: bool) -> None:
+    def __init__(
+        self, index: int, stream: str, shard: str, until: int, closed: bool, hash_range: HashRange | None = None
+    ) -> None:
         super().__init__(index)
         self.stream = stream
         self.shard = shard
         self.until = until
         self.closed = closed  # read to its end, not just to an empty page
+        self.hash_range = hash_range  # from the listing: to find the KPL user records outside it
 
 
 class KinsumerBatchReader(DataSourceReader):
@@ -57,7 +62,10 @@ class KinsumerBatchReader(DataSourceReader):
             for stream in self._options.streams
             for shard in sorted(list_shards(kinesis, stream), key=lambda s: s.shard_id)
         ]
-        return [ShardSlice(i, stream, shard.shard_id, until, shard.closed) for i, (stream, shard) in enumerate(shards)]
+        return [
+            ShardSlice(i, stream, shard.shard_id, until, shard.closed, shard.hash_range)
+            for i, (stream, shard) in enumerate(shards)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, ShardSlice)
@@ -65,7 +73,8 @@ class KinsumerBatchReader(DataSourceReader):
         start = StartPosition.trim_horizon()
         if opts.at_timestamp is not None:
             start = StartPosition.at_timestamp(opts.at_timestamp)
-        reader = PollingReader(clients(opts)[0], partition.stream, partition.shard, start)
+        outside = outside_rule(partition.stream, partition.shard, partition.hash_range, opts.drop_outside_shard)
+        reader = PollingReader(clients(opts)[0], partition.stream, partition.shard, start, outside=outside)
         while True:
             page = reader.next_page()
             rows, cut = page_rows(page.raw, partition.stream, partition.shard, partition.until)

@@ -50,6 +50,8 @@ OPTIONS: dict[str, str] = {
     "externalId": "the external ID roleArn's trust policy asks for",
     "stsEndpointUrl": "the STS endpoint roleArn is assumed through",
     "dropRemovedStreams": "true: a restarted query drops the streams no longer named (default false: it fails)",
+    "kplOutsideShard": "deliver (default) or drop: the user records of KPL aggregates outside their shard's hash key "
+    "range (after a split or a merge), counted either way",
 }
 
 #: spark-sql-kinesis-connector's names for the same options.
@@ -223,6 +225,14 @@ def stream_names(raw: str | None) -> tuple[str, ...]:
     return names
 
 
+def _kpl_outside_shard(raw: str | None) -> bool:
+    """Whether ``kplOutsideShard`` says drop (deliver, the default, says not)."""
+    choice = (raw or "deliver").strip().lower()
+    if choice not in ("deliver", "drop"):
+        raise ConfigError("option kplOutsideShard", "must be deliver or drop", raw)
+    return choice == "drop"
+
+
 def _consumer_name(name: str | None, kind: str | None) -> str | None:
     """The enhanced fan-out consumer to read through; None: polling (GetRecords)."""
     chosen = _CONSUMER_TYPES.get((kind or "").strip().lower()) if kind is not None else None
@@ -292,6 +302,7 @@ class SourceOptions:
     streams: tuple[str, ...] = attrs.field()  # every stream the query reads, ``stream`` first
     drop_removed_streams: bool = False  # a restart drops a stream its options no longer name
     fail_on_data_loss: bool = True  # failOnDataLoss
+    drop_outside_shard: bool = False  # kplOutsideShard drop
 
     @streams.default
     def _just_stream(self) -> tuple[str, ...]:
@@ -349,6 +360,7 @@ class SourceOptions:
             consumer_name=_consumer_name(get("consumerName"), get("consumerType")),
             role=_role(get("roleArn"), get("roleSessionName"), get("externalId"), get("stsEndpointUrl")),
             fail_on_data_loss=true_or_false("failOnDataLoss", get("failOnDataLoss"), True),
+            drop_outside_shard=_kpl_outside_shard(get("kplOutsideShard")),
         )
 
     @property

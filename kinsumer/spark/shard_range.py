@@ -28,7 +28,7 @@ from ..config import MAX_RECORDS_PER_CALL
 from ..errors import ReplayError
 from ..reading.fanout import SubscriptionReader
 from ..reading.polling import PollingReader
-from ..reading.reader import ApiRecord, ShardReader
+from ..reading.reader import ApiRecord, ShardReader, outside_rule
 from ..stats import StatReceiver
 from .batch_ends import BatchLedger
 from .offsets import SHARD_END, ShardEnd, Stop, after_record, end_index, passed_end, to_start_position
@@ -57,6 +57,8 @@ class ShardRange:
     recorded: str | None = None  # the end an earlier run of this batch recorded: a replay
     consumer: str | None = None  # the ARN of the enhanced fan-out consumer to read through; None: GetRecords
     run: str = ""  # the ledger run of the batch's offset on this stream (see ``query_offset``)
+    hash_range: tuple[int, int] | None = None  # the shard's hash key range, from the driver's listing
+    drop_outside: bool = False  # kplOutsideShard drop: leave out the user records of aggregates outside it
 
 
 def read_shard_range(
@@ -112,14 +114,17 @@ class _RangeReader:
         self._part = part
         self._stop = threading.Event()  # set when a live read's time budget is up: a wait for a page ends
         start = to_start_position(part.start)
+        outside = outside_rule(part.stream, part.shard, part.hash_range, part.drop_outside)
         self._reader: ShardReader
         if part.consumer is None:
-            self._reader = PollingReader(kinesis, part.stream, part.shard, start, stats=stats, stop=self._stop)
+            self._reader = PollingReader(
+                kinesis, part.stream, part.shard, start, stats=stats, stop=self._stop, outside=outside
+            )
         else:  # a closed shard's end is checked at once where the subscription does not say it (kinesis-mock)
             check = 0.0 if part.closed else None
             self._reader = SubscriptionReader(
                 kinesis, part.stream, part.consumer, part.shard, start, stats=stats, stop=self._stop,
-                closed_check=check,
+                closed_check=check, outside=outside,
             )  # fmt: skip
         self.batches: list[Any] = []  # the rows so far, an Arrow batch per page
         self.count = 0  # user records in them

@@ -130,6 +130,7 @@ class StreamSide:
         recorded = {} if planned.plan(offset.batch) else planned.ends(offset.batch)  # planned before: a replay
         listing = self.list_shards()
         closed = {s.shard_id for s in listing if s.closed}  # read those to their end
+        ranges = {s.shard_id: s.hash_range for s in listing}
         prior = self.recorded_ends(previous) if previous is not None else {}
         positions = {shard: offset.shards[shard] for shard in offset.read}
         replays = {shard: end.position for shard, end in recorded.items() if shard in positions}
@@ -147,6 +148,8 @@ class StreamSide:
                 recorded=recorded[shard].position if shard in recorded else None,
                 consumer=self.consumer_arn(),
                 run=offset.run,
+                hash_range=ranges.get(shard),
+                drop_outside=self._options.drop_outside_shard,
             )
             for shard in offset.read
         ]

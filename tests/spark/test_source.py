@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 import threading
@@ -254,6 +255,33 @@ def test_kpl_user_records_arrive_once_across_batches_that_end_inside_aggregates_
     assert {(r["pk"], r["hash_key"]) for r in rows} == {(k, h) for k, _, h in users}
     assert {r["sub"] for r in rows} == set(range(7))
     assert_shard_order(rows)
+
+
+def test_kpl_user_records_outside_their_shard_are_dropped_with_kpl_outside_shard_drop(
+    spark: Any, moto_server: LocalServer, new_stream: Callable[[int], str], tmp_path: pathlib.Path
+) -> None:
+    stream, app = new_stream(2), unique("app")
+    kinesis = moto_server.client("kinesis")
+    ranges = {
+        s["ShardId"]: (int(s["HashKeyRange"]["StartingHashKey"]), int(s["HashKeyRange"]["EndingHashKey"]))
+        for s in kinesis.list_shards(StreamName=stream)["Shards"]
+    }
+    users = [(f"key-{i % 5}", json.dumps({"id": i}).encode(), None) for i in range(70)]
+    kept = []
+    for first in range(0, len(users), 7):  # aggregates of every key: some user records outside their shard
+        (entry,) = aggregated_entries(users[first : first + 7], per_record=7)
+        low, high = ranges[kinesis.put_record(StreamName=stream, **entry)["ShardId"]]
+        hashes = [int(hashlib.md5(key.encode()).hexdigest(), 16) for key, _, _ in users[first : first + 7]]
+        kept += [first + i for i, h in enumerate(hashes) if low <= h <= high]
+    assert 0 < len(kept) < len(users)
+    sink = BatchLog()
+    options = {"kplOutsideShard": "drop"}
+    query = start_query(spark, moto_server, moto_server, stream, app, tmp_path / "ckpt", sink, options=options)
+    try:  # each aggregate's first user record is inside the shard that stored it: all were read once these came
+        wait_for(query, lambda: len(sink.ids()) >= len(kept), "every user record inside its shard")
+    finally:
+        query.stop()
+    assert sorted(sink.ids()) == kept
 
 
 def test_split_and_merge_between_batches_keep_per_key_order(

@@ -65,6 +65,7 @@ def exported() -> set[str]:
     stats.error_retried("UpdateItem", "ThrottlingException")
     stats.error_abandoned("UpdateItem", "ThrottlingException")
     stats.malformed_aggregates(SHARD, 1)
+    stats.outside_range(SHARD, 2, False)
     stats.handler_failed(SHARD, "ValueError")
     stats.handler_retried(SHARD)
     stats.handler_timed_out(SHARD, 1.0)
