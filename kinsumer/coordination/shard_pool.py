@@ -49,7 +49,7 @@ class ShardPool:
         #: Each stream's readers (by stream name): the given ones, else polling.
         self._readers = {
             scope.name: readers.get(scope.name)
-            or polling_readers(runtime.kinesis, scope.name, runtime.reader_settings, scope_stats(runtime.stats, scope))
+            or polling_readers(runtime.kinesis, scope.ref, runtime.reader_settings, scope_stats(runtime.stats, scope))
             for scope in runtime.streams
         }
         self._committer = Committer(runtime, threads=threads)

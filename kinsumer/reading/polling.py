@@ -25,6 +25,7 @@ from ..aws import lean_get_records
 from ..aws.error_codes import is_expired_iterator, is_not_found
 from ..aws.kinesis import stream_exists
 from ..aws.retry import Stopped, retry_call
+from ..aws.stream_ref import stream_params
 from ..stats import StatReceiver
 from .position import StartPosition
 from .reader import ApiRecord, Page, ReaderSettings, taken_at, user_records
@@ -137,7 +138,7 @@ class PollingReader:
     def _new_iterator(self) -> str | None:
         """An iterator at the current position; None if the shard left the stream."""
         position = self._position
-        args = {"StreamName": self._stream_name, "ShardId": self._shard_id, **position.iterator_args()}
+        args = {**stream_params(self._stream_name), "ShardId": self._shard_id, **position.iterator_args()}
         try:
             response = self._call(lambda: self._kinesis.get_shard_iterator(**args), "GetShardIterator")
         except botocore.exceptions.ClientError as exc:
@@ -206,7 +207,7 @@ def latest_at(kinesis: KinesisClient, stream_name: str, shard_id: str) -> dt.dat
 
     A LATEST start made concrete, so that it can be recorded and a new reader starts there too.
     """
-    response = kinesis.get_shard_iterator(StreamName=stream_name, ShardId=shard_id, ShardIteratorType="LATEST")
+    response = kinesis.get_shard_iterator(**stream_params(stream_name), ShardId=shard_id, ShardIteratorType="LATEST")
     return taken_at(response)
 
 
