@@ -33,8 +33,8 @@ from .aws.error_codes import to_kinsumer_error
 from .aws.first_contact import FirstContact
 from .aws.kinesis import ensure_stream_active
 from .aws.retry import retry_call
-from .aws.stream_ref import StreamRef, distinct_names, reading_region
 from .aws.stream_consumers import deregister_stream_consumer, ensure_stream_consumer, stream_arn
+from .aws.stream_ref import StreamRef, distinct_names, reading_region
 from .aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
 from .config import Config, validate_names
 from .coordination.coordinator import Coordinator

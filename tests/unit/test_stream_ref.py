@@ -75,16 +75,16 @@ def test_the_streams_of_one_client_lie_in_one_region() -> None:
     assert reading_region([StreamRef("a")], "eu-west-1") is None  # names only: the configured region
     assert reading_region([west], "us-east-1") == "us-west-2"  # the ARN's, whatever the caller's
     assert reading_region([StreamRef("a"), west], "us-west-2") == "us-west-2"
-    with pytest.raises(ConfigError, match="several regions .*us-east-1, us-west-2"):
+    with pytest.raises(ConfigError, match=r"several regions .*us-east-1, us-west-2"):
         reading_region([east, west], "us-east-1")
-    with pytest.raises(ConfigError, match="gives c by name, so in the configured region us-east-1.*give every stream"):
+    with pytest.raises(ConfigError, match=r"gives c by name, so in the configured region us-east-1.*give every stream"):
         reading_region([StreamRef("c"), west], "us-east-1")
 
 
 def test_two_streams_of_one_name_are_refused() -> None:
     theirs = StreamRef("arn:aws:kinesis:us-east-1:222222222222:stream/clicks")
     distinct_names([theirs, StreamRef("views")])
-    with pytest.raises(ConfigError, match="lists the stream clicks more than once .*share their checkpoints"):
+    with pytest.raises(ConfigError, match=r"lists the stream clicks more than once .*share their checkpoints"):
         distinct_names([StreamRef("clicks"), theirs])
 
 
@@ -106,10 +106,9 @@ def test_kinsumer_refuses_a_kinesis_client_of_another_region_than_the_arns() -> 
 
 
 def test_kinsumer_refuses_a_malformed_arn_and_two_streams_of_one_name() -> None:
-    with pytest.raises(ConfigError, match="stream_name must be a stream name .* or a stream ARN"):
+    with pytest.raises(ConfigError, match=r"stream_name must be a stream name .* or a stream ARN"):
         Kinsumer("arn:aws:kinesis:us-east-1:123:stream/clicks", "app", "c")
     with pytest.raises(ConfigError, match="more than once"):
         Kinsumer(["clicks", "arn:aws:kinesis:us-east-1:123456789012:stream/clicks"], "app", "c")
     with pytest.raises(ConfigError, match="more than once"):
         Kinsumer(["clicks", "clicks"], "app", "c")
-
