@@ -57,6 +57,12 @@ class ShardRange:
     recorded: str | None = None  # the end an earlier run of this batch recorded: a replay
     consumer: str | None = None  # the ARN of the enhanced fan-out consumer to read through; None: GetRecords
     run: str = ""  # the ledger run of the batch's offset on this stream (see ``query_offset``)
+    ref: str = ""  # how Kinesis calls name the stream: its ARN if given one (streamARN); "": its name
+
+    @property
+    def called_as(self) -> str:
+        """The stream as its Kinesis calls name it (see :attr:`ref`)."""
+        return self.ref or self.stream
 
 
 def read_shard_range(
@@ -114,11 +120,11 @@ class _RangeReader:
         start = to_start_position(part.start)
         self._reader: ShardReader
         if part.consumer is None:
-            self._reader = PollingReader(kinesis, part.stream, part.shard, start, stats=stats, stop=self._stop)
+            self._reader = PollingReader(kinesis, part.called_as, part.shard, start, stats=stats, stop=self._stop)
         else:  # a closed shard's end is checked at once where the subscription does not say it (kinesis-mock)
             check = 0.0 if part.closed else None
             self._reader = SubscriptionReader(
-                kinesis, part.stream, part.consumer, part.shard, start, stats=stats, stop=self._stop,
+                kinesis, part.called_as, part.consumer, part.shard, start, stats=stats, stop=self._stop,
                 closed_check=check,
             )  # fmt: skip
         self.batches: list[Any] = []  # the rows so far, an Arrow batch per page
