@@ -25,7 +25,7 @@ from ..aws import lean_get_records
 from ..aws.error_codes import is_expired_iterator, is_not_found
 from ..aws.kinesis import stream_exists
 from ..aws.retry import Stopped, retry_call
-from ..aws.stream_ref import stream_params
+from ..aws.stream_ref import StreamRef, stream_params
 from ..stats import StatReceiver
 from .position import StartPosition
 from .reader import ApiRecord, Page, ReaderSettings, taken_at, user_records
@@ -58,6 +58,7 @@ class PollingReader:
     ) -> None:
         self._kinesis = kinesis
         self._stream_name = stream_name
+        self._stream_arn = StreamRef(stream_name).arn  # named in GetRecords too, when given
         self._shard_id = shard_id
         self._settings = settings or ReaderSettings()
         self._stats = stats or StatReceiver()
@@ -169,7 +170,7 @@ class PollingReader:
         if wait > 0:  # a retry, which waits at least throttle_delay, stays within per_second too
             self._sleep(wait)
         self._attempts.append(time.monotonic())  # every attempt counts for the throttle
-        return lean_get_records.get_records(self._kinesis, iterator, limit)
+        return lean_get_records.get_records(self._kinesis, iterator, limit, self._stream_arn)
 
     # ----------------------------------------------------------------- pages
 
