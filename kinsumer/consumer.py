@@ -34,6 +34,7 @@ from .aws.first_contact import FirstContact
 from .aws.kinesis import ensure_stream_active
 from .aws.retry import retry_call
 from .aws.stream_consumers import deregister_stream_consumer, ensure_stream_consumer, stream_arn
+from .aws.stream_ref import StreamRef, distinct_names, reading_region
 from .aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
 from .config import Config, validate_names
 from .coordination.coordinator import Coordinator
@@ -133,6 +134,11 @@ class Kinsumer:
     assigned together; each :class:`Record` names its ``stream``. Every client lists the
     application's first stream, and a stream is read once every live client lists it
     (docs/several-streams.md).
+
+    A stream (or each of the list) may be given by ARN (``arn:aws:kinesis:<region>:<account>:stream/<name>``):
+    every Kinesis call then names it by ARN, as a stream shared from another account through a resource
+    policy requires, and the Kinesis client is made in the ARN's region; the tables stay in the caller's
+    account and region, and know the stream by its name (docs/cross-account.md).
     """
 
     def __init__(
@@ -146,17 +152,17 @@ class Kinsumer:
         dynamodb: DynamoDBClient | None = None,
         session: boto3.Session | None = None,
     ) -> None:
-        streams = _stream_names(stream_name)
-        for name in streams:
-            validate_names(name, application_name, client_name)
+        refs = _stream_refs(stream_name)
+        validate_names(refs[0].name, application_name, client_name)
         if config is None:
             config = Config()
         elif not isinstance(config, Config):
             raise ConfigError("config", "must be a kinsumer.Config", config)
-        #: The streams, in the order given.
-        self.streams: tuple[str, ...] = streams
+        #: The streams' names, in the order given (a stream given by ARN: the name in it).
+        self.streams: tuple[str, ...] = tuple(ref.name for ref in refs)
+        self._refs = {ref.name: ref for ref in refs}
         #: The stream, or the streams separated by commas.
-        self.stream_name: str = ", ".join(streams)
+        self.stream_name: str = ", ".join(self.streams)
         #: The application whose clients share the streams' shards (its tables' prefix).
         self.application_name: str = application_name
         #: This client's display name: not its identity (see :attr:`client_id`).
@@ -168,16 +174,19 @@ class Kinsumer:
         if config.role_arn is not None and kinesis is not None:
             rule = "assumes the role for a Kinesis client kinsumer makes: pass either it or kinesis="
             raise ConfigError("Config.role_arn", rule, config.role_arn)
+        if kinesis is not None:
+            _check_client_region(kinesis, refs)
         if kinesis is None or dynamodb is None:
             session = session or boto3.Session()
             try:
                 # enhanced fan-out: a connection per shard for minutes, so the pool keeps as many as come back
                 reading = _BOTO_CONFIG if config.efo_consumer_name is None else _FAN_OUT_CONFIG
+                region = reading_region(refs, session.region_name)  # an ARN's, else the session's
                 if kinesis is None and config.role_arn is not None:  # the stream's account: its role
                     name = config.role_session_name or _session_name(client_name)
                     role = assumed_role_session(session, config.role_arn, name, config.external_id)
-                    kinesis = role.client("kinesis", config=reading)
-                kinesis = kinesis or session.client("kinesis", config=reading)
+                    kinesis = role.client("kinesis", region_name=region, config=reading)
+                kinesis = kinesis or session.client("kinesis", region_name=region, config=reading)
                 dynamodb = dynamodb or session.client("dynamodb", config=_BOTO_CONFIG)
             except botocore.exceptions.NoRegionError as exc:
                 raise ConfigError(
@@ -239,13 +248,13 @@ class Kinsumer:
             raise KinsumerError("reset() on a running Kinsumer: a live client would overwrite it; stop() first")
         if stream is None and len(self.streams) > 1:
             raise ConfigError("stream", f"must name the stream to reset, one of {list(self.streams)}", None)
-        stream = stream or self.streams[0]
+        stream = StreamRef(stream, field="stream").name if stream else self.streams[0]
         if stream not in self.streams:
             raise ConfigError("stream", f"must be one of this Kinsumer's streams {list(self.streams)}", stream)
         max_age = self.config.effective_client_record_max_age
         plan = _admin(
             "reset",
-            lambda: plan_reset(self._kinesis, self._dynamodb, stream, self.application_name, to,
+            lambda: plan_reset(self._kinesis, self._dynamodb, self._refs[stream].text, self.application_name, to,
                                shards=shards, max_age=max_age),
         )  # fmt: skip
         _admin("reset", lambda: apply_reset(self._dynamodb, self.application_name, plan, max_age=max_age))
@@ -275,13 +284,17 @@ class Kinsumer:
             setup_deadline = time.monotonic() + _SETUP_DEADLINE
             setup = functools.partial(self._setup_call, deadline=setup_deadline, contact=contact)
             setup(lambda: ensure_tables_ready(self._dynamodb, self.tables), "DescribeTable", self._dynamodb)
+            refs = tuple(self._refs.values())
             identities = [
-                setup(functools.partial(ensure_stream_active, self._kinesis, name), "DescribeStreamSummary",
+                setup(functools.partial(ensure_stream_active, self._kinesis, ref.text), "DescribeStreamSummary",
                       self._kinesis)
-                for name in self.streams
+                for ref in refs
             ]  # fmt: skip
             home = self._home = setup(self._check_home_stream, "PutItem", self._dynamodb)
-            scopes = tuple(StreamScope(n, i, n == home) for n, i in zip(self.streams, identities, strict=True))
+            scopes = tuple(
+                StreamScope(ref.name, identity, ref.name == home, ref.arn or "")
+                for ref, identity in zip(refs, identities, strict=True)
+            )
             runtime = Runtime(
                 kinesis=self._kinesis,
                 dynamodb=self._dynamodb,
@@ -344,9 +357,9 @@ class Kinsumer:
         for scope in scopes:
             consumer = ensure_stream_consumer(self._kinesis, stream_arn(scope.identity), name, stats=self._stats)
             log.info("reading %s with enhanced fan-out through %s", scope.name, consumer)
-            outside = OutsideRule.listing(self._kinesis, scope.name, self.config.kpl_outside_shard)
+            outside = OutsideRule.listing(self._kinesis, scope.ref, self.config.kpl_outside_shard)
             readers[scope.name] = fanout_readers(
-                self._kinesis, scope.name, consumer, scope_stats(self._stats, scope), outside
+                self._kinesis, scope.ref, consumer, scope_stats(self._stats, scope), outside
             )
         return readers
 
@@ -362,8 +375,8 @@ class Kinsumer:
 
         def deregister() -> bool:
             found = False
-            for stream in self.streams:
-                arn = stream_arn(ensure_stream_active(self._kinesis, stream))
+            for ref in self._refs.values():
+                arn = stream_arn(ensure_stream_active(self._kinesis, ref.text))
                 found = deregister_stream_consumer(self._kinesis, arn, name) or found
             return found
 
@@ -925,17 +938,28 @@ def _owned(worker: ShardWorker, reading: str) -> OwnedShard:
     )  # fmt: skip
 
 
-def _stream_names(given: object) -> tuple[str, ...]:
-    """The constructor's stream (a name) or streams (a non-empty list of distinct names)."""
+def _stream_refs(given: object) -> tuple[StreamRef, ...]:
+    """The constructor's stream (a name or an ARN) or streams (a non-empty list of streams of distinct names)."""
     if isinstance(given, str):
-        return (given,)
+        return (StreamRef(given),)
     if isinstance(given, Sequence) and given and all(isinstance(name, str) for name in given):
-        names = tuple(given)
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        if repeated:
-            raise ConfigError("stream_name", f"lists {', '.join(repeated)} more than once", list(names))
-        return names
-    raise ConfigError("stream_name", "must be a stream name or a non-empty list of stream names", given)
+        refs = tuple(StreamRef(name) for name in given)
+        distinct_names(refs)
+        return refs
+    rule = "must be a stream name or ARN, or a non-empty list of stream names or ARNs"
+    raise ConfigError("stream_name", rule, given)
+
+
+def _check_client_region(kinesis: KinesisClient, refs: Sequence[StreamRef]) -> None:
+    """Refuse a Kinesis client given for a stream ARN of another region: it would look for the stream in its own."""
+    region = getattr(getattr(kinesis, "meta", None), "region_name", None)  # a client of one's own making may have none
+    arn_region = reading_region(refs, region)
+    if isinstance(region, str) and arn_region is not None and arn_region != region:
+        rule = (
+            f"is a client of region {region}, and the stream is in {arn_region} (its ARN says so): make the client "
+            f"with region_name={arn_region!r}, or leave kinesis= out and kinsumer makes it there"
+        )
+        raise ConfigError("kinesis", rule, [ref.text for ref in refs if ref.region])
 
 
 def _admin(operation: str, action: Callable[[], T]) -> T:

@@ -37,6 +37,7 @@ import boto3
 import botocore.exceptions
 
 from .aws.error_codes import error_code, error_message, is_missing_queue, is_not_found, is_transient
+from .aws.stream_ref import StreamRef, stream_params
 from .errors import ConfigError, WriteError
 from .failure import Failure
 from .writing.aggregation import MAX_RECORD_BYTES
@@ -157,12 +158,14 @@ class SqsQueue:
 
 
 class KinesisStream:
-    """Puts each failed record's envelope into the Kinesis stream ``name`` (``client``: a boto3 Kinesis
-    client), under the record's own partition key, so a shard's failures keep their order per key."""
+    """Puts each failed record's envelope into the Kinesis stream ``name`` (a name, or an ARN: then called by ARN,
+    with a client made in its region; ``client``: a boto3 Kinesis client), under the record's own partition key, so
+    a shard's failures keep their order per key."""
 
     def __init__(self, name: str, *, client: Any = None) -> None:
         self.name = name
-        self._client = client if client is not None else boto3.client("kinesis")
+        region = StreamRef(name, field="KinesisStream name").region
+        self._client = client if client is not None else boto3.client("kinesis", region_name=region)
 
     def __repr__(self) -> str:
         return f"KinesisStream({self.name!r})"
@@ -173,7 +176,7 @@ class KinesisStream:
         fault is logged, not raised: the stream is then first tried when a record fails. ``process()`` calls it
         when it starts."""
         try:
-            summary = self._client.describe_stream_summary(StreamName=self.name)["StreamDescriptionSummary"]
+            summary = self._client.describe_stream_summary(**stream_params(self.name))["StreamDescriptionSummary"]
         except botocore.exceptions.ClientError as exc:
             if not is_not_found(exc):
                 _unchecked(self, exc)
@@ -199,7 +202,7 @@ class KinesisStream:
                 f"{_where(failure)} makes a Kinesis record of {size:,} bytes (envelope and partition key): more "
                 f"than the {MAX_RECORD_BYTES:,} a record of {self.name} may hold; use a sink that takes larger records"
             )
-        self._client.put_record(StreamName=self.name, Data=body, PartitionKey=key)
+        self._client.put_record(**stream_params(self.name), Data=body, PartitionKey=key)
 
 
 def _unchecked(sink: SqsQueue | KinesisStream, exc: BaseException) -> None:

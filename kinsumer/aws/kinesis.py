@@ -16,6 +16,7 @@ import botocore.exceptions
 
 from ..errors import StreamNotFound
 from .error_codes import is_not_found
+from .stream_ref import stream_params
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -62,9 +63,9 @@ class ShardInfo:
 
 
 def list_shards(kinesis: KinesisClient, stream_name: str) -> list[ShardInfo]:
-    """Every shard of the stream within retention, open or closed."""
+    """Every shard of the stream (a name or an ARN) within retention, open or closed."""
     shards: list[ShardInfo] = []
-    params: dict[str, Any] = {"StreamName": stream_name}
+    params: dict[str, Any] = stream_params(stream_name)
     try:
         while True:
             page = kinesis.list_shards(**params)
@@ -81,7 +82,7 @@ def list_shards(kinesis: KinesisClient, stream_name: str) -> list[ShardInfo]:
 
 def stream_exists(kinesis: KinesisClient, stream_name: str) -> bool:
     try:
-        kinesis.describe_stream_summary(StreamName=stream_name)
+        kinesis.describe_stream_summary(**stream_params(stream_name))
     except botocore.exceptions.ClientError as exc:
         if is_not_found(exc):
             return False
@@ -101,7 +102,7 @@ def ensure_stream_active(kinesis: KinesisClient, stream_name: str) -> str:
 def active_stream_summary(kinesis: KinesisClient, stream_name: str) -> Mapping[str, Any]:
     """The stream's DescribeStreamSummary; :class:`StreamNotFound` unless it exists and is readable."""
     try:
-        summary = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
+        summary = kinesis.describe_stream_summary(**stream_params(stream_name))["StreamDescriptionSummary"]
     except botocore.exceptions.ClientError as exc:
         if is_not_found(exc):
             raise StreamNotFound(stream_name) from exc

@@ -30,12 +30,14 @@ _cache: weakref.WeakKeyDictionary[Any, LeanGetRecords | None] = weakref.WeakKeyD
 _cache_lock = threading.Lock()
 
 
-def get_records(kinesis: Any, shard_iterator: str, limit: int) -> dict[str, Any]:
-    """kinsumer's one GetRecords: sent here where it may be, else by botocore (and :mod:`.records_parser`)."""
+def get_records(kinesis: Any, shard_iterator: str, limit: int, stream_arn: str | None = None) -> dict[str, Any]:
+    """kinsumer's one GetRecords: sent here where it may be, else by botocore (and :mod:`.records_parser`).
+    ``stream_arn``: the stream's ARN when it was given by one (the call then names it, as KCL's do)."""
     lean = lean_for(kinesis)
     if lean is not None:
-        return lean.get_records(shard_iterator, limit)
-    return records_parser.get_records(kinesis, ShardIterator=shard_iterator, Limit=limit)
+        return lean.get_records(shard_iterator, limit, stream_arn)
+    arn = {"StreamARN": stream_arn} if stream_arn else {}
+    return records_parser.get_records(kinesis, ShardIterator=shard_iterator, Limit=limit, **arn)
 
 
 def lean_for(kinesis: Any) -> LeanGetRecords | None:
@@ -56,12 +58,12 @@ class LeanGetRecords:
         endpoint = LeanEndpoint.of(kinesis, "GetRecords")
         return None if endpoint is None else cls(endpoint)
 
-    def get_records(self, shard_iterator: str, limit: int) -> dict[str, Any]:
+    def get_records(self, shard_iterator: str, limit: int, stream_arn: str | None = None) -> dict[str, Any]:
         """One GetRecords attempt: the answer in botocore's shape, or botocore's exception; in a span of its
         own while botocore's OpenTelemetry instrumentation is on (:mod:`.lean_spans`)."""
         tracer = lean_spans.tracer()
         if tracer is None:
-            return self._get_records(shard_iterator, limit)
+            return self._get_records(shard_iterator, limit, stream_arn)
         from opentelemetry.trace import SpanKind, StatusCode  # noqa: PLC0415 - imported by then
 
         attributes = lean_spans.attributes(self.endpoint, "GetRecords")
@@ -69,7 +71,7 @@ class LeanGetRecords:
             "Kinesis.GetRecords", kind=SpanKind.CLIENT, attributes=attributes, set_status_on_exception=False
         ) as span:
             try:
-                answer = self._get_records(shard_iterator, limit)
+                answer = self._get_records(shard_iterator, limit, stream_arn)
             except Exception as exc:
                 status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
                 if status is not None:
@@ -88,8 +90,9 @@ class LeanGetRecords:
         request_id: str = getattr(self._local, "request_id", "")
         return request_id
 
-    def _get_records(self, shard_iterator: str, limit: int) -> dict[str, Any]:
-        body = json.dumps({"ShardIterator": shard_iterator, "Limit": limit}).encode()
+    def _get_records(self, shard_iterator: str, limit: int, stream_arn: str | None = None) -> dict[str, Any]:
+        arn = {"StreamARN": stream_arn} if stream_arn else {}
+        body = json.dumps({"ShardIterator": shard_iterator, "Limit": limit, **arn}).encode()
         status, data = self._exchange(self.endpoint.request("GetRecords", body))
         if status == 200:
             parsed, ok = records_parser.parse_body(data)

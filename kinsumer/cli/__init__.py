@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from .. import __version__
 from ..aws.kinesis import ensure_stream_active, list_shards, stream_exists
+from ..aws.stream_ref import StreamRef
 from ..aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
 from ..config import Config, InitialPosition, validate_names
 from ..consumer import Kinsumer
@@ -111,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.set_defaults(run=_delete_tables)
 
     sub = command("status", "an application's clients, leader, shard cache, and shards with owner and lag")
-    sub.add_argument("stream", help="stream name")
+    sub.add_argument("stream", help="stream name, or ARN (another account's, say)")
     sub.add_argument("app", help="application name")
     sub.add_argument("--json", action="store_true", help="print JSON for machines")
     sub.add_argument(
@@ -126,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
         "tail",
         "print records as they arrive; read-only (nothing is written) unless --commit is given with --app",
     )
-    sub.add_argument("stream", help="stream name")
+    sub.add_argument("stream", help="stream name, or ARN (another account's, say)")
     sub.add_argument(
         "--from", dest="start", choices=["trim-horizon", "latest", "at-timestamp"], default="latest",
         help="where shards without a checkpoint start (default: latest, records written from now on)",
@@ -150,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.set_defaults(run=_tail)
 
     sub = command("produce", "write test records: JSON {id, key, ts} with ids counting up from --first-id")
-    sub.add_argument("stream", help="stream name")
+    sub.add_argument("stream", help="stream name, or ARN (another account's, say)")
     sub.add_argument("--count", type=int, default=1000, help="records to write; 0: until Ctrl-C (default 1000)")
     sub.add_argument("--rate", type=float, help="records per second at most (default: as fast as possible)")
     sub.add_argument("--partition-keys", type=int, default=100, help="distinct partition keys (default 100)")
@@ -167,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
         "rewind or fast-forward an application: each shard starts over at a position (no client may be running)",
     )
     sub.add_argument("--app", required=True, help="application name")
-    sub.add_argument("--stream", required=True, help="stream name")
+    sub.add_argument("--stream", required=True, help="stream name, or ARN (another account's, say)")
     sub.add_argument(
         "--to", required=True, nargs="+", metavar="POSITION",
         help="TRIM_HORIZON, LATEST (now) or AT_TIMESTAMP followed by an ISO 8601 time",
@@ -184,7 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub.add_argument("lease_table", metavar="LEASE_TABLE", help="the KCL application's lease table (its name)")
     sub.add_argument("--app", required=True, help="kinsumer application name (its tables must exist)")
-    sub.add_argument("--stream", required=True, help="stream name")
+    sub.add_argument("--stream", required=True, help="stream name, or ARN (another account's, say)")
     sub.add_argument(
         "--at-timestamp", metavar="TIME",
         help="ISO 8601: the timestamp of KCL's initialPositionInStream, for leases checkpointed at AT_TIMESTAMP",
@@ -215,6 +216,11 @@ def _max_age_option(sub: argparse.ArgumentParser) -> None:
         "--max-age", type=float, default=Config().effective_client_record_max_age,
         help="seconds of silence after which a client counts as dead (default: the Config default)",
     )  # fmt: skip
+
+
+def _name(stream: str) -> str:
+    """The name of ``stream``, a name or an ARN (:class:`~kinsumer.ConfigError` if it is neither)."""
+    return StreamRef(stream, field="stream").name
 
 
 def _positive(name: str, value: float | None, minimum: float = 1) -> None:
@@ -265,10 +271,10 @@ def _delete_tables(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    validate_names(args.stream, args.app, "cli")
+    validate_names(_name(args.stream), args.app, "cli")
     _positive("--watch", args.watch, 0.1)
     _positive("--watch-count", args.watch_count)
-    kinesis, dynamodb = clients(args)
+    kinesis, dynamodb = clients(args, args.stream)
 
     def show() -> str:
         status = read_status(kinesis, dynamodb, args.stream, args.app, max_age=args.max_age)
@@ -290,9 +296,9 @@ def _described(exc: Exception) -> str:
 
 
 def _reset(args: argparse.Namespace) -> int:
-    validate_names(args.stream, args.app, "cli")
+    validate_names(_name(args.stream), args.app, "cli")
     to = _reset_target(args.to)
-    kinesis, dynamodb = clients(args)
+    kinesis, dynamodb = clients(args, args.stream)
     plan = plan_reset(kinesis, dynamodb, args.stream, args.app, to, shards=args.shard, max_age=args.max_age)
     print(plan.describe())
     question = f"reset {len(plan.shards)} shards of {args.app}?"
@@ -319,7 +325,7 @@ def _reset_target(words: list[str]) -> str | dt.datetime:
 
 
 def _import_kcl(args: argparse.Namespace) -> int:
-    validate_names(args.stream, args.app, "cli")
+    validate_names(_name(args.stream), args.app, "cli")
     if not re.fullmatch(r"[A-Za-z0-9_.-]{3,255}", args.lease_table):
         raise usage(f"LEASE_TABLE must be a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -); got {args.lease_table!r}")
     _positive("--failover-time", args.failover_time, 0.001)
@@ -331,7 +337,7 @@ def _import_kcl(args: argparse.Namespace) -> int:
             example = "2026-11-22T10:00:00Z"
             raise usage(f"--at-timestamp must be ISO 8601, e.g. {example}; got {args.at_timestamp!r}") from None
         at_timestamp = int((when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp() * 1000)
-    kinesis, dynamodb = clients(args)
+    kinesis, dynamodb = clients(args, args.stream)
     plan = plan_import(
         kinesis, dynamodb, args.lease_table, args.app, args.stream, failover_time=args.failover_time,
         max_age=args.max_age, at_timestamp=at_timestamp, force=args.force, overwrite=args.overwrite,
@@ -377,14 +383,14 @@ def _start_position(args: argparse.Namespace) -> StartPosition:
 
 
 def _tail(args: argparse.Namespace) -> int:
-    validate_names(args.stream, args.app or "tail", "cli")
+    validate_names(_name(args.stream), args.app or "tail", "cli")
     _positive("--count", args.count)
     _positive("--idle-timeout", args.idle_timeout, 0)
     position = _start_position(args)
     for flag, given in (("--commit", args.commit), ("--no-commit", args.no_commit)):
         if given and not args.app:
             raise usage(f"{flag} needs --app (the application whose checkpoints to start from)")
-    kinesis, dynamodb = clients(args)
+    kinesis, dynamodb = clients(args, args.stream)
     ensure_stream_active(kinesis, args.stream)
     printed = 0
     if args.app and args.commit:
@@ -425,11 +431,12 @@ def _application_streams(dynamodb: Any, app: str, stream: str, max_age: float) -
     them too, so that joining does not pause them for the application (see coordination.streams)."""
     tables = Tables.for_application(app)
     ensure_tables_ready(dynamodb, tables)
-    home = metadata_table.read_home_stream(dynamodb, tables.metadata) or stream
+    name = _name(stream)  # the clients list names; a stream given by ARN keeps its ARN here
+    home = metadata_table.read_home_stream(dynamodb, tables.metadata) or name
     lists = [listed_streams(row.streams, home) for row in clients_table.live_clients(dynamodb, tables.clients, max_age)]
     if not lists:
         return [stream]
-    return [stream, *(s for s in agreed_streams(lists[0], lists) if s != stream)]
+    return [stream, *(s for s in agreed_streams(lists[0], lists) if s != name)]
 
 
 def _tail_as_client(args: argparse.Namespace, position: StartPosition, kinesis: Any, dynamodb: Any) -> int:
@@ -461,13 +468,13 @@ def _tail_as_client(args: argparse.Namespace, position: StartPosition, kinesis: 
 
 
 def _produce(args: argparse.Namespace) -> int:
-    validate_names(args.stream, "produce", "cli")
+    validate_names(_name(args.stream), "produce", "cli")
     _positive("--count", args.count, 0)
     _positive("--rate", args.rate, 0.001)
     _positive("--partition-keys", args.partition_keys)
     _positive("--size", args.size)
     _positive("--aggregate", args.aggregate)
-    kinesis, _ = clients(args)
+    kinesis, _ = clients(args, args.stream)
     ensure_stream_active(kinesis, args.stream)
     stop = threading.Event()
     started = time.monotonic()

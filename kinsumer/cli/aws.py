@@ -11,6 +11,7 @@ import botocore.exceptions
 
 from ..aws import records_parser
 from ..aws.error_codes import error_code, error_message
+from ..aws.stream_ref import StreamRef
 from ..errors import KinsumerError
 
 __all__ = ["add_aws_options", "clients", "describe_error"]
@@ -29,12 +30,14 @@ def add_aws_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     group.add_argument("--dynamodb-endpoint-url", default=default, help="endpoint for DynamoDB only")
 
 
-def clients(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(kinesis, dynamodb) clients from the options and the environment."""
+def clients(args: argparse.Namespace, stream: str | None = None) -> tuple[Any, Any]:
+    """(kinesis, dynamodb) clients from the options and the environment; the Kinesis client in the region of
+    ``stream`` if it is an ARN."""
     session = boto3.Session(profile_name=args.profile, region_name=args.region)
     kinesis_url = args.kinesis_endpoint_url or args.endpoint_url
     dynamodb_url = args.dynamodb_endpoint_url or args.endpoint_url
-    kinesis = session.client("kinesis", endpoint_url=kinesis_url, config=_CONFIG)
+    region = StreamRef(stream, field="stream").region if stream else None
+    kinesis = session.client("kinesis", region_name=region, endpoint_url=kinesis_url, config=_CONFIG)
     records_parser.install(kinesis)
     return kinesis, session.client("dynamodb", endpoint_url=dynamodb_url, config=_CONFIG)
 

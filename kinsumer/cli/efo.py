@@ -6,6 +6,7 @@ import argparse
 
 from ..aws.kinesis import ensure_stream_active
 from ..aws.stream_consumers import deregister_stream_consumer, ensure_stream_consumer, stream_arn
+from ..aws.stream_ref import StreamRef
 from ..config import validate_names
 from .aws import add_aws_options, clients
 from .prompt import confirmed
@@ -20,7 +21,7 @@ def add_efo_commands(efo: argparse.ArgumentParser) -> None:
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         add_aws_options(sub, suppress=True)
-        sub.add_argument("stream", help="stream name")
+        sub.add_argument("stream", help="stream name, or ARN (another account's, say)")
         return sub
 
     sub = command("list", "the stream's enhanced fan-out consumers and their status")
@@ -37,8 +38,8 @@ def add_efo_commands(efo: argparse.ArgumentParser) -> None:
 
 
 def _stream(args: argparse.Namespace) -> tuple[object, str]:
-    validate_names(args.stream, "efo", "cli")
-    kinesis, _ = clients(args)
+    validate_names(StreamRef(args.stream, field="stream").name, "efo", "cli")
+    kinesis, _ = clients(args, args.stream)
     return kinesis, stream_arn(ensure_stream_active(kinesis, args.stream))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..aws.stream_ref import StreamRef
 from ..aws.tables import Tables
 from . import checkpoints_table, metadata_table
 from .streams import StreamScope
@@ -31,10 +32,11 @@ def establish_home_stream(db: DynamoDBClient, tables: Tables, first: str) -> str
 
 
 def stream_scope(db: DynamoDBClient, tables: Tables, stream: str, identity: str = "") -> StreamScope:
-    """``stream`` as one of the application's streams (the keys of its rows), writing nothing: for
-    readers of the tables (``status``, ``tail``, a reset's plan). An application with no home stream
+    """``stream`` (a name or an ARN) as one of the application's streams (the keys of its rows), writing nothing:
+    for readers of the tables (``status``, ``tail``, a reset's plan). An application with no home stream
     yet makes ``stream`` its home when a client starts."""
+    ref = StreamRef(stream, field="stream")
     home = metadata_table.read_home_stream(db, tables.metadata)
     if home is None:
         home = checkpoints_table.recorded_stream_name(db, tables.checkpoints)
-    return StreamScope(stream, identity, home in (None, stream))
+    return StreamScope(ref.name, identity, home in (None, ref.name), ref.arn or "")

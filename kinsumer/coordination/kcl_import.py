@@ -24,6 +24,7 @@ import botocore.exceptions
 from ..aws.error_codes import is_condition_failure, is_not_found
 from ..aws.kinesis import active_stream_summary, list_shards, stream_identity
 from ..aws.stored import NULL_TYPE, absent
+from ..aws.stream_ref import StreamRef
 from ..aws.tables import Tables, ensure_tables_ready
 from ..clock import now_ms, now_ns, sleep
 from ..errors import KinsumerError
@@ -109,8 +110,9 @@ def plan_import(
         if renewed := renewed_leases(before.leases, scan.leases):
             problems.append(renewed_problem(renewed, failover_time))
     arn = str(summary.get("StreamARN", ""))
+    name = StreamRef(stream, field="stream").name  # KCL's leases, and kinsumer's rows, know it by its name
     selection = select_leases(
-        scan.leases.values(), stream_name=stream, account_id=arn.split(":")[4] if arn.count(":") >= 5 else None,
+        scan.leases.values(), stream_name=name, account_id=arn.split(":")[4] if arn.count(":") >= 5 else None,
         created_ms=int(identity.rsplit("@", 1)[1]), chosen=kcl_stream_identifier,
     )  # fmt: skip
     listing = {info.shard_id: info.parents for info in list_shards(kinesis, stream)}
@@ -121,12 +123,12 @@ def plan_import(
         selection, listing, rows, scope, imported_at=imported_at, at_timestamp=at_timestamp, overwrite=overwrite
     )
     notes += plan_notes(selection, shards, listing, scan, imported_at)
-    problems += plan_problems(app, stream, lease_table, selection, shards, listing)
+    problems += plan_problems(app, name, lease_table, selection, shards, listing)
     live = clients_table.live_clients(dynamodb, tables.clients, max_age)
     if live:
         problems.append(live_problem(app, live))
     return ImportPlan(
-        lease_table, app, stream, identity, scope.home, str(selection.identifier) if selection.identifier else None,
+        lease_table, app, name, identity, scope.home, str(selection.identifier) if selection.identifier else None,
         imported_at, tuple(shards), tuple(notes), tuple(problems),
     )  # fmt: skip
 

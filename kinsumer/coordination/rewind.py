@@ -116,8 +116,8 @@ def plan_reset(
     shards: Sequence[str] | None = None,
     max_age: float,
 ) -> ResetPlan:
-    """The reset of ``app`` on ``stream`` to ``to`` (see :func:`reset_time`), for ``shards`` (default: all
-    of the stream's). Raises KinsumerError while a client of the application is live (seen within
+    """The reset of ``app`` on ``stream`` (a name or an ARN) to ``to`` (see :func:`reset_time`), for ``shards``
+    (default: all of the stream's). Raises KinsumerError while a client of the application is live (seen within
     ``max_age`` seconds), naming them, and ConfigError for a shard the stream does not have."""
     tables = Tables.for_application(app)
     start_at = reset_time(to)
@@ -147,7 +147,7 @@ def plan_reset(
         )
     kept_from = now_ms() - int(summary.get("RetentionPeriodHours", 24)) * 3_600_000
     past_retention = start_at != 0 and start_at < kept_from  # 0: TRIM_HORIZON, no time at all
-    return ResetPlan(stream, identity, tuple(planned), past_retention=past_retention, home=scope.home)
+    return ResetPlan(scope.name, identity, tuple(planned), past_retention=past_retention, home=scope.home)
 
 
 def apply_reset(dynamodb: DynamoDBClient, app: str, plan: ResetPlan, *, max_age: float) -> None:

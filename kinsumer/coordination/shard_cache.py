@@ -85,7 +85,7 @@ def refresh_shard_cache(
     of another incarnation is written again. Only the stream's own rows (:meth:`StreamScope.shard_id`)
     count. ``known``: the client's :class:`FinishedShards` of the stream (None: nothing known finished).
     """
-    shards = list_shards(kinesis, scope.name)
+    shards = list_shards(kinesis, scope.ref)
     known = known or FinishedShards()
     if seen is None:  # no cache: none yet, or a reset deleted it
         known.forget()

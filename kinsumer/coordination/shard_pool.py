@@ -50,8 +50,8 @@ class ShardPool:
         self._readers = {
             scope.name: readers.get(scope.name)
             or polling_readers(
-                runtime.kinesis, scope.name, runtime.reader_settings, scope_stats(runtime.stats, scope),
-                OutsideRule.listing(runtime.kinesis, scope.name, runtime.config.kpl_outside_shard),
+                runtime.kinesis, scope.ref, runtime.reader_settings, scope_stats(runtime.stats, scope),
+                OutsideRule.listing(runtime.kinesis, scope.ref, runtime.config.kpl_outside_shard),
             )
             for scope in runtime.streams
         }

@@ -4,7 +4,8 @@ Pure (no I/O). An application's *home* stream is the one its first client record
 table (:func:`~.metadata_table.claim_home_stream`). Its checkpoint rows and its shard cache keep the
 keys a single-stream application has always used (the shard ID; ``ShardCache``), so an application
 that adds streams needs no migration. Every other stream's rows are keyed ``<stream>/<shard ID>``
-(a stream name has no ``/``) and its cache is ``ShardCache/<stream>``.
+(a stream name has no ``/``) and its cache is ``ShardCache/<stream>``. A stream given by ARN is keyed by its
+name all the same (:mod:`kinsumer.aws.stream_ref`), so rows never depend on how a client names a stream.
 
 Each client lists its streams in its clients-table row. The application reads the streams that
 *every* live client lists (:func:`agreed_streams`), so all clients compute the same shard list and
@@ -38,6 +39,13 @@ class StreamScope:
     identity: str = ""
     #: The application's home stream: its rows are keyed by the bare shard ID.
     home: bool = True
+    #: The stream's ARN if the client was given one (its Kinesis calls then name it by ARN), else "".
+    arn: str = ""
+
+    @property
+    def ref(self) -> str:
+        """The stream as this client's Kinesis calls name it: its ARN if given one, else its name."""
+        return self.arn or self.name
 
     def key(self, shard_id: str) -> str:
         """The checkpoint row's key (and this client's name for the shard) of ``shard_id``."""

@@ -25,6 +25,7 @@ from ..aws import lean_get_records
 from ..aws.error_codes import is_expired_iterator, is_not_found
 from ..aws.kinesis import stream_exists
 from ..aws.retry import Stopped, retry_call
+from ..aws.stream_ref import StreamRef, stream_params
 from ..stats import StatReceiver
 from .position import StartPosition
 from .reader import ApiRecord, OutsideRule, Page, ReaderSettings, taken_at, user_records
@@ -60,6 +61,7 @@ class PollingReader:
         (None: deliver them, uncounted)."""
         self._kinesis = kinesis
         self._stream_name = stream_name
+        self._stream_arn = StreamRef(stream_name).arn  # named in GetRecords too, when given
         self._shard_id = shard_id
         self._settings = settings or ReaderSettings()
         self._stats = stats or StatReceiver()
@@ -141,7 +143,7 @@ class PollingReader:
     def _new_iterator(self) -> str | None:
         """An iterator at the current position; None if the shard left the stream."""
         position = self._position
-        args = {"StreamName": self._stream_name, "ShardId": self._shard_id, **position.iterator_args()}
+        args = {**stream_params(self._stream_name), "ShardId": self._shard_id, **position.iterator_args()}
         try:
             response = self._call(lambda: self._kinesis.get_shard_iterator(**args), "GetShardIterator")
         except botocore.exceptions.ClientError as exc:
@@ -172,7 +174,7 @@ class PollingReader:
         if wait > 0:  # a retry, which waits at least throttle_delay, stays within per_second too
             self._sleep(wait)
         self._attempts.append(time.monotonic())  # every attempt counts for the throttle
-        return lean_get_records.get_records(self._kinesis, iterator, limit)
+        return lean_get_records.get_records(self._kinesis, iterator, limit, self._stream_arn)
 
     # ----------------------------------------------------------------- pages
 
@@ -214,7 +216,7 @@ def latest_at(kinesis: KinesisClient, stream_name: str, shard_id: str) -> dt.dat
 
     A LATEST start made concrete, so that it can be recorded and a new reader starts there too.
     """
-    response = kinesis.get_shard_iterator(StreamName=stream_name, ShardId=shard_id, ShardIteratorType="LATEST")
+    response = kinesis.get_shard_iterator(**stream_params(stream_name), ShardId=shard_id, ShardIteratorType="LATEST")
     return taken_at(response)
 
 

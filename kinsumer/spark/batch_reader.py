@@ -54,13 +54,13 @@ class KinsumerBatchReader(DataSourceReader):
     def partitions(self) -> list[ShardSlice]:
         kinesis = clients(self._options)[0]
         for stream in self._options.streams:
-            if not stream_exists(kinesis, stream):
-                raise StreamNotFound(stream)
+            if not stream_exists(kinesis, self._options.ref(stream)):
+                raise StreamNotFound(self._options.ref(stream))
         until = int(time.time() * 1000)
         shards = [
             (stream, shard)
             for stream in self._options.streams
-            for shard in sorted(list_shards(kinesis, stream), key=lambda s: s.shard_id)
+            for shard in sorted(list_shards(kinesis, self._options.ref(stream)), key=lambda s: s.shard_id)
         ]
         return [
             ShardSlice(i, stream, shard.shard_id, until, shard.closed, shard.hash_range)
@@ -74,7 +74,7 @@ class KinsumerBatchReader(DataSourceReader):
         if opts.at_timestamp is not None:
             start = StartPosition.at_timestamp(opts.at_timestamp)
         outside = outside_rule(partition.stream, partition.shard, partition.hash_range, opts.drop_outside_shard)
-        reader = PollingReader(clients(opts)[0], partition.stream, partition.shard, start, outside=outside)
+        reader = PollingReader(clients(opts)[0], opts.ref(partition.stream), partition.shard, start, outside=outside)
         while True:
             page = reader.next_page()
             rows, cut = page_rows(page.raw, partition.stream, partition.shard, partition.until)

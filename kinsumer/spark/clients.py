@@ -26,7 +26,7 @@ def clients(options: SourceOptions) -> tuple[Any, Any]:
     ``spark.executorEnv.*`` or give the hosts an instance role. With ``roleArn`` the Kinesis client
     acts as that role, assumed from them (and refreshed) by each process.
     """
-    kinesis = kinesis_client(options.region, options.endpoint_url, options.role)
+    kinesis = kinesis_client(options.kinesis_region, options.endpoint_url, options.role)  # an ARN's region
     return kinesis, _dynamodb(options.region, options.dynamodb_endpoint_url)
 
 

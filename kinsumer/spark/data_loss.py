@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..aws.kinesis import ShardInfo
+from ..aws.stream_ref import stream_params
 from ..errors import DataLossError
 from ..reading.polling import PollingReader
 from ..reading.position import StartPosition
@@ -215,6 +216,6 @@ class DataLossCheck:
 
     def _retention(self) -> int:
         if self._retention_ms is None:
-            summary = self._kinesis().describe_stream_summary(StreamName=self._stream)["StreamDescriptionSummary"]
+            summary = self._kinesis().describe_stream_summary(**stream_params(self._stream))["StreamDescriptionSummary"]
             self._retention_ms = int(summary["RetentionPeriodHours"]) * 3_600_000
         return self._retention_ms

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from ..aws.stream_ref import StreamRef, distinct_names, reading_region
 from ..aws.tables import Tables
 from ..config import Config
 from ..errors import ConfigError
@@ -24,7 +25,10 @@ __all__ = ["BATCH_ONLY_IGNORED", "CREDENTIALS", "OPTIONS", "OptionNames", "Role"
 
 #: Our option names (as documented) and what each is for.
 OPTIONS: dict[str, str] = {
-    "streamName": "the Kinesis stream (required); several streams separated by commas (streamNames: the same)",
+    "streamName": "the Kinesis stream (this or streamARN required); several streams separated by commas (streamNames: "
+    "the same)",
+    "streamARN": "the Kinesis stream by ARN (a stream another account shares): called by ARN, in the ARN's region; "
+    "several separated by commas; with streamName, read after its streams",
     "region": "the AWS region (default: the standard AWS chain)",
     "endpointUrl": "the Kinesis endpoint",
     "dynamodbEndpointUrl": "the DynamoDB endpoint of the batch ledger",
@@ -214,7 +218,8 @@ def stream_names(raw: str | None) -> tuple[str, ...]:
     """The streams of ``streamName``: one, or several separated by commas, each named once."""
     names = tuple(name.strip() for name in (raw or "").split(","))
     if not raw or not all(names):
-        rule = "is required" if not (raw or "").strip() else "names an empty stream (two commas, or one at an end)"
+        empty = "names an empty stream (two commas, or one at an end)"
+        rule = "is required (or streamARN)" if not (raw or "").strip() else empty
         raise ConfigError("option streamName", rule, raw)
     for name in names:
         if not _STREAM_NAME.fullmatch(name):
@@ -231,6 +236,24 @@ def _kpl_outside_shard(raw: str | None) -> bool:
     if choice not in ("deliver", "drop"):
         raise ConfigError("option kplOutsideShard", "must be deliver or drop", raw)
     return choice == "drop"
+
+
+def stream_refs(names: str | None, arns: str | None, region: str | None) -> tuple[StreamRef, ...]:
+    """The streams of ``streamName`` (names) and ``streamARN`` (ARNs), in that order: at least one, of distinct
+    names (the offsets, the ledger and the ``stream`` column know a stream by its name), in one region."""
+    if arns is None:
+        refs = tuple(StreamRef(name) for name in stream_names(names))
+    else:
+        texts = tuple(arn.strip() for arn in arns.split(","))
+        if not all(texts):
+            raise ConfigError("option streamARN", "names an empty stream (two commas, or one at an end)", arns)
+        by_arn = tuple(StreamRef(text, field="option streamARN") for text in texts)
+        if any(ref.arn is None for ref in by_arn):
+            raise ConfigError("option streamARN", "must hold stream ARNs: give stream names with streamName", arns)
+        refs = (*(StreamRef(name) for name in stream_names(names)), *by_arn) if names is not None else by_arn
+    distinct_names(refs, field="option streamARN" if arns is not None else "option streamName")
+    reading_region(refs, region, field="option streamARN")
+    return refs
 
 
 def _consumer_name(name: str | None, kind: str | None) -> str | None:
@@ -299,7 +322,8 @@ class SourceOptions:
     shards_per_task: int = 4
     consumer_name: str | None = None  # enhanced fan-out through this consumer; None: GetRecords
     role: Role | None = None  # read the stream as this role (roleArn)
-    streams: tuple[str, ...] = attrs.field()  # every stream the query reads, ``stream`` first
+    streams: tuple[str, ...] = attrs.field()  # every stream the query reads (its name), ``stream`` first
+    stream_arns: tuple[str, ...] = ()  # the ARNs of those given by ARN (streamARN): their Kinesis calls name them so
     drop_removed_streams: bool = False  # a restart drops a stream its options no longer name
     fail_on_data_loss: bool = True  # failOnDataLoss
     drop_outside_shard: bool = False  # kplOutsideShard drop
@@ -319,7 +343,8 @@ class SourceOptions:
             if (get("consumerType") or "").strip().lower() == "subscribetoshard":
                 rule = "SubscribeToShard is for streaming reads: a batch read reads with GetRecords"
                 raise ConfigError("option consumerType", rule, get("consumerType"))
-        streams = stream_names(get("streamName"))
+        refs = stream_refs(get("streamName"), get("streamARN"), get("region"))
+        streams = tuple(ref.name for ref in refs)
         metadata_path = get("metadataPath")
         if metadata_path is not None:
             check_metadata_path(metadata_path)
@@ -342,6 +367,7 @@ class SourceOptions:
         return cls(
             stream=stream,
             streams=streams,
+            stream_arns=tuple(ref.text for ref in refs if ref.arn),
             drop_removed_streams=true_or_false("dropRemovedStreams", get("dropRemovedStreams")),
             region=get("region"),
             endpoint_url=get("endpointUrl"),
@@ -362,6 +388,15 @@ class SourceOptions:
             fail_on_data_loss=true_or_false("failOnDataLoss", get("failOnDataLoss"), True),
             drop_outside_shard=_kpl_outside_shard(get("kplOutsideShard")),
         )
+
+    def ref(self, stream: str) -> str:
+        """How Kinesis calls name ``stream`` (one of :attr:`streams`): its ARN if given one, else its name."""
+        return next((arn for arn in self.stream_arns if StreamRef(arn).name == stream), stream)
+
+    @property
+    def kinesis_region(self) -> str | None:
+        """The Kinesis client's region: that of the ARNs (streamARN), else ``region``."""
+        return next((region for arn in self.stream_arns if (region := StreamRef(arn).region)), self.region)
 
     @property
     def table(self) -> str:

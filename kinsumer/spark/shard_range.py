@@ -59,6 +59,12 @@ class ShardRange:
     run: str = ""  # the ledger run of the batch's offset on this stream (see ``query_offset``)
     hash_range: tuple[int, int] | None = None  # the shard's hash key range, from the driver's listing
     drop_outside: bool = False  # kplOutsideShard drop: leave out the user records of aggregates outside it
+    ref: str = ""  # how Kinesis calls name the stream: its ARN if given one (streamARN); "": its name
+
+    @property
+    def called_as(self) -> str:
+        """The stream as its Kinesis calls name it (see :attr:`ref`)."""
+        return self.ref or self.stream
 
 
 def read_shard_range(
@@ -118,12 +124,12 @@ class _RangeReader:
         self._reader: ShardReader
         if part.consumer is None:
             self._reader = PollingReader(
-                kinesis, part.stream, part.shard, start, stats=stats, stop=self._stop, outside=outside
+                kinesis, part.called_as, part.shard, start, stats=stats, stop=self._stop, outside=outside
             )
         else:  # a closed shard's end is checked at once where the subscription does not say it (kinesis-mock)
             check = 0.0 if part.closed else None
             self._reader = SubscriptionReader(
-                kinesis, part.stream, part.consumer, part.shard, start, stats=stats, stop=self._stop,
+                kinesis, part.called_as, part.consumer, part.shard, start, stats=stats, stop=self._stop,
                 closed_check=check, outside=outside,
             )  # fmt: skip
         self.batches: list[Any] = []  # the rows so far, an Arrow batch per page

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from ..aws.stream_ref import StreamRef
 from ..errors import ConfigError
 from ..writing.aggregation import MAX_RECORD_BYTES
 from ..writing.writer import DEFAULT_AGGREGATE_BYTES
@@ -15,7 +16,9 @@ __all__ = ["SINK_OPTIONS", "SinkOptions"]
 
 #: The sink's option names (as documented) and what each is for.
 SINK_OPTIONS: dict[str, str] = {
-    "streamName": "the Kinesis stream to write to (required)",
+    "streamName": "the Kinesis stream to write to (this or streamARN required)",
+    "streamARN": "the Kinesis stream to write to, by ARN (a stream another account shares): called by ARN, in the "
+    "ARN's region",
     "region": "the AWS region (default: the standard AWS chain)",
     "endpointUrl": "the Kinesis endpoint",
     "aggregate": "true: pack records into KPL aggregates, by shard (default false)",
@@ -50,7 +53,7 @@ _SPARKS = frozenset({"checkpointlocation", "queryname"})
 class SinkOptions:
     """The sink's options, checked."""
 
-    stream: str
+    stream: str  # a name, or an ARN (streamARN)
     region: str | None = None
     endpoint_url: str | None = None
     aggregate: bool = False
@@ -61,9 +64,16 @@ class SinkOptions:
     def from_options(cls, options: Mapping[str, str]) -> SinkOptions:
         """Check ``options`` (any case, AWS's names allowed)."""
         get = _NAMES.canonical({k: v for k, v in options.items() if k.lower() not in _SPARKS}).get
-        stream = get("streamName")
+        stream, arn = get("streamName"), get("streamARN")
+        if stream and arn:
+            raise ConfigError("option streamARN", "names the stream as streamName does: give one of them", arn)
+        if arn:
+            ref = StreamRef(arn.strip(), field="option streamARN")
+            if ref.arn is None:
+                raise ConfigError("option streamARN", "must be a stream ARN: give a stream name with streamName", arn)
+            stream = ref.text
         if not stream:
-            raise ConfigError("option streamName", "is required: the stream to write to", stream)
+            raise ConfigError("option streamName", "is required (or streamARN): the stream to write to", stream)
         aggregate = (get("aggregate") or "false").strip().lower()
         if aggregate not in _TRUE + _FALSE:
             raise ConfigError("option aggregate", "must be true or false", get("aggregate"))
@@ -72,7 +82,7 @@ class SinkOptions:
             raise ConfigError("option aggregateMaxBytes", f"must be <= {MAX_RECORD_BYTES} (a Kinesis record)", size)
         return cls(
             stream=stream,
-            region=get("region"),
+            region=StreamRef(stream, field="option streamName").region or get("region"),  # an ARN's region
             endpoint_url=get("endpointUrl"),
             aggregate=aggregate in _TRUE,
             aggregate_bytes=int(size),

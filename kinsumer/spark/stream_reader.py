@@ -238,7 +238,7 @@ class KinsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return following
         if self._wait is None:
             interval = self._options.idle_batch_interval
-            count = RecordCounter(clients(self._options)[0], interval)
+            count = RecordCounter(clients(self._options)[0], interval, self._options.ref)
             self._wait = TriggerWait(least, self._options.max_trigger_delay, interval, count)
         return self._wait.admit(following)
 

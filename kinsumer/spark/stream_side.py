@@ -44,6 +44,8 @@ class StreamSide:
     def __init__(self, options: SourceOptions, name: str) -> None:
         self._options = options
         self.name = name
+        #: How its Kinesis calls name it: its ARN (streamARN), else its name.
+        self.ref = options.ref(name)
         self._identity: str | None = None  # learnt once per query run (a restart learns it again)
         self._consumer: str | None = None  # the ARN of the fan-out consumer (consumerName), once registered
         self._listing: tuple[float, list[ShardInfo]] = (-_LISTING_TTL, [])
@@ -52,12 +54,12 @@ class StreamSide:
         self.data_loss = self._data_loss_check()
 
     def _data_loss_check(self) -> DataLossCheck:
-        return DataLossCheck(lambda: clients(self._options)[0], self.name, self._options.fail_on_data_loss)
+        return DataLossCheck(lambda: clients(self._options)[0], self.ref, self._options.fail_on_data_loss)
 
     def identity(self) -> str:
         """The identity of the stream (``ARN@creation ms``); StreamNotFound if it is not readable."""
         if self._identity is None:
-            self._identity = ensure_stream_active(clients(self._options)[0], self.name)
+            self._identity = ensure_stream_active(clients(self._options)[0], self.ref)
         return self._identity
 
     def consumer_arn(self) -> str | None:
@@ -99,7 +101,7 @@ class StreamSide:
     def list_shards(self) -> list[ShardInfo]:
         listed_at, listing = self._listing
         if time.monotonic() - listed_at >= _LISTING_TTL:
-            listing = list_shards(clients(self._options)[0], self.name)
+            listing = list_shards(clients(self._options)[0], self.ref)
             self._listing = (time.monotonic(), listing)
         return listing
 
@@ -109,7 +111,7 @@ class StreamSide:
             return {}
         if self._prober is None:
             kinesis = clients(self._options)[0]
-            self._prober = Prober(kinesis, self.name, self._options.idle_batch_interval)
+            self._prober = Prober(kinesis, self.ref, self._options.idle_batch_interval)
         return self._prober.probe(positions, positions, until)
 
     def ranges(self, offset: BatchOffset, previous: BatchOffset | None) -> list[ShardRange]:
@@ -150,6 +152,7 @@ class StreamSide:
                 run=offset.run,
                 hash_range=ranges.get(shard),
                 drop_outside=self._options.drop_outside_shard,
+                ref=self.ref,
             )
             for shard in offset.read
         ]

@@ -109,8 +109,10 @@ class RecordCounter:
     set of positions; a shard whose position moved starts over.
     """
 
-    def __init__(self, kinesis: KinesisClient, interval: float) -> None:
+    def __init__(self, kinesis: KinesisClient, interval: float, ref: Callable[[str], str] = str) -> None:
+        """``ref``: how Kinesis calls name a stream of the shards (its ARN if given one, else its name)."""
         self._kinesis = kinesis
+        self._ref = ref
         # a reader after empty reads waits no longer than the checks are apart
         self._settings = ReaderSettings(idle_poll_interval=max(interval, 0.25))
         self._readers: dict[Shard, tuple[str, PollingReader, int]] = {}  # shard -> (position, reader there, counted)
@@ -122,7 +124,7 @@ class RecordCounter:
             if shard not in self._readers or self._readers[shard][0] != position:
                 start = to_start_position(position)
                 stream, shard_id = shard
-                reader = PollingReader(self._kinesis, stream, shard_id, start, settings=self._settings)
+                reader = PollingReader(self._kinesis, self._ref(stream), shard_id, start, settings=self._settings)
                 self._readers[shard] = (position, reader, 0)
         total = sum(counted for _, _, counted in self._readers.values())
         for shard in sorted(positions):

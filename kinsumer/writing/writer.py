@@ -31,6 +31,7 @@ import botocore.exceptions
 from ..aws.error_codes import error_code, error_message, is_not_found
 from ..aws.kinesis import list_shards
 from ..aws.retry import retry_call
+from ..aws.stream_ref import StreamRef
 from ..errors import StreamNotFound, WriteError
 from ..stats import StatReceiver
 from .aggregation import MAX_KEY_CHARS, MAX_RECORD_BYTES, AggregateBuilder, Entry, hash_of
@@ -53,7 +54,8 @@ _MAX_BUILDERS = 100  # aggregates being filled at once (one per shard): 5 MiB at
 
 
 class RecordWriter:
-    """Writes records to ``stream`` (see the module's description). One per thread; call :meth:`flush` at the end."""
+    """Writes records to ``stream``, a name or an ARN (then every call names it by ARN; see the module's description).
+    One per thread; call :meth:`flush` at the end."""
 
     def __init__(
         self,
@@ -69,6 +71,7 @@ class RecordWriter:
     ) -> None:
         self._kinesis = kinesis
         self._stream = stream
+        self._params = StreamRef(stream, field="stream").params()
         self._aggregate = aggregate
         self._aggregate_bytes = aggregate_bytes
         if aggregate_records is not None and aggregate_records < 1:
@@ -155,7 +158,7 @@ class RecordWriter:
         records = [entry.to_api() for entry in entries]
 
         def call() -> dict[str, Any]:
-            return dict(self._kinesis.put_records(StreamName=self._stream, Records=records))  # type: ignore[arg-type]
+            return dict(self._kinesis.put_records(**self._params, Records=records))  # type: ignore[arg-type]
 
         try:
             response = retry_call(call, operation="PutRecords", stats=self._stats, sleep=self._sleep, deadline=deadline)

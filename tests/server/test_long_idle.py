@@ -35,10 +35,10 @@ class Reads:
         self.sent: list[float] = []
         send = lean_get_records.get_records
 
-        def get_records(kinesis: Any, shard_iterator: str, limit: int) -> dict[str, Any]:
+        def get_records(kinesis: Any, shard_iterator: str, limit: int, stream_arn: str | None = None) -> dict[str, Any]:
             with self.lock:
                 self.sent.append(time.monotonic())
-            return send(kinesis, shard_iterator, limit)
+            return send(kinesis, shard_iterator, limit, stream_arn)
 
         monkeypatch.setattr(lean_get_records, "get_records", get_records)
 

@@ -30,8 +30,8 @@ def test_counting_reads_on_from_kept_iterators_and_fetches_at_most_what_it_was_a
     fetched: list[tuple[int, int]] = []  # (Limit asked, records returned) of every GetRecords
     real = lean_get_records.get_records
 
-    def spy(client: Any, iterator: str, limit: int) -> dict[str, Any]:
-        answer = real(client, iterator, limit)
+    def spy(client: Any, iterator: str, limit: int, stream_arn: str | None = None) -> dict[str, Any]:
+        answer = real(client, iterator, limit, stream_arn)
         fetched.append((limit, len(answer.get("Records", []))))
         return answer
 

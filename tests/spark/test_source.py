@@ -346,3 +346,44 @@ def test_a_stream_created_again_under_its_name_is_read_from_its_start_after_a_re
     assert sink.attempts[replayed][-1] == []  # the replay read nothing of the new stream
     assert sorted(sink.ids()) == sorted(set(first) - gone) + second  # nothing of the new stream lost, nothing twice
     assert {row["shard"] for row in sink.final_rows() if row["id"] >= 100} == set(shard_hash_keys(kinesis, stream))
+
+
+def test_a_stream_by_arn_in_another_region_is_read_by_a_query_and_a_batch_read_and_written_by_the_sink(
+    spark: Any, moto_server: LocalServer, tmp_path: pathlib.Path
+) -> None:
+    """``streamARN``: every Kinesis call in the ARN's region (us-west-2 here: moto keeps a backend per region, so the
+    stream is found only there), the ledger's DynamoDB in ``region``'s (us-east-1); rows name the stream by its name."""
+    import boto3
+
+    west = boto3.client("kinesis", endpoint_url=moto_server.endpoint, region_name="us-west-2")
+    streams = [unique("west"), unique("west")]
+    for name in streams:
+        west.create_stream(StreamName=name, ShardCount=2)
+        west.get_waiter("stream_exists").wait(StreamName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    source, target = (
+        west.describe_stream_summary(StreamName=n)["StreamDescriptionSummary"]["StreamARN"] for n in streams
+    )
+    assert ":us-west-2:" in source
+    produced = produce_per_shard(west, streams[0], 100)
+    app, sink, endpoint = unique("app"), BatchLog(), moto_server.endpoint
+    options = {"streamARN": source, "endpointUrl": endpoint, "dynamodbEndpointUrl": endpoint, "applicationName": app,
+               "maxRecordsPerShard": "60", "region": "us-east-1"}  # fmt: skip
+    frame = spark.readStream.format("kinsumer").options(**options).load()
+    writer = frame.writeStream.option("checkpointLocation", str(tmp_path / "ckpt"))
+    query = writer.trigger(processingTime="200 milliseconds").foreachBatch(sink).start()
+    try:
+        wait_for(query, lambda: len(sink.ids()) >= len(produced), "every record")
+    finally:
+        query.stop()
+    rows = sink.final_rows()
+    assert sorted(sink.ids()) == produced  # each exactly once
+    assert_shard_order(rows)
+    assert {row["stream"] for row in rows} == {streams[0]}  # the name, not the ARN
+    assert f"{app}_metadata" in moto_server.client("dynamodb").list_tables()["TableNames"]  # the caller's region
+
+    batch = spark.read.format("kinsumer").options(streamARN=source, endpointUrl=endpoint, region="us-east-1").load()
+    batch.selectExpr("CAST(data AS STRING) AS data", "partition_key").write.format("kinsumer").options(
+        streamARN=target, endpointUrl=endpoint, region="us-east-1"
+    ).mode("append").save()
+    back = spark.read.format("kinsumer").options(streamARN=target, endpointUrl=endpoint).load()
+    assert sorted(json.loads(r.data)["id"] for r in back.select("data").collect()) == produced

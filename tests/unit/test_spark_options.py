@@ -224,3 +224,44 @@ def test_fail_on_data_loss_is_a_boolean_and_not_for_batch_reads() -> None:
         SourceOptions.from_options({"streamName": "s", "failOnDataLoss": "sometimes"})
     with pytest.raises(ConfigError, match="option failOnDataLoss is for streaming reads"):
         SourceOptions.from_options({"streamName": "s", "failOnDataLoss": "false"}, batch=True)
+
+
+_ARN = "arn:aws:kinesis:eu-west-3:222222222222:stream/clicks"
+
+
+def test_streamarn_reads_a_stream_by_arn_known_by_its_name_with_kinesis_in_the_arns_region() -> None:
+    opts = SourceOptions.from_options({"streamarn": _ARN, "region": "us-east-1"})
+    assert (opts.stream, opts.streams, opts.stream_arns) == ("clicks", ("clicks",), (_ARN,))
+    assert opts.ref("clicks") == _ARN and opts.kinesis_region == "eu-west-3" and opts.region == "us-east-1"
+    assert opts.application_name == "kinsumer-spark-clicks"  # the ledger table is named after the name
+    both = SourceOptions.from_options({"streamName": "views", "streamARN": _ARN.replace("clicks", "c2") + f",{_ARN}"})
+    assert both.streams == ("views", "c2", "clicks") and both.ref("views") == "views"
+    assert SourceOptions.from_options({"streamName": "views"}).kinesis_region is None  # the standard chain's
+
+
+@pytest.mark.parametrize(
+    ("options", "rule"),
+    [
+        ({"streamARN": "clicks"}, "must hold stream ARNs"),
+        ({"streamARN": "arn:aws:kinesis:eu-west-3:2222:stream/clicks"}, "12-digit account id"),
+        ({"streamARN": f"{_ARN},"}, "an empty stream"),
+        ({"streamName": "clicks", "streamARN": _ARN}, "lists the stream clicks more than once"),
+        ({"streamARN": f"{_ARN},{_ARN.replace('eu-west-3', 'us-east-1').replace('clicks', 'c2')}"}, "several regions"),
+        ({"streamName": "views", "streamARN": _ARN, "region": "us-east-1"}, "give every stream by its ARN"),
+    ],
+)
+def test_streamarn_refuses_what_is_not_one_region_of_arns_of_distinct_names(options: dict[str, str], rule: str) -> None:
+    with pytest.raises(ConfigError, match=rule) as raised:
+        SourceOptions.from_options(options)
+    assert raised.value.field in ("option streamARN", "option streamName")
+
+
+def test_the_sink_writes_to_a_stream_by_arn_in_its_region() -> None:
+    from kinsumer.spark.sink_options import SinkOptions
+
+    opts = SinkOptions.from_options({"streamARN": _ARN, "region": "us-east-1"})
+    assert (opts.stream, opts.region) == (_ARN, "eu-west-3")
+    with pytest.raises(ConfigError, match="give one of them"):
+        SinkOptions.from_options({"streamARN": _ARN, "streamName": "clicks"})
+    with pytest.raises(ConfigError, match="must be a stream ARN"):
+        SinkOptions.from_options({"streamARN": "clicks"})

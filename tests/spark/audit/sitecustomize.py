@@ -27,9 +27,9 @@ if _LOG:
 
     _lean_get_records = _lean.LeanGetRecords.get_records
 
-    def _lean_logged(self, shard_iterator, limit):  # type: ignore[no-untyped-def]
+    def _lean_logged(self, shard_iterator, limit, stream_arn=None):  # type: ignore[no-untyped-def]
         _logged_only("GetRecords", {"Limit": limit})
-        return _lean_get_records(self, shard_iterator, limit)
+        return _lean_get_records(self, shard_iterator, limit, stream_arn)
 
     def _logged_only(operation_name, api_params):  # type: ignore[no-untyped-def]
         try:
