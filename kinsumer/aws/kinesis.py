@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
 __all__ = [
-    "ShardInfo", "active_stream_summary", "created_at", "ensure_stream_active", "list_shards", "stream_exists",
-    "stream_identity",
+    "DEFAULT_MAX_RECORD_BYTES", "LARGEST_RECORD_BYTES", "ShardInfo", "active_stream_summary", "created_at",
+    "ensure_stream_active", "list_shards", "max_record_bytes", "stream_exists", "stream_identity",
 ]  # fmt: skip
 
 
@@ -110,6 +110,19 @@ def active_stream_summary(kinesis: KinesisClient, stream_name: str) -> Mapping[s
     if summary.get("StreamStatus") not in ("ACTIVE", "UPDATING"):
         raise StreamNotFound(stream_name)
     return summary
+
+
+#: A record at most (data and partition key) on a stream that did not raise its limit: 1 MiB.
+DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
+#: The highest limit a stream can have (UpdateMaxRecordSize): 10 MiB.
+LARGEST_RECORD_BYTES = 10 * 1024 * 1024
+
+
+def max_record_bytes(summary: Mapping[str, Any]) -> int:
+    """The largest record (data and partition key) the stream of ``summary`` (its DescribeStreamSummary) takes:
+    its ``MaxRecordSizeInKiB``, else 1 MiB (a stream that never raised it; a server that does not say)."""
+    kib = summary.get("MaxRecordSizeInKiB")
+    return DEFAULT_MAX_RECORD_BYTES if not kib else min(int(kib) * 1024, LARGEST_RECORD_BYTES)
 
 
 def stream_identity(summary: Mapping[str, Any], stream_name: str) -> str:

@@ -1,13 +1,15 @@
 """Writing records to a stream with PutRecords: full calls, failed entries retried, nothing dropped.
 
 :class:`RecordWriter` takes records one at a time and sends them in calls of up to 500 records
-and 5 MiB, in the order given. A call that fails as a whole with a transient fault (throttling,
-5xx, a lost connection) is retried; entries that a call answers with a throughput or internal
-error are sent again, alone, with exponential backoff and jitter, until they are in or
-``retry_timeout`` has passed (then :class:`~kinsumer.WriteError`); an entry refused for good (a
-KMS key that cannot be used, say) raises at once. A record that cannot be a Kinesis record (more
-than 1 MiB of data and key, an empty or over-long partition key, a bad explicit hash key) is
-refused before anything is sent, with an error naming its partition key.
+and 5 MiB, in the order given; a record of more than 1 MiB, on a stream that takes one (its
+``MaxRecordSizeInKiB``, read once, when the first such record comes), goes in a call of its own.
+A call that fails as a whole with a transient fault (throttling, 5xx, a lost connection) is
+retried; entries that a call answers with a throughput or internal error are sent again, alone,
+with exponential backoff and jitter, until they are in or ``retry_timeout`` has passed (then
+:class:`~kinsumer.WriteError`); an entry refused for good (a KMS key that cannot be used, say)
+raises at once. A record that cannot be a Kinesis record of the stream (more data and key than the
+stream's limit, an empty or over-long partition key, a bad explicit hash key) is refused before
+anything is sent, with an error naming its partition key.
 
 Retried entries go after the entries that succeeded with them, as with the KPL: per-key order
 holds except around a partial failure.
@@ -15,7 +17,9 @@ holds except around a partial failure.
 With ``aggregate``, records are packed into KPL aggregates (:mod:`.aggregation`) of up to
 ``aggregate_bytes`` (and, if given, ``aggregate_records`` user records) per shard of the stream (its
 open shards' hash ranges, listed once), so each user record still lands in the shard its key maps
-to; a record too big for an aggregate goes as a plain record.
+to; a record too big for an aggregate goes as a plain record. An aggregate stays within 1 MiB
+whatever the stream's limit, so that every consumer of the stream can read it (the KPL's and
+KCL's of before large records too).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import botocore.exceptions
 
 from ..aws.error_codes import error_code, error_message, is_not_found
-from ..aws.kinesis import list_shards
+from ..aws.kinesis import LARGEST_RECORD_BYTES, list_shards, max_record_bytes
 from ..aws.retry import retry_call
 from ..aws.stream_ref import StreamRef
 from ..errors import StreamNotFound, WriteError
@@ -84,16 +88,26 @@ class RecordWriter:
         self._pending_bytes = 0
         self._builders: dict[str, AggregateBuilder] = {}  # shard -> its aggregate being filled
         self._shards: tuple[list[int], list[str]] | None = None  # open shards: hash range starts, IDs
+        self._limit: int | None = None  # the largest record the stream takes (described once, for a large record)
         #: User records written, Kinesis records written, PutRecords calls, entries sent again.
         self.records = self.entries = self.calls = self.retried = 0
 
     def put(self, data: bytes | str, partition_key: str, explicit_hash_key: str | None = None) -> None:
         """Write one record (sent once a call is full, or at :meth:`flush`)."""
         entry = _checked(data, partition_key, explicit_hash_key)
+        large = entry.size > MAX_RECORD_BYTES
+        if large:
+            self._check_large(entry)
         if not self._aggregate:
             self._queue(entry)
             return
         shard = self._shard_of(hash_of(partition_key, explicit_hash_key))
+        if large:  # never in an aggregate: after what the shard's aggregate holds, in a call of its own
+            filling = self._builders.pop(shard, None)
+            if filling is not None and len(filling):
+                self._queue(filling.build())
+            self._queue(entry)
+            return
         builder = self._builders.get(shard)
         if builder is None:
             if len(self._builders) >= _MAX_BUILDERS:  # memory stays bounded on a stream of many shards
@@ -123,7 +137,29 @@ class RecordWriter:
 
     # ----------------------------------------------------------------- calls
 
+    def _check_large(self, entry: Entry) -> None:
+        """WriteError unless the stream takes a record of ``entry``'s size (its limit, described once)."""
+        if self._limit is None:
+            summary = retry_call(
+                lambda: self._kinesis.describe_stream_summary(**self._params),
+                operation="DescribeStreamSummary", stats=self._stats, sleep=self._sleep,
+            )["StreamDescriptionSummary"]  # fmt: skip
+            self._limit = max_record_bytes(summary)
+        if entry.size > self._limit:
+            raise WriteError(
+                f"the record of partition key {entry.partition_key!r} is {entry.size:,} bytes (data and partition "
+                f"key): {self._stream} takes {self._limit:,} at most (its maximum record size); raise it with "
+                "UpdateMaxRecordSize (up to 10 MiB), or write smaller records"
+            )
+
     def _queue(self, entry: Entry) -> None:
+        if entry.size > MAX_RECORD_BYTES:  # a large record: a call of its own, in its turn
+            if self._pending:
+                self._send()
+            self._pending.append(entry)
+            self._pending_bytes = entry.size
+            self._send()
+            return
         if len(self._pending) >= MAX_CALL_RECORDS or self._pending_bytes + entry.size > MAX_CALL_BYTES:
             self._send()
         self._pending.append(entry)
@@ -207,10 +243,11 @@ def _checked(data: bytes | str, partition_key: str, explicit_hash_key: str | Non
     elif not isinstance(data, bytes | bytearray | memoryview):
         raise WriteError(f"the record of partition key {partition_key!r} has no data (it is {data!r})")
     entry = Entry(bytes(data), partition_key, explicit_hash_key)
-    if entry.size > MAX_RECORD_BYTES:
+    if entry.size > LARGEST_RECORD_BYTES:
         raise WriteError(
             f"the record of partition key {partition_key!r} is {entry.size:,} bytes (data and partition key): "
-            f"Kinesis takes {MAX_RECORD_BYTES:,} at most"
+            f"Kinesis takes {LARGEST_RECORD_BYTES:,} at most (on a stream whose maximum record size is raised to "
+            "10 MiB)"
         )
     if explicit_hash_key is not None and not (explicit_hash_key.isdigit() and int(explicit_hash_key) <= _MAX_HASH):
         raise WriteError(

@@ -1,0 +1,136 @@
+"""Records of up to 10 MiB, on kinesis-mock (0.6.2 takes UpdateMaxRecordSize and keeps to the limit it sets).
+
+moto's server neither has UpdateMaxRecordSize nor says ``MaxRecordSizeInKiB``, and kinesalite refuses
+records of more than 1 MiB: kinesis-mock is the one local server here with large records, for polling
+and enhanced fan-out alike. The DynamoDB tables are on moto's server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pytest
+
+from demo.servers import LocalServer
+from kinsumer import Kinsumer, Record, WriteError
+from kinsumer.writing.writer import RecordWriter
+from tests.conftest import unique
+from tests.reshard import new_stream
+from tests.server.conftest import SERVER_CONFIG
+
+pytestmark = pytest.mark.server
+
+MIB = 1024 * 1024
+#: The largest record here: 10 MiB less 128 bytes. kinesis-mock takes a record of 10 MiB (data and key) but its
+#: GetRecords fails (a 500, "last on empty queue") on one within about 60 bytes of it: it counts more than the
+#: data and the key against its page's 10 MiB.
+LARGEST = 10 * MIB - 128
+#: (id, size): the largest, a middling one, one just over the 1 MiB of other streams, small ones
+SIZES = [(0, 200), (1, LARGEST), (2, 300), (3, 3 * MIB), (4, 100), (5, MIB + 1), (6, 50)]
+
+
+def body(rid: int, size: int) -> bytes:
+    head = json.dumps({"id": rid}).encode() + b"\n"
+    return head + bytes(i % 251 for i in range(size - len(head)))
+
+
+def large_stream(kinesis: Any, kib: int = 10240) -> str:
+    stream = new_stream(kinesis, 2)
+    arn = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+    kinesis.update_max_record_size(StreamARN=arn, MaxRecordSizeInKiB=kib)
+    summary = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+    assert summary["MaxRecordSizeInKiB"] == kib
+    return stream
+
+
+def written(kinesis: Any, stream: str, aggregate: bool) -> dict[int, str]:
+    """SIZES written with kinsumer's RecordWriter (all under one key, so one shard keeps their order); the MD5 of
+    each record's data by id."""
+    writer = RecordWriter(kinesis, stream, aggregate=aggregate)
+    for rid, size in SIZES:
+        writer.put(body(rid, size), "large-key")
+    writer.flush()
+    assert writer.records == len(SIZES)
+    return {rid: hashlib.md5(body(rid, size)).hexdigest() for rid, size in SIZES}
+
+
+@attrs.frozen
+class Source:
+    kinesis: LocalServer
+    dynamodb: LocalServer
+    efo_consumer_name: str | None
+
+    def client(self, stream: str) -> Kinsumer:
+        config = attrs.evolve(SERVER_CONFIG, efo_consumer_name=self.efo_consumer_name)
+        k = Kinsumer(
+            stream, unique("app"), "a", config,
+            kinesis=self.kinesis.client("kinesis"), dynamodb=self.dynamodb.client("dynamodb"),
+        )  # fmt: skip
+        k.create_required_tables()
+        return k
+
+
+@pytest.fixture(params=["polling", "fan-out"])
+def source(request: pytest.FixtureRequest, kinesis_mock: LocalServer, moto_server: LocalServer) -> Iterator[Source]:
+    yield Source(kinesis_mock, moto_server, None if request.param == "polling" else "large")
+
+
+def seen(record: Record) -> tuple[int, str, int]:
+    return json.loads(record.data.split(b"\n", 1)[0])["id"], hashlib.md5(record.data).hexdigest(), len(record.data)
+
+
+@pytest.mark.parametrize("aggregate", [False, True])
+def test_records_up_to_10_mib_are_written_and_read_by_next_whole_and_in_order(
+    source: Source, aggregate: bool
+) -> None:
+    kinesis = source.kinesis.client("kinesis")
+    stream = large_stream(kinesis)
+    digests = written(kinesis, stream, aggregate)
+    with source.client(stream) as k:
+        got = []
+        for _ in SIZES:
+            record = k.next_record(timeout=60)
+            assert record is not None, f"{len(got)} records read, then none for 60 s"
+            got.append(seen(record))
+    assert [rid for rid, _, _ in got] == [rid for rid, _ in SIZES]  # one key: in the order written
+    assert {rid: digest for rid, digest, _ in got} == digests
+    assert max(size for _, _, size in got) == LARGEST
+
+
+def test_process_hands_a_10_mib_record_to_its_handler(source: Source) -> None:
+    kinesis = source.kinesis.client("kinesis")
+    stream = large_stream(kinesis)
+    digests = written(kinesis, stream, aggregate=False)
+    handled: list[tuple[int, str, int]] = []
+    lock = threading.Lock()
+    with source.client(stream) as k:
+
+        def handler(record: Record) -> None:
+            with lock:
+                handled.append(seen(record))
+                if len(handled) == len(SIZES):
+                    threading.Thread(target=k.stop, daemon=True).start()
+
+        k.process(handler)
+    assert {rid: digest for rid, digest, _ in handled} == digests
+
+
+def test_the_writer_keeps_to_the_stream_s_own_limit_read_from_its_description(kinesis_mock: LocalServer) -> None:
+    kinesis = kinesis_mock.client("kinesis")
+    small, middling = new_stream(kinesis, 1), large_stream(kinesis, kib=2048)
+    writer = RecordWriter(kinesis, small)
+    with pytest.raises(WriteError, match=rf"'k' is 1,048,577 bytes .*{small} takes 1,048,576 at most .*UpdateMax"):
+        writer.put(b"x" * MIB, "k")
+    writer = RecordWriter(kinesis, middling)
+    writer.put(b"x" * (2 * MIB - 1), "k")  # its 2 MiB with the key
+    with pytest.raises(WriteError, match=r"takes 2,097,152 at most"):
+        writer.put(b"x" * (2 * MIB), "k")
+    with pytest.raises(WriteError, match=r"Kinesis takes 10,485,760 at most"):
+        writer.put(b"x" * (10 * MIB), "k")
+    writer.flush()
+    assert writer.records == 1 and writer.calls == 1
