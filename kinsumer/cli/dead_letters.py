@@ -33,6 +33,7 @@ from ..dead_letters.reading import (
     Unreadable,
     sink_name,
 )
+from ..errors import KinsumerError
 from ..writing.writer import RecordWriter
 from .aws import add_aws_options, clients, service_client
 from .prompt import confirmed, usage
@@ -172,9 +173,10 @@ def _show(args: argparse.Namespace) -> int:
     finally:
         source.release()
     if found is None:
-        raise usage(f"{sink} has no dead letter {args.id!r} (kinsumer dead-letters list {args.sink} lists them)")
+        listing = f"kinsumer dead-letters list {args.sink} lists them"
+        raise KinsumerError(f"{sink} has no dead letter {args.id!r} ({listing})")
     if isinstance(found, Unreadable):
-        raise usage(f"{found.id}: {found.reason}")
+        raise KinsumerError(f"{found.id}: {found.reason}")
     if args.data:
         sys.stdout.buffer.write(found.dead.data or b"")
         sys.stdout.flush()
