@@ -42,13 +42,18 @@ import boto3
 import botocore.exceptions
 
 from .aws.error_codes import error_code, error_message, is_missing_queue, is_not_found, is_transient
-from .dead_letters.envelope import VERSION, BadEnvelope, encode, envelope
+from .dead_letters.envelope import (
+    VERSION,  # noqa: F401 (kinsumer.dead_letter.VERSION, as before)
+    BadEnvelope,
+    encode,
+    envelope,
+)
 from .dead_letters.s3 import S3Bucket
 from .errors import ConfigError, WriteError
 from .failure import Failure
 from .writing.aggregation import MAX_RECORD_BYTES
 
-__all__ = ["VERSION", "BadEnvelope", "KinesisStream", "S3Bucket", "SqsQueue", "check", "envelope"]
+__all__ = ["BadEnvelope", "KinesisStream", "S3Bucket", "SqsQueue", "check", "envelope"]
 
 log = logging.getLogger("kinsumer")
 
