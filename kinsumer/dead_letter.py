@@ -1,7 +1,7 @@
-"""Dead-letter sinks for ``Kinsumer.process()``: an SQS queue, a Kinesis stream. Any callable taking a
-:class:`~kinsumer.Failure` is a sink too.
+"""Dead-letter sinks for ``Kinsumer.process()``: an SQS queue, a Kinesis stream, an S3 bucket. Any callable
+taking a :class:`~kinsumer.Failure` is a sink too.
 
-Both write one JSON envelope per failed record (:func:`envelope`)::
+Each writes one JSON envelope per failed record (:func:`envelope`)::
 
     {"version": 1, "application": "billing-app", "client_id": "...", "stream": "clicks",
      "shard_id": "shardId-000000000003", "sequence_number": "4959...", "sub_sequence_number": null,
@@ -14,20 +14,25 @@ Both write one JSON envelope per failed record (:func:`envelope`)::
 ``version``: the envelope's format, 1. ``trace_id`` and ``span_id``: the OpenTelemetry span of the
 last failed handler call, when one was made (:attr:`Failure.trace_id`); null otherwise.
 
+:class:`S3Bucket` puts each envelope in an object of its own, at a key that names the application, the
+stream, the shard and the hour it failed (see :mod:`kinsumer.dead_letters.s3`).
+
 A failed record whose envelope is too large for the sink (an SQS message of more than the
 queue's ``MaximumMessageSize``, a Kinesis record of more than 1 MiB) raises
 :class:`~kinsumer.WriteError` saying so: never a truncated envelope. ``process()`` then tries
-again and raises :class:`~kinsumer.RecordFailed`, leaving the record for the next owner.
+again and raises :class:`~kinsumer.RecordFailed`, leaving the record for the next owner. Unless the sink
+has a **claim check**, ``claim_check=S3Bucket(...)``: then the whole envelope goes into that bucket and
+the sink sends a pointer in its place, the same fields but ``data``, and ``"claim_check": {"bucket": ...,
+"key": ...}`` (see :mod:`kinsumer.dead_letters.envelope`); ``kinsumer dead-letters`` follows it.
 
-``process()`` and the other ``*process*()`` calls check a built-in sink when they start (its
-``check()``): a queue or a stream that does not exist raises :class:`~kinsumer.ConfigError` naming it,
-before any record is handled, rather than at the first record that fails.
+``process()`` and the other ``*process*()`` calls check a built-in sink when they start (:func:`check`):
+a queue, a stream or a bucket (a claim check's too) that does not exist raises
+:class:`~kinsumer.ConfigError` naming it, before any record is handled, rather than at the first record
+that fails.
 """
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
 import json
 import logging
 import threading
@@ -38,43 +43,29 @@ import botocore.exceptions
 
 from .aws.error_codes import error_code, error_message, is_missing_queue, is_not_found, is_transient
 from .aws.stream_ref import StreamRef, stream_params
+from .dead_letters.envelope import (
+    VERSION,  # noqa: F401 (kinsumer.dead_letter.VERSION, as before)
+    BadEnvelope,
+    encode,
+    envelope,
+)
+from .dead_letters.s3 import S3Bucket
 from .errors import ConfigError, WriteError
 from .failure import Failure
 from .writing.aggregation import MAX_RECORD_BYTES
 
-__all__ = ["KinesisStream", "SqsQueue", "check", "envelope"]
-
-VERSION = 1
+__all__ = ["BadEnvelope", "KinesisStream", "S3Bucket", "SqsQueue", "check", "envelope"]
 
 log = logging.getLogger("kinsumer")
 
 
-def envelope(failure: Failure) -> dict[str, Any]:
-    """The JSON-ready envelope of a failed record (see the module's description)."""
-    record = failure.record
-    return {
-        "version": VERSION,
-        "application": failure.application,
-        "client_id": failure.client_id,
-        "stream": failure.stream,
-        "shard_id": record.shard_id,
-        "sequence_number": record.sequence_number,
-        "sub_sequence_number": record.sub_sequence_number,
-        "partition_key": record.partition_key,
-        "explicit_hash_key": record.explicit_hash_key,
-        "approximate_arrival_timestamp": record.approximate_arrival_timestamp.isoformat(),
-        "data": base64.b64encode(record.data).decode("ascii"),
-        "attempts": failure.attempts,
-        "reason": failure.reason,
-        "error": failure.error,
-        "failed_at": dt.datetime.now(dt.UTC).isoformat(),
-        "trace_id": failure.trace_id,
-        "span_id": failure.span_id,
-    }
-
-
 def _body(failure: Failure) -> bytes:
-    return json.dumps(envelope(failure), separators=(",", ":")).encode()
+    return encode(envelope(failure))
+
+
+def _claimed(body: bytes, claim_check: S3Bucket) -> bytes:
+    """The pointer to send in place of the envelope ``body``, once it is stored whole in ``claim_check``."""
+    return encode(claim_check.claim(json.loads(body)))
 
 
 def _where(failure: Failure) -> str:
@@ -89,10 +80,14 @@ class SqsQueue:
     A FIFO queue (its URL ends in ``.fifo``) gets the shard as the message group (so a shard's
     failures stay in order) and the record's position as the deduplication ID (a record sent
     twice, by two owners, arrives once within SQS's five minutes).
+
+    ``claim_check``: an :class:`S3Bucket` that takes the envelopes larger than ``MaximumMessageSize``; the
+    message is then a pointer to it (see the module's description).
     """
 
-    def __init__(self, url: str, *, client: Any = None) -> None:
+    def __init__(self, url: str, *, client: Any = None, claim_check: S3Bucket | None = None) -> None:
         self.url = url
+        self.claim_check = claim_check
         self._client = client if client is not None else boto3.client("sqs")
         self._fifo = url.endswith(".fifo")
         self._limit: int | None = None  # the queue's MaximumMessageSize, read once
@@ -129,6 +124,8 @@ class SqsQueue:
     def __call__(self, failure: Failure) -> None:
         body = _body(failure)
         limit = self._max_size()
+        if len(body) > limit and self.claim_check is not None:
+            body = _claimed(body, self.claim_check)
         if len(body) > limit:
             raise WriteError(
                 f"{_where(failure)} makes an SQS message of {len(body):,} bytes: more than the queue's "
@@ -160,10 +157,14 @@ class SqsQueue:
 class KinesisStream:
     """Puts each failed record's envelope into the Kinesis stream ``name`` (a name, or an ARN: then called by ARN,
     with a client made in its region; ``client``: a boto3 Kinesis client), under the record's own partition key, so
-    a shard's failures keep their order per key."""
+    a shard's failures keep their order per key.
 
-    def __init__(self, name: str, *, client: Any = None) -> None:
+    ``claim_check``: an :class:`S3Bucket` that takes the envelopes larger than a Kinesis record; the record
+    is then a pointer to it (see the module's description)."""
+
+    def __init__(self, name: str, *, client: Any = None, claim_check: S3Bucket | None = None) -> None:
         self.name = name
+        self.claim_check = claim_check
         region = StreamRef(name, field="KinesisStream name").region
         self._client = client if client is not None else boto3.client("kinesis", region_name=region)
 
@@ -197,6 +198,9 @@ class KinesisStream:
         body = _body(failure)
         key = failure.record.partition_key
         size = len(body) + len(key.encode())
+        if size > MAX_RECORD_BYTES and self.claim_check is not None:
+            body = _claimed(body, self.claim_check)
+            size = len(body) + len(key.encode())
         if size > MAX_RECORD_BYTES:
             raise WriteError(
                 f"{_where(failure)} makes a Kinesis record of {size:,} bytes (envelope and partition key): more "
@@ -213,6 +217,9 @@ def _unchecked(sink: SqsQueue | KinesisStream, exc: BaseException) -> None:
 
 
 def check(sink: object) -> None:
-    """``sink.check()`` for a built-in sink (see the module's description); any other callable is not checked."""
-    if isinstance(sink, SqsQueue | KinesisStream):
+    """``sink.check()`` for a built-in sink, and its claim check's (see the module's description); any other
+    callable is not checked."""
+    if isinstance(sink, SqsQueue | KinesisStream | S3Bucket):
         sink.check()
+    if isinstance(sink, SqsQueue | KinesisStream) and sink.claim_check is not None:
+        sink.claim_check.check(field="dead_letter's claim_check")

@@ -7,9 +7,9 @@ comment on the line just above its fence (invisible on a rendered page):
   server of its own, with no setup, and it must end by itself with status 0;
 - ``<!-- example: streams=clicks,orders records=20 queues=clicks-dlq app=billing-app until=handled -->``: an
   example with a setup (each stream made with 2 shards and ``records`` records as ``kinsumer produce`` writes
-  them; SQS queues; with ``tables``, ``app``'s tables, as ``kinsumer create-tables`` makes them) and, with
-  ``until=handled``, an end: once ``app`` has checkpointed every record of every stream, the test presses
-  Ctrl-C and the program must leave the application cleanly. ``spark`` runs it among the Spark tests;
+  them; SQS queues; S3 ``buckets``; with ``tables``, ``app``'s tables, as ``kinsumer create-tables`` makes
+  them) and, with ``until=handled``, an end: once ``app`` has checkpointed every record of every stream, the
+  test presses Ctrl-C and the program must leave the application cleanly. ``spark`` runs it among the Spark tests;
 - ``<!-- tested by tests/....py -->``: run as written by that test module, which reads it from this page;
 - ``<!-- fragment: why -->``: not run, for the reason given (a fragment of a larger program, a command that
   installs from PyPI, a server elsewhere).
@@ -30,7 +30,7 @@ CODE_LANGUAGES = ("python", "sh")
 FENCE = re.compile(r"^(?P<indent>\s*)```(?P<language>[\w-]*)\s*$")
 MARK = re.compile(r"^\s*<!--\s*(?P<kind>fragment|tested by|example)\s*:?\s*(?P<rest>.*?)\s*-->\s*$")
 #: The keys an ``example:`` mark takes.
-EXAMPLE_KEYS = frozenset({"streams", "records", "queues", "app", "tables", "until", "spark"})
+EXAMPLE_KEYS = frozenset({"streams", "records", "queues", "buckets", "app", "tables", "until", "spark"})
 
 
 class MarkError(ValueError):
@@ -58,6 +58,10 @@ class Block:
     @property
     def queues(self) -> list[str]:
         return [q for q in self.options.get("queues", "").split(",") if q]
+
+    @property
+    def buckets(self) -> list[str]:
+        return [b for b in self.options.get("buckets", "").split(",") if b]
 
     @property
     def records(self) -> int:

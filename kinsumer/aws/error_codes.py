@@ -25,6 +25,8 @@ __all__ = [
     "is_condition_failure",
     "is_expired_iterator",
     "is_in_use",
+    "is_missing_bucket",
+    "is_missing_object",
     "is_missing_queue",
     "is_not_found",
     "is_transient",
@@ -115,6 +117,20 @@ _NO_QUEUE = frozenset({"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotE
 def is_missing_queue(exc: BaseException) -> bool:
     """The SQS queue named in the call does not exist."""
     return isinstance(exc, botocore.exceptions.ClientError) and error_code(exc) in _NO_QUEUE
+
+
+#: S3's codes for a bucket that does not exist (HeadBucket answers a bare 404: no body to carry a code).
+_NO_BUCKET = frozenset({"NoSuchBucket", "404", "NotFound"})
+
+
+def is_missing_bucket(exc: BaseException) -> bool:
+    """The S3 bucket named in the call does not exist."""
+    return isinstance(exc, botocore.exceptions.ClientError) and error_code(exc) in _NO_BUCKET
+
+
+def is_missing_object(exc: BaseException) -> bool:
+    """The S3 object (or its bucket) named in the call does not exist."""
+    return isinstance(exc, botocore.exceptions.ClientError) and error_code(exc) in {"NoSuchKey", *_NO_BUCKET}
 
 
 def is_in_use(exc: BaseException) -> bool:

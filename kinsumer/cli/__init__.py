@@ -5,6 +5,7 @@
     kinsumer create-stream STREAM         kinsumer produce STREAM --count N [--aggregate N]
     kinsumer reset --app APP --stream S --to TRIM_HORIZON | LATEST | AT_TIMESTAMP TIME [--shard ID ...]
     kinsumer import-kcl LEASE_TABLE --app APP --stream S [--dry-run] [--at-timestamp TIME] [--yes]
+    kinsumer dead-letters list | show ID | redrive --to STREAM  SINK (s3://BUCKET/PREFIX, sqs:URL, kinesis:STREAM)
 
 AWS options (``--region``, ``--profile``, ``--endpoint-url``...) default to the standard
 environment. Errors print one line and exit 1; Ctrl-C stops cleanly with exit 130.
@@ -38,6 +39,7 @@ from ..errors import KinsumerError
 from ..reading.position import StartPosition
 from ..status import read_status
 from .aws import add_aws_options, clients, describe_error
+from .dead_letters import add_dead_letter_commands
 from .efo import add_efo_commands
 from .produce import produce
 from .prompt import confirmed, usage
@@ -208,6 +210,9 @@ def _parser() -> argparse.ArgumentParser:
 
     sub = command("efo", "a stream's enhanced fan-out consumers: list, register, deregister")
     add_efo_commands(sub)
+
+    sub = command("dead-letters", "read back what process() sent to a dead-letter sink, and send it again")
+    add_dead_letter_commands(sub)
     return parser
 
 

@@ -14,7 +14,7 @@ from ..aws.error_codes import error_code, error_message
 from ..aws.stream_ref import StreamRef
 from ..errors import KinsumerError
 
-__all__ = ["add_aws_options", "clients", "describe_error"]
+__all__ = ["add_aws_options", "clients", "describe_error", "service_client"]
 
 _CONFIG = botocore.config.Config(connect_timeout=5, read_timeout=20, retries={"mode": "standard", "max_attempts": 5})
 
@@ -25,7 +25,10 @@ def add_aws_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     group = parser.add_argument_group("AWS options (default: the standard AWS environment)")
     group.add_argument("--region", default=default, help="AWS region, e.g. us-east-1")
     group.add_argument("--profile", default=default, help="a profile of ~/.aws/config")
-    group.add_argument("--endpoint-url", default=default, help="endpoint for Kinesis and DynamoDB (a local server)")
+    group.add_argument(
+        "--endpoint-url", default=default,
+        help="endpoint for Kinesis and DynamoDB (and for S3 and SQS: kinsumer dead-letters) (a local server)",
+    )  # fmt: skip
     group.add_argument("--kinesis-endpoint-url", default=default, help="endpoint for Kinesis only")
     group.add_argument("--dynamodb-endpoint-url", default=default, help="endpoint for DynamoDB only")
 
@@ -40,6 +43,13 @@ def clients(args: argparse.Namespace, stream: str | None = None) -> tuple[Any, A
     kinesis = session.client("kinesis", region_name=region, endpoint_url=kinesis_url, config=_CONFIG)
     records_parser.install(kinesis)
     return kinesis, session.client("dynamodb", endpoint_url=dynamodb_url, config=_CONFIG)
+
+
+def service_client(args: argparse.Namespace, service: str) -> Any:
+    """A client of ``service`` (``s3``, ``sqs``) from the options and the environment; ``--endpoint-url``
+    applies to it too (``AWS_ENDPOINT_URL_S3`` and the like, for one service only)."""
+    session = boto3.Session(profile_name=args.profile, region_name=args.region)
+    return session.client(service, endpoint_url=args.endpoint_url, config=_CONFIG)  # type: ignore[call-overload]
 
 
 def describe_error(exc: BaseException) -> str | None:

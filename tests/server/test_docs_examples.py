@@ -5,7 +5,7 @@ Each example runs as a program of its own (``python example.py`` in a directory 
 server of its own on 127.0.0.1 (the examples name the same streams and applications), with what a user's shell
 would hold: ``AWS_ENDPOINT_URL``, made-up credentials and a region. Its mark's setup is made first: each
 stream with 2 shards and its records as ``kinsumer produce`` writes them (JSON ``{"id", "key", "ts"}``), each
-SQS queue, the application's tables if it says so. An example with ``until=handled`` runs until the
+SQS queue, each S3 bucket, the application's tables if it says so. An example with ``until=handled`` runs until the
 application has checkpointed every record of every stream, then gets Ctrl-C and must leave the application (no
 client row, no shard owned) with nothing on its standard error but the KeyboardInterrupt; any other example
 must end by itself, with status 0, having printed each record of its streams. Identical examples (README.md
@@ -63,8 +63,8 @@ def test_the_example_runs_as_written(block: Block, server: LocalServer, tmp_path
 
 
 def set_up(block: Block, server: LocalServer) -> dict[str, dict[str, str]]:
-    """The streams, their records and the queues of ``block``'s mark; each stream's last sequence number
-    per shard."""
+    """The streams, their records, the queues and the buckets of ``block``'s mark; each stream's last sequence
+    number per shard."""
     kinesis, sqs = server.client("kinesis"), server.client("sqs")
     ends: dict[str, dict[str, str]] = {}
     for stream in block.streams:
@@ -82,6 +82,8 @@ def set_up(block: Block, server: LocalServer) -> dict[str, dict[str, str]]:
         ends[stream] = last
     for queue in block.queues:
         sqs.create_queue(QueueName=queue)
+    for bucket in block.buckets:
+        server.client("s3").create_bucket(Bucket=bucket)
     if "tables" in block.options:  # as an administrator makes them
         command = [sys.executable, "-m", "kinsumer", "create-tables", block.options["app"]]
         made = subprocess.run(command, env=environment(server), capture_output=True, text=True, timeout=60, check=False)

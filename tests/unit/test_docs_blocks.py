@@ -44,13 +44,15 @@ def test_an_unmarked_python_block_is_an_example_and_a_list_items_block_is_dedent
 
 def test_marks_are_read_with_their_options() -> None:
     text = (
-        "<!-- example: streams=a,b records=5 queues=q app=x tables until=handled -->\n```python\npass\n```\n\n"
+        "<!-- example: streams=a,b records=5 queues=q buckets=b1,b2 app=x tables until=handled -->\n"
+        "```python\npass\n```\n\n"
         "<!-- fragment: a loop's lines -->\n```python\nrecord\n```\n\n"
         "<!-- tested by tests/server/test_readme.py -->\n```sh\nls\n```\n\n"
         "```json\n{}\n```\n"
     )
     example, fragment, tested = blocks_of(text, "page.md")
     assert (example.streams, example.records, example.queues, example.until) == (["a", "b"], 5, ["q"], "handled")
+    assert example.buckets == ["b1", "b2"]
     assert example.options["tables"] == "yes" and example.options["app"] == "x"
     assert (fragment.kind, fragment.detail) == ("fragment", "a loop's lines")
     assert (tested.kind, tested.detail, tested.language) == ("tested by", "tests/server/test_readme.py", "sh")

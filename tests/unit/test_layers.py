@@ -36,8 +36,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("delivery", ("kinsumer.delivery",)),
     ("handling", ("kinsumer.handling", "kinsumer.handling.tracing")),
     ("coordination", ("kinsumer.coordination",)),
-    ("front", ("kinsumer", "kinsumer.consumer", "kinsumer.asyncio_front", "kinsumer.dead_letter", "kinsumer.status",
-               "kinsumer.metrics", "kinsumer.otel_metrics", "kinsumer.health")),
+    ("front", ("kinsumer", "kinsumer.consumer", "kinsumer.asyncio_front", "kinsumer.dead_letter",
+               "kinsumer.dead_letters", "kinsumer.status", "kinsumer.metrics", "kinsumer.otel_metrics",
+               "kinsumer.health")),
     ("applications", ("kinsumer.cli", "kinsumer.spark", "kinsumer.__main__")),
 ]  # fmt: skip
 
