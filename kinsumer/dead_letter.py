@@ -18,7 +18,8 @@ last failed handler call, when one was made (:attr:`Failure.trace_id`); null oth
 stream, the shard and the hour it failed (see :mod:`kinsumer.dead_letters.s3`).
 
 A failed record whose envelope is too large for the sink (an SQS message of more than the
-queue's ``MaximumMessageSize``, a Kinesis record of more than 1 MiB) raises
+queue's ``MaximumMessageSize``, a Kinesis record of more than the stream's maximum record size: 1 MiB
+unless raised, up to 10 MiB, read from its description once a failure's envelope is over 1 MiB) raises
 :class:`~kinsumer.WriteError` saying so: never a truncated envelope. ``process()`` then tries
 again and raises :class:`~kinsumer.RecordFailed`, leaving the record for the next owner. Unless the sink
 has a **claim check**, ``claim_check=S3Bucket(...)``: then the whole envelope goes into that bucket and
@@ -42,6 +43,7 @@ import boto3
 import botocore.exceptions
 
 from .aws.error_codes import error_code, error_message, is_missing_queue, is_not_found, is_transient
+from .aws.kinesis import DEFAULT_MAX_RECORD_BYTES, max_record_bytes
 from .aws.stream_ref import StreamRef, stream_params
 from .dead_letters.envelope import (
     VERSION,  # noqa: F401 (kinsumer.dead_letter.VERSION, as before)
@@ -52,7 +54,6 @@ from .dead_letters.envelope import (
 from .dead_letters.s3 import S3Bucket
 from .errors import ConfigError, WriteError
 from .failure import Failure
-from .writing.aggregation import MAX_RECORD_BYTES
 
 __all__ = ["BadEnvelope", "KinesisStream", "S3Bucket", "SqsQueue", "check", "envelope"]
 
@@ -167,6 +168,8 @@ class KinesisStream:
         self.claim_check = claim_check
         region = StreamRef(name, field="KinesisStream name").region
         self._client = client if client is not None else boto3.client("kinesis", region_name=region)
+        self._limit: int | None = None  # the stream's maximum record size, described once it matters
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"KinesisStream({self.name!r})"
@@ -193,20 +196,42 @@ class KinesisStream:
         if summary.get("StreamStatus") == "DELETING":
             rule = f"names the Kinesis stream {self.name}, which is being deleted: give KinesisStream another stream"
             raise ConfigError("dead_letter", rule, self)
+        with self._lock:
+            self._limit = max_record_bytes(summary)
 
     def __call__(self, failure: Failure) -> None:
         body = _body(failure)
         key = failure.record.partition_key
         size = len(body) + len(key.encode())
-        if size > MAX_RECORD_BYTES and self.claim_check is not None:
+        limit = self._largest() if size > DEFAULT_MAX_RECORD_BYTES else DEFAULT_MAX_RECORD_BYTES
+        if size > limit and self.claim_check is not None:
             body = _claimed(body, self.claim_check)
             size = len(body) + len(key.encode())
-        if size > MAX_RECORD_BYTES:
+        if size > limit:
             raise WriteError(
                 f"{_where(failure)} makes a Kinesis record of {size:,} bytes (envelope and partition key): more "
-                f"than the {MAX_RECORD_BYTES:,} a record of {self.name} may hold; use a sink that takes larger records"
+                f"than the {limit:,} a record of {self.name} may hold (its maximum record size); raise it with "
+                "UpdateMaxRecordSize (up to 10 MiB), give the sink a claim_check bucket, or use a sink that takes "
+                "larger records"
             )
         self._client.put_record(**stream_params(self.name), Data=body, PartitionKey=key)
+
+
+    def _largest(self) -> int:
+        """The stream's maximum record size (from its description, read once; a refusal to describe it: 1 MiB)."""
+        with self._lock:
+            if self._limit is None:
+                try:
+                    summary = self._client.describe_stream_summary(**stream_params(self.name))
+                except botocore.exceptions.ClientError as exc:
+                    if is_transient(exc):
+                        raise
+                    log.warning("could not read the maximum record size of %s (%s); taking 1 MiB", self.name,
+                                error_code(exc))  # fmt: skip
+                    self._limit = DEFAULT_MAX_RECORD_BYTES
+                else:
+                    self._limit = max_record_bytes(summary["StreamDescriptionSummary"])
+            return self._limit
 
 
 def _unchecked(sink: SqsQueue | KinesisStream, exc: BaseException) -> None:

@@ -18,6 +18,8 @@ import pytest
 
 from demo.servers import LocalServer
 from kinsumer import Kinsumer, Record, WriteError
+from kinsumer.dead_letter import KinesisStream, S3Bucket
+from kinsumer.dead_letters.reading import Filters, KinesisSource, Letter
 from kinsumer.writing.writer import RecordWriter
 from tests.conftest import unique
 from tests.reshard import new_stream
@@ -134,3 +136,49 @@ def test_the_writer_keeps_to_the_stream_s_own_limit_read_from_its_description(ki
         writer.put(b"x" * (10 * MIB), "k")
     writer.flush()
     assert writer.records == 1 and writer.calls == 1
+
+
+def test_large_failed_records_are_dead_lettered_into_a_large_stream_and_past_its_limit_through_s3(
+    kinesis_mock: LocalServer, moto_server: LocalServer
+) -> None:
+    """A 3 MiB failure's envelope (4 MiB in base64) goes into a dead-letter stream of 10 MiB records; the
+    largest one's (13 MiB) only as a pointer to its claim check in S3 (moto's server)."""
+    kinesis, s3 = kinesis_mock.client("kinesis"), moto_server.client("s3")
+    stream, dlq = large_stream(kinesis), large_stream(kinesis)
+    bucket = unique("bucket")
+    s3.create_bucket(Bucket=bucket)
+    digests = written(kinesis, stream, aggregate=False)
+    failing = {1, 3, 6}  # the largest, the middling one, a small one
+    done: list[int] = []
+    lock = threading.Lock()
+    with source_client(kinesis_mock, moto_server, stream) as k:
+
+        def handler(record: Record) -> None:
+            rid = seen(record)[0]
+            with lock:
+                done.append(rid)
+                if len(done) == len(SIZES):
+                    threading.Thread(target=k.stop, daemon=True).start()
+            if rid in failing:
+                raise ValueError(f"cannot handle {rid}")
+
+        sink = KinesisStream(dlq, client=kinesis, claim_check=S3Bucket(bucket, client=s3))
+        k.process(handler, max_attempts=1, dead_letter=sink)
+    letters = list(KinesisSource(kinesis, s3, dlq).letters(Filters()))
+    assert all(isinstance(letter, Letter) for letter in letters), letters
+    by_id = {seen_data(letter.dead.data)[0]: letter for letter in letters if isinstance(letter, Letter)}
+    assert set(by_id) == failing
+    for rid, letter in by_id.items():
+        assert letter.dead.data is not None and hashlib.md5(letter.dead.data).hexdigest() == digests[rid]
+        assert letter.dead.reason == "raised" and letter.dead.stream == stream
+    assert by_id[1].claim_check is not None and by_id[1].claim_check.bucket == bucket  # 13 MiB of envelope
+    assert by_id[3].claim_check is None and by_id[6].claim_check is None  # in the stream itself
+
+
+def seen_data(data: bytes | None) -> tuple[int, int]:
+    assert data is not None
+    return json.loads(data.split(b"\n", 1)[0])["id"], len(data)
+
+
+def source_client(kinesis: LocalServer, dynamodb: LocalServer, stream: str) -> Kinsumer:
+    return Source(kinesis, dynamodb, None).client(stream)

@@ -8,6 +8,8 @@ one closed, so each batch of a shard waits a little there (AWS: 5 s after the la
 
 from __future__ import annotations
 
+import hashlib
+import json
 import pathlib
 from typing import Any
 
@@ -17,6 +19,7 @@ from demo.servers import LocalServer
 from tests.conftest import unique
 from tests.helpers import Producer, wait_until
 from tests.reshard import merge_adjacent, new_stream, split_first
+from tests.server.test_large_records import SIZES, body, large_stream
 from tests.spark.test_source import BatchLog, assert_reshard_order, assert_shard_order, start_query, wait_for
 from tests.spark.test_triggers import AVAILABLE_NOW, ThenProduce, run_to_end
 
@@ -89,3 +92,38 @@ def test_fan_out_with_available_now_reads_what_was_there_at_the_start_then_the_r
     run_to_end(start_query(*servers, again, 40, options, AVAILABLE_NOW))
     assert sorted(again.ids()) == producer.produced[100:]
     assert_shard_order(sink.final_rows() + again.final_rows())
+
+
+def test_records_up_to_10_mib_are_written_by_the_sink_and_read_by_a_batch_read_and_with_fan_out(
+    spark: Any, kinesis_mock: LocalServer, moto_server: LocalServer, tmp_path: pathlib.Path
+) -> None:
+    """kinesis-mock takes UpdateMaxRecordSize: the sink writes rows of up to 10 MiB (aggregate=true: the large
+    ones go on their own), a batch read (GetRecords) and a streaming query (SubscribeToShard) read them whole."""
+    kinesis = kinesis_mock.client("kinesis")
+    stream, app = large_stream(kinesis), unique("app")
+    rows = [(body(rid, size), f"key-{rid % 3}") for rid, size in SIZES]
+    digests = {rid: hashlib.md5(body(rid, size)).hexdigest() for rid, size in SIZES}
+    frame = spark.createDataFrame(rows, "data binary, partition_key string")
+    options = {"streamName": stream, "endpointUrl": kinesis_mock.endpoint, "region": "us-east-1"}
+    frame.write.format("kinsumer").options(**options, aggregate="true").mode("append").save()
+
+    def got(rows: list[Any]) -> dict[int, str]:
+        datas = [bytes(r.data) for r in rows]
+        return {json.loads(data.split(b"\n", 1)[0])["id"]: hashlib.md5(data).hexdigest() for data in datas}
+
+    batch = spark.read.format("kinsumer").options(**options).load().select("data").collect()
+    assert len(batch) == len(SIZES) and got(batch) == digests
+    streamed: list[Any] = []
+    reading = {**options, "dynamodbEndpointUrl": moto_server.endpoint, "applicationName": app, **FAN_OUT}
+    query = (
+        spark.readStream.format("kinsumer").options(**reading).load().select("data").writeStream
+        .foreachBatch(lambda df, _: streamed.extend(df.collect()))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )  # fmt: skip
+    try:
+        wait_for(query, lambda: len(streamed) >= len(SIZES), "every large record")
+    finally:
+        query.stop()
+    assert len(streamed) == len(SIZES) and got(streamed) == digests
