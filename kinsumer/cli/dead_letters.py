@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterator
 
 from ..aws.kinesis import ensure_stream_active
-from ..config import validate_names
+from ..aws.stream_ref import StreamRef
 from ..dead_letters.reading import (
     Filters,
     KinesisSource,
@@ -98,7 +98,7 @@ def _source(args: argparse.Namespace) -> tuple[SinkName, Source]:
         return sink, S3Source(s3, sink.name, sink.prefix)
     if sink.kind == "sqs":
         return sink, SqsSource(service_client(args, "sqs"), s3, sink.name, visibility_timeout=args.visibility_timeout)
-    validate_names(sink.name, "dead-letters", "cli")
+    StreamRef(sink.name, field="kinesis:STREAM")  # a stream's name or ARN
     kinesis, _ = clients(args, sink.name)
     return sink, KinesisSource(kinesis, s3, sink.name)
 
@@ -186,7 +186,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _redrive(args: argparse.Namespace) -> int:
-    validate_names(args.to, "dead-letters", "cli")
+    StreamRef(args.to, field="--to")  # a stream's name or ARN
     filters = _filters(args)
     sink, source = _source(args)
     if args.delete and sink.kind == "kinesis":

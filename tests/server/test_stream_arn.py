@@ -212,3 +212,29 @@ def test_the_command_line_produces_tails_and_shows_status_by_arn(theirs: Theirs,
     assert calls and not [c for c in calls if c[2] is not None]
     assert {region for _, region, _, _ in calls} == {THEIR_REGION}
     assert f"{app}_checkpoints" in moto_server.client("dynamodb").list_tables()["TableNames"]
+
+
+def test_enhanced_fan_out_reads_a_stream_given_by_arn(kinesis_mock: LocalServer, moto_server: LocalServer) -> None:
+    """On kinesis-mock (SubscribeToShard): the consumer registered on the ARN, every record read once, in order."""
+    kinesis = kinesis_mock.client("kinesis")
+    stream = unique("stream")
+    kinesis.create_stream(StreamName=stream, ShardCount=2)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    arn = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+    records = [{"Data": json.dumps({"id": i}).encode(), "PartitionKey": f"key-{i % 4}"} for i in range(40)]
+    kinesis.put_records(StreamARN=arn, Records=records)
+    config = attrs.evolve(SERVER_CONFIG, efo_consumer_name="by-arn")
+    got: list[int] = []
+    k = Kinsumer(arn, unique("app"), "a", config, kinesis=kinesis, dynamodb=moto_server.client("dynamodb"))
+    k.create_required_tables()
+    with k:
+        while len(got) < len(records):
+            record = k.next_record(timeout=60)
+            assert record is not None and record.stream == stream
+            got.append(json.loads(record.data)["id"])
+    assert sorted(got) == list(range(40))
+    for key in range(4):
+        of_key = [i for i in got if i % 4 == key]
+        assert of_key == sorted(of_key)
+    consumers = kinesis.list_stream_consumers(StreamARN=arn)["Consumers"]
+    assert [c["ConsumerName"] for c in consumers] == ["by-arn"]
