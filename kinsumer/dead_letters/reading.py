@@ -28,8 +28,10 @@ import botocore.exceptions
 
 from ..aws.error_codes import error_code, error_message, is_missing_object, is_not_found
 from ..aws.kinesis import list_shards
-from ..aws.stream_ref import stream_params
 from ..errors import KinsumerError
+from ..reading.polling import PollingReader
+from ..reading.position import StartPosition
+from ..reading.reader import ApiRecord
 from .envelope import BadEnvelope, ClaimCheck, DeadLetter, parse
 from .s3 import DEFAULT_PREFIX, key_parts
 
@@ -278,26 +280,25 @@ class SqsSource:
 
 
 class KinesisSource:
-    """The records of a Kinesis dead-letter stream (see the module's description)."""
+    """The records of a Kinesis dead-letter stream (see the module's description), read with kinsumer's own
+    reader (retries, expired iterators, a stream given by ARN)."""
 
     def __init__(self, kinesis: Any, s3: Any, stream: str) -> None:
         self._kinesis, self._s3, self.stream = kinesis, s3, stream
-        self._params = stream_params(stream)  # a stream given by ARN is called by ARN, GetRecords too
-        self._by_arn = {name: value for name, value in self._params.items() if name == "StreamARN"}
 
     def _shard(self, shard_id: str, since: dt.datetime | None) -> Iterator[Letter | Unreadable]:
-        start: dict[str, Any] = {"ShardIteratorType": "TRIM_HORIZON"}
-        if since is not None:
-            start = {"ShardIteratorType": "AT_TIMESTAMP", "Timestamp": since}
-        iterator = self._kinesis.get_shard_iterator(**self._params, ShardId=shard_id, **start)["ShardIterator"]
-        while iterator:
-            answer = self._kinesis.get_records(ShardIterator=iterator, Limit=1000, **self._by_arn)
-            for record in answer["Records"]:
-                letter_id = f"{shard_id}/{record['SequenceNumber']}"
-                yield _read(record["Data"], letter_id, f"the record {letter_id} of {self.stream}", self._s3)
-            iterator = answer.get("NextShardIterator")
-            if not answer["Records"] and answer.get("MillisBehindLatest", 0) == 0:
+        start = StartPosition.trim_horizon() if since is None else StartPosition.at_timestamp(since)
+        reader = PollingReader(self._kinesis, self.stream, shard_id, start)
+        while True:
+            page = reader.next_page()
+            for record in page.raw:
+                yield self._letter(shard_id, record)
+            if page.end_of_shard or page.at_tip:
                 return  # the shard's end, as it is now
+
+    def _letter(self, shard_id: str, record: ApiRecord) -> Letter | Unreadable:
+        letter_id = f"{shard_id}/{record['SequenceNumber']}"
+        return _read(record["Data"], letter_id, f"the record {letter_id} of {self.stream}", self._s3)
 
     def letters(self, filters: Filters) -> Iterator[Letter | Unreadable]:
         for shard in list_shards(self._kinesis, self.stream):
@@ -309,19 +310,16 @@ class KinesisSource:
         shard_id, _, sequence = letter_id.rpartition("/")
         if not shard_id or not sequence.isdigit():
             raise ValueError(f"a dead letter of a stream is SHARD_ID/SEQUENCE_NUMBER; got {letter_id!r}")
+        start = StartPosition("AT_SEQUENCE_NUMBER", sequence_number=sequence)
         try:
-            iterator = self._kinesis.get_shard_iterator(
-                **self._params, ShardId=shard_id, ShardIteratorType="AT_SEQUENCE_NUMBER",
-                StartingSequenceNumber=sequence,
-            )["ShardIterator"]  # fmt: skip
+            records = PollingReader(self._kinesis, self.stream, shard_id, start).next_page(1).raw
         except botocore.exceptions.ClientError as exc:
             if is_not_found(exc):
                 return None
             raise
-        records = self._kinesis.get_records(ShardIterator=iterator, Limit=1, **self._by_arn)["Records"]
         if not records or records[0]["SequenceNumber"] != sequence:
             return None
-        return _read(records[0]["Data"], letter_id, f"the record {letter_id} of {self.stream}", self._s3)
+        return self._letter(shard_id, records[0])
 
     def delete(self, letters: Sequence[Letter]) -> int:
         raise KinsumerError(
