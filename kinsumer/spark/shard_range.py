@@ -15,6 +15,7 @@ read mostly waits for Kinesis (on AWS a shard gives 2 MB/s), as in the consumer'
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
 __all__ = ["ShardRange", "read_shard_range", "read_shard_ranges"]
+
+log = logging.getLogger("kinsumer.spark")
 
 _REPLAY_BUDGET = 300.0  # seconds a replay may take to find its recorded end
 
@@ -77,6 +80,12 @@ def read_shard_range(
         with _RangeReader(kinesis, part, stats) as live:
             batches, live_end = live.live()
             count = live.count
+        if live.outside:
+            log.warning(
+                "batch %d, %s of %s: %d user records of KPL aggregates outside the shard's hash key range, %s "
+                "(kplOutsideShard)",
+                part.batch, part.shard, part.stream, live.outside, "dropped" if part.drop_outside else "delivered",
+            )  # fmt: skip
         if ends.record(part.batch, part.shard, live_end, count):
             return batches
         recorded = ends.ends(part.batch).get(part.shard)  # another attempt recorded first: use its range
@@ -134,6 +143,7 @@ class _RangeReader:
             )  # fmt: skip
         self.batches: list[Any] = []  # the rows so far, an Arrow batch per page
         self.count = 0  # user records in them
+        self.outside = 0  # user records of KPL aggregates read outside the shard's hash key range
         self._last: ApiRecord | None = None  # the last of them
         self._behind: int | None = None  # the last page's MillisBehindLatest
 
@@ -165,6 +175,7 @@ class _RangeReader:
         while True:
             want = min(MAX_RECORDS_PER_CALL, part.limit - self.count) if part.limit else MAX_RECORDS_PER_CALL
             page = self._reader.next_page(want)
+            self.outside += page.outside_range
             if page.millis_behind_latest is not None:
                 self._behind = page.millis_behind_latest
             before, cut = page_rows(page.raw, part.stream, part.shard, part.until)

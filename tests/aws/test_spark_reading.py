@@ -390,3 +390,21 @@ def test_a_live_read_records_how_far_behind_the_tip_it_ended_in_either_ledger(
     assert path_ledger.ends(0)[SHARD].behind == 1_234
     assert ends.record(0, "shardId-000000000009", ShardEnd(after("7"), Stop.TIP), 0)  # not said: none kept
     assert ends.ends(0)["shardId-000000000009"].behind is None
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_a_shard_range_delivers_or_drops_the_kpl_user_records_outside_its_hash_range_and_logs_how_many(
+    kinesis: Any, ends: BatchEnds, drop: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    kinesis.create_stream(StreamName="s", ShardCount=1)
+    users = [("k", b"in-0", "5"), ("k", b"out", "50"), ("k", b"in-1", "7")]  # explicit hash keys
+    (entry,) = aggregated_entries(users, per_record=3)
+    kinesis.put_record(StreamName="s", **entry)
+    ends.plan(0)
+    ranged = attrs.evolve(part(0), hash_range=(0, 10), drop_outside=drop)
+    got = [r["Data"] for r in rows(read_shard_range(kinesis, ends, ranged))]
+    assert got == ([b"in-0", b"in-1"] if drop else [b"in-0", b"out", b"in-1"])
+    outcome = "dropped" if drop else "delivered"
+    assert f"batch 0, {SHARD} of s: 1 user records of KPL aggregates outside the shard's hash key range, {outcome}" in (
+        caplog.text
+    )
