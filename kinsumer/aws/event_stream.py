@@ -31,7 +31,7 @@ from typing import Any
 import botocore.exceptions
 from botocore.eventstream import EventStreamBuffer
 
-from .records_parser import convert_records
+from .records_parser import parse_event
 
 __all__ = ["EventSplitter", "Subscription", "event_message", "initial_response", "install", "subscribe_to_shard"]
 
@@ -127,9 +127,7 @@ def _body(headers: dict[str, Any], payload: bytes) -> dict[str, Any] | None:
     if kind == "event":
         if headers.get(":event-type") != "SubscribeToShardEvent":
             return None  # the initial-response, or an event type this version does not know
-        body: dict[str, Any] = json.loads(payload)
-        convert_records(body.get("Records") or [])
-        return body
+        return parse_event(payload)
     if kind == "exception":
         code = str(headers.get(":exception-type", ""))
         try:

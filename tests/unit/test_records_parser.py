@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import botocore.parsers
 import botocore.session
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from moto import mock_aws
@@ -152,3 +153,25 @@ def test_the_users_own_calls_on_a_client_with_the_parser_get_botocores_answer() 
 
 def test_install_ignores_objects_without_botocore_events() -> None:
     assert records_parser.install(object()) is False
+
+
+def test_null_fields_are_left_out_as_botocore_leaves_them_out_and_null_records_are_none() -> None:
+    body = {"Records": [], "NextShardIterator": None, "MillisBehindLatest": None, "ChildShards": None}
+    response = _response(body)
+    assert _without_metadata(_ours(response)) == _without_metadata(_botocore(response)) == {"Records": []}
+    event = records_parser.parse_event(
+        json.dumps({"Records": None, "ContinuationSequenceNumber": "49", "ChildShards": None}).encode()
+    )
+    assert event == {"Records": [], "ContinuationSequenceNumber": "49"}
+
+
+def test_an_event_s_records_are_parsed_as_a_get_records_answer_s() -> None:
+    record = {"SequenceNumber": "7", "ApproximateArrivalTimestamp": 1_764_000_000.25}
+    record |= {"Data": "aGk=", "PartitionKey": "p"}
+    arrival = dt.datetime(2025, 11, 24, 16, 0, 0, 250000, dt.UTC)
+    expected = {**record, "Data": b"hi", "ApproximateArrivalTimestamp": arrival}
+    event = records_parser.parse_event(json.dumps({"Records": [record], "MillisBehindLatest": 0}).encode())
+    assert event == {"Records": [expected], "MillisBehindLatest": 0}
+    for bad in (b"{", b'{"Records": [{"Data": 5}]}', b'{"Records": "none"}'):
+        with pytest.raises(ValueError, match="not a SubscribeToShardEvent"):
+            records_parser.parse_event(bad)
