@@ -1,5 +1,6 @@
 """kinsumer: consume a Kinesis stream from several cooperating processes, coordinated in DynamoDB."""
 
+from ._version import __version__ as __version__
 from .config import Config
 from .consumer import Kinsumer
 from .coordination.rewind import ResetPlan
@@ -63,5 +64,3 @@ __all__ = [
     "WriteError",
     "WrongTableSchema",
 ]
-
-__version__ = "0.1.0"

@@ -25,6 +25,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
+from ._version import __version__
 from .asyncio_front import AsyncFront, HandlerCancelled, LoopCalls
 from .aws import records_parser
 from .aws.assumed_role import assumed_role_session
@@ -886,7 +887,6 @@ class Kinsumer:
         if self._state == _NEW:
             raise NotStarted(called)
         origin = Origin(self.stream_name, self.application_name, self.client_id)
-        from . import __version__  # noqa: PLC0415 - the package imports this module
 
         if not self.config.handler_spans and options.trace_context is not None:
             rule = "does nothing with Config(handler_spans=False), which makes no span: drop one or the other"

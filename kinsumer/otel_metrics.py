@@ -67,6 +67,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from ._version import __version__
 from .errors import ConfigError, MissingDependency
 from .stats import StatReceiver
 
@@ -142,7 +143,6 @@ class OpenTelemetryStatReceiver(StatReceiver):
             from opentelemetry import metrics  # noqa: PLC0415 - an optional dependency
         except ImportError as exc:
             raise MissingDependency("OpenTelemetryStatReceiver", "the opentelemetry-api package", "otel") from exc
-        from . import __version__  # noqa: PLC0415 - the package imports no receiver, but is imported first
 
         if isinstance(latency_sample, bool) or not isinstance(latency_sample, int) or latency_sample < 1:
             raise ConfigError("OpenTelemetryStatReceiver.latency_sample", "must be an int >= 1", latency_sample)

@@ -138,6 +138,8 @@ def new_stream(moto_server: LocalServer) -> Iterator[Callable[[int], str]]:
 # and the tests of client processes (SIGKILL, pauses, signals) do not load the machine at once. The
 # package tests build the sdist and the wheel once (a module fixture) and install them with pip.
 _GROUPS = {"spark": "spark", "procs": "procs", "package": "package"}
+#: The tiers, marked by folder as well (``pytest -m "not spark"``); tests/server's carry ``server`` themselves.
+_TIERS = frozenset({"unit", "aws", "sim", "procs", "spark", "package", "interop"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups off the marks
@@ -147,3 +149,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         folder = parts[parts.index("tests") + 1] if "tests" in parts else ""
         if folder in _GROUPS:
             item.add_marker(pytest.mark.xdist_group(_GROUPS[folder]))
+        if folder in _TIERS:
+            item.add_marker(getattr(pytest.mark, folder))

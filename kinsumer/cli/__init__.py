@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
-from .. import __version__
+from .._version import __version__
 from ..aws.kinesis import ensure_stream_active, list_shards, stream_exists
 from ..aws.stream_ref import StreamRef
 from ..aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready

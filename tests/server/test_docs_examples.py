@@ -45,7 +45,7 @@ def examples() -> list[Any]:
             by_program.setdefault((block.code, repr(sorted(block.options.items()))), []).append(block)
     params = []
     for same in by_program.values():
-        marks = [pytest.mark.xdist_group("spark")] if "spark" in same[0].options else []
+        marks = [pytest.mark.xdist_group("spark"), pytest.mark.spark] if "spark" in same[0].options else []
         params.append(pytest.param(same[0], id=" = ".join(block.name for block in same), marks=marks))
     return params
 

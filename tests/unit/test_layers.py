@@ -29,7 +29,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "kinsumer"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("kinsumer.errors", "kinsumer.record", "kinsumer.failure", "kinsumer.stats", "kinsumer.waiting",
-              "kinsumer.clock", "kinsumer.config")),
+              "kinsumer.clock", "kinsumer.config", "kinsumer._version")),
     ("aws", ("kinsumer.aws",)),
     ("reading", ("kinsumer.reading",)),
     ("writing", ("kinsumer.writing",)),
