@@ -161,7 +161,7 @@ def read_status(
             c.host,
             c.pid,
             _age(c.last_update, now),
-            now - c.last_update < (go_max_age if c.go else max_age) * 1000,
+            c.live_at(now, go_max_age if c.go else max_age),
             "Go library" if c.go else c.reading,
             c.streams,
             c.go,

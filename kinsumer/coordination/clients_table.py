@@ -71,6 +71,11 @@ class ClientRow:
     #: The row is a client of the Go library's (twitchscience/kinsumer), not of kinsumer's.
     go: bool = False
 
+    def live_at(self, now_ms: int, max_age: float) -> bool:
+        """The one rule of a live client: its last heartbeat is less than ``max_age`` seconds old at ``now_ms``
+        (``Config.client_record_max_age`` for kinsumer's clients, ``go_client_max_age`` for the Go library's)."""
+        return self.last_update > now_ms - int(max_age * 1000)
+
 
 def this_host() -> str:
     return _HOST

@@ -44,8 +44,7 @@ class GoClients:
     @classmethod
     def among(cls, rows: Iterable[ClientRow], now_ms: int, max_age: float) -> GoClients:
         """The Go rows of ``rows`` whose last heartbeat is less than ``max_age`` seconds old at ``now_ms``."""
-        cutoff = now_ms - int(max_age * 1000)
-        live = sorted((r for r in rows if r.go and r.last_update > cutoff), key=lambda r: r.id)
+        live = sorted((r for r in rows if r.go and r.live_at(now_ms, max_age)), key=lambda r: r.id)
         return cls(tuple(live), now_ms)
 
     def __bool__(self) -> bool:

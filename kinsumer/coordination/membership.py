@@ -36,7 +36,7 @@ class Membership:
     def from_rows(cls, rows: Iterable[ClientRow], now_ms: int, max_age: float) -> Membership:
         max_age_ms = int(max_age * 1000)
         rows = list(rows)
-        live = frozenset(r.id for r in rows if r.last_update > now_ms - max_age_ms)
+        live = frozenset(r.id for r in rows if r.live_at(now_ms, max_age))
         return cls(live, {r.id: r.last_update for r in rows}, max_age_ms, {r.id: r.instance for r in rows})
 
     def may_take(self, owner: str, row_last_update: int, now_ms: int, row_instance: str | None = None) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..delivery.delivery import Taken
 from ..failure import Failure
@@ -20,10 +20,13 @@ from .attempts import Attempts
 from .guard import ShardGuard
 from .options import Origin
 
-if TYPE_CHECKING:
-    from .shard_jobs import JobRecords
+__all__ = ["CurrentJob", "handle_carefully", "position_of"]
 
-__all__ = ["handle_carefully", "position_of"]
+
+class CurrentJob(Protocol):
+    """The records of the calling worker's job not done yet (``shard_jobs.JobRecords``)."""
+
+    current: list[Taken]
 
 
 def position_of(record: Record) -> Position:
@@ -36,7 +39,7 @@ def handle_carefully(
     attempts: Attempts,
     exclusive: Callable[[], AbstractContextManager[None]],
     origin: Origin,
-    job: JobRecords,
+    job: CurrentJob,
 ) -> list[Taken]:
     """Handle ``items`` (records of one capture, in order) while the episode lasts; the records not done:
     for normal mode once the episode is over, else (a stop, the shard given up) to give back.
