@@ -72,6 +72,8 @@ class Figures:
     threads: int | None = None
     rss_mb: float | None = None
     idle_cpu: float | None = None
+    #: the same span's CPU read from outside the process (/proc/<pid>/stat), the bench's reporting included
+    idle_cpu_outside: float | None = None
     get_records_per_s: float | None = None
     latency: tuple[float, float] | None = None
     join: float | None = None
@@ -97,6 +99,14 @@ class Client:
                                                                                    "out": str(self.prefix)})],
             env=env, stdout=subprocess.DEVNULL, stderr=open(f"{self.prefix}.stderr", "wb"),  # noqa: SIM115
         )  # fmt: skip
+
+    def cpu_seconds(self) -> float | None:
+        """The process's CPU time (user and system) as the kernel counts it, read from outside; None off Linux."""
+        try:
+            fields = pathlib.Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
     def last(self) -> dict[str, Any]:
         path = pathlib.Path(f"{self.prefix}.status")
@@ -226,9 +236,12 @@ def measure(kinesalite: LocalServer, moto: LocalServer, source: pathlib.Path, sh
         if capture is None:
             return Figures(failure=f"client A did not capture {shards} shards within {DEADLINE:.0f} s")
         time.sleep(settle_seconds())
-        settled = a.last()
+        settled, outside_from, outside_at = a.last(), a.cpu_seconds(), time.monotonic()
         time.sleep(IDLE_SECONDS)  # the measure itself: the client's cost while nothing comes
-        idle = a.last()
+        idle, outside_to = a.last(), a.cpu_seconds()
+        idle_cpu_outside = None
+        if outside_from is not None and outside_to is not None:
+            idle_cpu_outside = (outside_to - outside_from) / (time.monotonic() - outside_at)
         span = idle["t"] - settled["t"]
         reporter = idle.get("reporter_cpu", 0.0) - settled.get("reporter_cpu", 0.0)  # the bench's own reporting
         idle_cpu = (idle["cpu"] - settled["cpu"] - reporter) / span
@@ -262,6 +275,7 @@ def measure(kinesalite: LocalServer, moto: LocalServer, source: pathlib.Path, sh
         taken = sum(w["release_lost"] + w["dropped_owned_elsewhere"] for w in warnings)
         return Figures(
             capture=capture, threads=settled["threads"], rss_mb=settled["rss_kb"] / 1024, idle_cpu=idle_cpu,
+            idle_cpu_outside=idle_cpu_outside,
             get_records_per_s=get_records, latency=latency, join=join, leave=leave, stop_b=stop_b, stop_a=stop_a,
             duplicates=sum(1 for n in counts.values() if n > 1), lost=len(sent - set(counts)), taken=taken,
         )  # fmt: skip
@@ -368,7 +382,8 @@ def _row(design: str, shards: int, f: Figures) -> Row:
         return Row(f"scale, {shards} shards, {design}", "kinesalite + moto", "failed", f.failure)
     parts = [
         f"captured in {f.capture:.1f} s; {f.threads} threads, {f.rss_mb:.0f} MB RSS",
-        f"idle: {100 * f.idle_cpu:.0f}% of a core, {f.get_records_per_s:.0f} GetRecords/s",  # type: ignore[operator]
+        f"idle: {100 * f.idle_cpu:.0f}% of a core ({_outside(f)} from outside), "  # type: ignore[operator]
+        f"{f.get_records_per_s:.0f} GetRecords/s",
     ]
     if f.latency is not None:
         parts.append(f"latency p50 / p99 {1000 * f.latency[0]:.0f} / {1000 * f.latency[1]:.0f} ms")
@@ -386,3 +401,7 @@ def _row(design: str, shards: int, f: Figures) -> Row:
 def _s(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds:.1f} s"
 
+
+def _outside(f: Figures) -> str:
+    """The idle CPU measured from outside the process, as a share of a core."""
+    return "n/a" if f.idle_cpu_outside is None else f"{100 * f.idle_cpu_outside:.0f}%"
