@@ -43,7 +43,7 @@ import boto3
 import botocore.exceptions
 
 from .aws.error_codes import error_code, error_message, is_missing_queue, is_not_found, is_transient
-from .aws.kinesis import DEFAULT_MAX_RECORD_BYTES, max_record_bytes
+from .aws.kinesis import DEFAULT_MAX_RECORD_BYTES, described_max_record_bytes, max_record_bytes
 from .aws.stream_ref import StreamRef, stream_params
 from .dead_letters.envelope import (
     VERSION,  # noqa: F401 (kinsumer.dead_letter.VERSION, as before)
@@ -222,15 +222,13 @@ class KinesisStream:
         with self._lock:
             if self._limit is None:
                 try:
-                    summary = self._client.describe_stream_summary(**stream_params(self.name))
+                    self._limit = described_max_record_bytes(self._client, self.name)
                 except botocore.exceptions.ClientError as exc:
                     if is_transient(exc):
                         raise
                     log.warning("could not read the maximum record size of %s (%s); taking 1 MiB", self.name,
                                 error_code(exc))  # fmt: skip
                     self._limit = DEFAULT_MAX_RECORD_BYTES
-                else:
-                    self._limit = max_record_bytes(summary["StreamDescriptionSummary"])
             return self._limit
 
 

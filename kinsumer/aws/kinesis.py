@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES", "LARGEST_RECORD_BYTES", "ShardInfo", "active_stream_summary", "created_at",
-    "ensure_stream_active", "list_shards", "max_record_bytes", "stream_exists", "stream_identity",
+    "described_max_record_bytes", "ensure_stream_active", "list_shards", "max_record_bytes", "stream_exists",
+    "stream_identity",
 ]  # fmt: skip
 
 
@@ -123,6 +124,12 @@ def max_record_bytes(summary: Mapping[str, Any]) -> int:
     its ``MaxRecordSizeInKiB``, else 1 MiB (a stream that never raised it; a server that does not say)."""
     kib = summary.get("MaxRecordSizeInKiB")
     return DEFAULT_MAX_RECORD_BYTES if not kib else min(int(kib) * 1024, LARGEST_RECORD_BYTES)
+
+
+def described_max_record_bytes(kinesis: KinesisClient, stream: str) -> int:
+    """The largest record the stream (a name or an ARN) takes, from one DescribeStreamSummary (see
+    :func:`max_record_bytes`). The writers call it once, when the first record over 1 MiB comes."""
+    return max_record_bytes(kinesis.describe_stream_summary(**stream_params(stream))["StreamDescriptionSummary"])
 
 
 def stream_identity(summary: Mapping[str, Any], stream_name: str) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
-__all__ = ["MAGIC", "HashRange", "deaggregate", "hash_key", "outside_range"]
+__all__ = ["MAGIC", "HashRange", "deaggregate", "hash_key", "hash_of", "outside_range"]
 
 MAGIC = b"\xf3\x89\x9a\xc2"
 _DIGEST_SIZE = 16  # MD5
@@ -137,13 +137,17 @@ def _user_records(record: dict[str, Any]) -> list[dict[str, Any]] | None:
     return users or None
 
 
+def hash_of(partition_key: str, explicit_hash_key: str | None = None) -> int:
+    """The 128-bit hash key Kinesis routes a record by: the explicit one, else the MD5 of the partition key.
+    (The one rule, for reading and writing: :mod:`kinsumer.writing.aggregation` routes aggregates by it.)"""
+    if explicit_hash_key is not None:
+        return int(explicit_hash_key)
+    return int.from_bytes(hashlib.md5(partition_key.encode()).digest(), "big")
+
+
 def hash_key(record: dict[str, Any]) -> int:
-    """The hash key Kinesis routes a user record by: its explicit hash key, else the MD5 of its partition
-    key as a 128-bit number."""
-    explicit = record.get("ExplicitHashKey")
-    if explicit:
-        return int(explicit)
-    return int.from_bytes(hashlib.md5(record["PartitionKey"].encode()).digest(), "big")
+    """The hash key of a record in botocore's shape (see :func:`hash_of`)."""
+    return hash_of(record["PartitionKey"], record.get("ExplicitHashKey") or None)
 
 
 def outside_range(records: list[dict[str, Any]], hash_range: HashRange) -> list[int]:
@@ -162,7 +166,7 @@ def outside_range(records: list[dict[str, Any]], hash_range: HashRange) -> list[
             partition_key = record["PartitionKey"]
             key = keys.get(partition_key, -1)
             if key < 0:
-                key = keys[partition_key] = hash_key(record)
+                key = keys[partition_key] = hash_of(partition_key)
         if not low <= key <= high:
             found.append(i)
     return found

@@ -17,7 +17,7 @@ import hashlib
 
 import attrs
 
-from ..reading.kpl import MAGIC
+from ..reading.kpl import MAGIC, hash_of
 
 __all__ = ["MAX_KEY_CHARS", "MAX_RECORD_BYTES", "AggregateBuilder", "Entry", "hash_of"]
 
@@ -47,13 +47,6 @@ class Entry:
         if self.explicit_hash_key is not None:
             entry["ExplicitHashKey"] = self.explicit_hash_key
         return entry
-
-
-def hash_of(partition_key: str, explicit_hash_key: str | None = None) -> int:
-    """The 128-bit hash key Kinesis routes a record by: the explicit one, else the MD5 of the partition key."""
-    if explicit_hash_key is not None:
-        return int(explicit_hash_key)
-    return int.from_bytes(hashlib.md5(partition_key.encode()).digest(), "big")
 
 
 def _varint(value: int) -> bytes:

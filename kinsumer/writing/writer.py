@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import botocore.exceptions
 
 from ..aws.error_codes import error_code, error_message, is_not_found
-from ..aws.kinesis import LARGEST_RECORD_BYTES, list_shards, max_record_bytes
+from ..aws.kinesis import LARGEST_RECORD_BYTES, described_max_record_bytes, list_shards
 from ..aws.retry import retry_call
 from ..aws.stream_ref import StreamRef
 from ..errors import StreamNotFound, WriteError
@@ -140,11 +140,10 @@ class RecordWriter:
     def _check_large(self, entry: Entry) -> None:
         """WriteError unless the stream takes a record of ``entry``'s size (its limit, described once)."""
         if self._limit is None:
-            summary = retry_call(
-                lambda: self._kinesis.describe_stream_summary(**self._params),
+            self._limit = retry_call(
+                lambda: described_max_record_bytes(self._kinesis, self._stream),
                 operation="DescribeStreamSummary", stats=self._stats, sleep=self._sleep,
-            )["StreamDescriptionSummary"]  # fmt: skip
-            self._limit = max_record_bytes(summary)
+            )  # fmt: skip
         if entry.size > self._limit:
             raise WriteError(
                 f"the record of partition key {entry.partition_key!r} is {entry.size:,} bytes (data and partition "
