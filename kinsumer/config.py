@@ -41,7 +41,7 @@ DEFAULT_GO_CLIENT_MAX_AGE = 300.0
 #: What the readers do with the user records of KPL aggregates outside their shard's hash key range.
 KplOutsideShard = Literal["deliver", "drop"]
 
-__all__ = ["BesideGo", "Config", "InitialPosition", "KplOutsideShard", "validate_names"]
+__all__ = ["STREAM_NAME", "BesideGo", "Config", "InitialPosition", "KplOutsideShard", "validate_names"]
 
 InitialPosition = Literal["TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"]
 _POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
@@ -336,12 +336,13 @@ class Config:
 
 _CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _TABLE_PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,240}")
-_STREAM_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+#: A stream's name (the one rule: the stream references of kinsumer.aws.stream_ref and the Spark options use it).
+STREAM_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 
 def validate_names(stream_name: object, application_name: object, client_name: object) -> None:
     """Check the constructor's names, raising ConfigError naming the argument."""
-    if not isinstance(stream_name, str) or not _STREAM_NAME.fullmatch(stream_name):
+    if not isinstance(stream_name, str) or not STREAM_NAME.fullmatch(stream_name):
         raise ConfigError("stream_name", "must be 1-128 characters of A-Z a-z 0-9 _ . -", stream_name)
     if not isinstance(application_name, str) or not _TABLE_PREFIX.fullmatch(application_name):
         raise ConfigError(

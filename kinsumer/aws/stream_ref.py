@@ -15,15 +15,14 @@ from typing import Any
 
 import attrs
 
+from ..config import STREAM_NAME
 from ..errors import ConfigError
 
 __all__ = ["NAME_RULE", "StreamRef", "distinct_names", "reading_region", "stream_params"]
 
-_NAME = r"[A-Za-z0-9_.-]{1,128}"
-_NAME_PATTERN = re.compile(_NAME)
 _ARN_PATTERN = re.compile(
     rf"arn:(?P<partition>aws(?:-[a-z]+)*):kinesis:(?P<region>[a-z]{{2}}(?:-[a-z]+)+-[0-9]+)"
-    rf":(?P<account>[0-9]{{12}}):stream/(?P<name>{_NAME})"
+    rf":(?P<account>[0-9]{{12}}):stream/(?P<name>{STREAM_NAME.pattern})"
 )
 #: What a stream reference must look like (the rule a :class:`~kinsumer.ConfigError` states).
 NAME_RULE = (
@@ -33,7 +32,7 @@ NAME_RULE = (
 
 
 def _check(instance: StreamRef, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str) or not (_NAME_PATTERN.fullmatch(value) or _ARN_PATTERN.fullmatch(value)):
+    if not isinstance(value, str) or not (STREAM_NAME.fullmatch(value) or _ARN_PATTERN.fullmatch(value)):
         raise ConfigError(instance.field, NAME_RULE, value)
 
 

@@ -17,7 +17,7 @@ import attrs
 
 from ..aws.stream_ref import StreamRef, distinct_names, reading_region
 from ..aws.tables import Tables
-from ..config import Config
+from ..config import STREAM_NAME, Config
 from ..errors import ConfigError
 from .path_ledger import check_metadata_path
 
@@ -106,7 +106,6 @@ BATCH_ONLY_IGNORED = (
 )
 
 _POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
-_STREAM_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
 _CONSUMER_TYPES = {"getrecords": "GetRecords", "subscribetoshard": "SubscribeToShard"}
 
 
@@ -222,7 +221,7 @@ def stream_names(raw: str | None) -> tuple[str, ...]:
         rule = "is required (or streamARN)" if not (raw or "").strip() else empty
         raise ConfigError("option streamName", rule, raw)
     for name in names:
-        if not _STREAM_NAME.fullmatch(name):
+        if not STREAM_NAME.fullmatch(name):
             raise ConfigError("option streamName", f"{name!r} is not a stream name (1-128 of a-z A-Z 0-9 _ . -)", raw)
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
