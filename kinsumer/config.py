@@ -40,8 +40,10 @@ BesideGo = Literal["refuse", "wait"]
 DEFAULT_GO_CLIENT_MAX_AGE = 300.0
 #: What the readers do with the user records of KPL aggregates outside their shard's hash key range.
 KplOutsideShard = Literal["deliver", "drop"]
+#: The spans of process*()'s handler calls: one per run of a shard's records, one per call, or none.
+HandlerSpans = Literal["run", "call", "off"]
 
-__all__ = ["STREAM_NAME", "BesideGo", "Config", "InitialPosition", "KplOutsideShard", "validate_names"]
+__all__ = ["STREAM_NAME", "BesideGo", "Config", "HandlerSpans", "InitialPosition", "KplOutsideShard", "validate_names"]
 
 InitialPosition = Literal["TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"]
 _POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
@@ -81,6 +83,15 @@ def _one_of(choices: tuple[str, ...]) -> Any:
             raise ConfigError(f"Config.{attribute.name}", f"must be one of {', '.join(choices)}", value)
 
     return check
+
+
+def _spans_choice(value: object) -> object:
+    """``handler_spans`` as it was once given, a bool: True (a span per call, the former default), False (none)."""
+    if value is True:
+        return "call"
+    if value is False:
+        return "off"
+    return value
 
 
 def _boolean(instance: Any, attribute: attrs.Attribute[bool], value: object) -> None:
@@ -240,11 +251,16 @@ class Config:
     max_healthy_lag: float | None = attrs.field(
         default=None, converter=_as_float, validator=attrs.validators.optional(_seconds(0, inclusive=False))
     )
-    #: ``process*()`` and ``aprocess*()`` run each handler call in an OpenTelemetry span when the API is
-    #: importable and the application set a TracerProvider (an SDK). False: no span, whatever is set (a
-    #: recording span costs the SDK tens of µs, several times kinsumer's own cost of a record; see
-    #: docs/observability.md#traces).
-    handler_spans: bool = attrs.field(default=True, validator=_boolean)
+    #: The OpenTelemetry spans of ``process*()`` and ``aprocess*()``, made once the application set a
+    #: TracerProvider (an SDK) and the API is importable. "run": a span per run of one shard's records (up
+    #: to 64 handed over in a row) around their first calls, each retry in a span of its own; "call": a span
+    #: per handler call (a recording span costs the SDK tens of µs, several times kinsumer's own cost of a
+    #: record); "off": none, whatever is set. With ``trace_context`` (each record's span the child of its
+    #: producer's) "run" is "call"; a batch handler's call is in a span of its own with either. True and False
+    #: are taken as "call" and "off". See docs/observability.md#traces.
+    handler_spans: HandlerSpans = attrs.field(
+        default="run", converter=_spans_choice, validator=_one_of(("run", "call", "off"))
+    )
     #: Read the stream as this IAM role (a stream in another account): Kinesis calls use the role's
     #: credentials, assumed with STS from the caller's and refreshed before they expire; DynamoDB
     #: stays on the caller's own. None: the caller's credentials for both.

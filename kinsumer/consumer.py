@@ -888,13 +888,16 @@ class Kinsumer:
             raise NotStarted(called)
         origin = Origin(self.stream_name, self.application_name, self.client_id)
 
-        if not self.config.handler_spans and options.trace_context is not None:
-            rule = "does nothing with Config(handler_spans=False), which makes no span: drop one or the other"
+        spans = self.config.handler_spans
+        if spans == "off" and options.trace_context is not None:
+            rule = 'does nothing with Config(handler_spans="off"), which makes no span: drop one or the other'
             raise ConfigError("trace_context", rule, options.trace_context)
         check_sink(options.dead_letter)  # a queue or stream that does not exist: said now, not at a failure
         tracing = (
-            tracing_for(self.stream_name, self.application_name, __version__, options.trace_context)
-            if self.config.handler_spans
+            tracing_for(
+                self.stream_name, self.application_name, __version__, options.trace_context, per_run=spans == "run"
+            )
+            if spans != "off"
             else None
         )
         processor = Processor(

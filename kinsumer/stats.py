@@ -27,6 +27,19 @@ class StatReceiver:
         """``process*()``'s handler returned for a record of ``shard_id``: it is done (its first call, or a retry).
         ``seconds``: that call's duration; a batch handler's call counts once per record it did."""
 
+    def records_delivered(self, shard_id: str, count: int, latency_seconds: float) -> None:
+        """``process*()`` handed over ``count`` records of ``shard_id`` in a row (a run of the queue);
+        ``latency_seconds``: the first's (the run's oldest) when it was handed over. The per-run form of
+        :meth:`record_delivered`, for a receiver that needs no per-record latency: one that overrides it
+        gets it instead of ``record_delivered`` (with ``count`` 1 for each record ``next*()`` hands over), and
+        costs ``process()`` one call per run instead of one per record."""
+
+    def records_handled(self, shard_id: str, count: int, seconds: float) -> None:
+        """``process*()``'s handler did ``count`` records of ``shard_id`` in a row; ``seconds``: the mean duration
+        of the calls that did them (a batch call's own). The per-run form of :meth:`record_handled`: a
+        receiver that overrides it gets it instead of ``record_handled`` (with ``count`` 1 where records are
+        done one by one: a retry, ``concurrency`` > 1), and costs ``process()`` one call per run."""
+
     def checkpoint_written(self, shard_id: str) -> None:
         """A checkpoint (sequence number) of ``shard_id`` was stored in DynamoDB."""
 
@@ -99,6 +112,20 @@ def _ignore(shard_id: str, seconds: float) -> None:
     """A per-record hook a duck-typed receiver does not have."""
 
 
+def _overrides(kind: type, method: str) -> bool:
+    """``kind`` (a receiver's class) has its own ``method``, not StatReceiver's no-op (nor none at all)."""
+    return getattr(kind, method, None) not in (None, getattr(StatReceiver, method))
+
+
+def _one_of_run(per_run: Callable[[str, int, float], None]) -> Callable[[str, float], None]:
+    """A per-run hook as a per-record one: a record is a run of one."""
+
+    def call(shard_id: str, value: float) -> None:
+        per_run(shard_id, 1, value)
+
+    return call
+
+
 class GuardedStats(StatReceiver):
     """Calls a user's receiver; an exception it raises is logged once per method, never raised.
 
@@ -108,15 +135,22 @@ class GuardedStats(StatReceiver):
     def __init__(self, receiver: StatReceiver) -> None:
         self._receiver = receiver
         self._failed: set[str] = set()
-        #: False when the receiver ignores deliveries: next*() then skips the per-record call
-        self.wants_deliveries = getattr(type(receiver), "record_delivered", None) is not StatReceiver.record_delivered
+        kind = type(receiver)
+        #: the receiver takes runs of records (it overrides records_delivered / records_handled): process() then
+        #: calls it once per run, and a record next*() hands over is a run of one
+        self.deliveries_per_run = _overrides(kind, "records_delivered")
+        self.handled_per_run = _overrides(kind, "records_handled")
+        #: False when the receiver ignores deliveries (either form): next*() then skips the per-record call
+        self.wants_deliveries = self.deliveries_per_run or _overrides(kind, "record_delivered")
+        #: False when the receiver ignores handled records (either form): process() then skips the per-record call
+        self.wants_handled = self.handled_per_run or _overrides(kind, "record_handled")
         # bound once: they are called per record (a duck-typed receiver may lack a hook: it is not called)
         self._delivered = getattr(receiver, "record_delivered", _ignore)
         self._handled = getattr(receiver, "record_handled", _ignore)
-        #: False when the receiver ignores handled records: process() then skips the per-record call
-        self.wants_handled = getattr(type(receiver), "record_handled", StatReceiver.record_handled) is not (
-            StatReceiver.record_handled
-        )
+        if self.deliveries_per_run:
+            self._delivered = _one_of_run(receiver.records_delivered)
+        if self.handled_per_run:
+            self._handled = _one_of_run(receiver.records_handled)
 
     def _call(self, method: str, *args: object) -> None:
         try:
@@ -143,6 +177,20 @@ class GuardedStats(StatReceiver):
             self._handled(shard_id, seconds)
         except Exception:  # noqa: BLE001 - logged (once) by _raised
             self._raised("record_handled")
+
+    def records_delivered(self, shard_id: str, count: int, latency_seconds: float) -> None:
+        if self.deliveries_per_run:
+            self._call("records_delivered", shard_id, count, latency_seconds)
+        else:
+            for _ in range(count):
+                self.record_delivered(shard_id, latency_seconds)
+
+    def records_handled(self, shard_id: str, count: int, seconds: float) -> None:
+        if self.handled_per_run:
+            self._call("records_handled", shard_id, count, seconds)
+        else:
+            for _ in range(count):
+                self.record_handled(shard_id, seconds)
 
     def checkpoint_written(self, shard_id: str) -> None:
         self._call("checkpoint_written", shard_id)
@@ -199,7 +247,8 @@ class GuardedStats(StatReceiver):
 #: The methods whose first argument is a shard.
 _BY_SHARD = frozenset(
     {
-        "records_fetched", "record_delivered", "record_handled", "checkpoint_written", "shard_gained", "shard_lost",
+        "records_fetched", "record_delivered", "record_handled", "records_delivered", "records_handled",
+        "checkpoint_written", "shard_gained", "shard_lost",
         "handoff", "malformed_aggregates", "outside_range", "handler_failed", "handler_retried", "dead_lettered",
         "record_expired", "hook_failed", "handler_timed_out", "record_age",
     }
@@ -216,10 +265,16 @@ class KeyedStats(GuardedStats):
         self._key = key
 
     def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
-        self._call("record_delivered", shard_id, latency_seconds)
+        if self.deliveries_per_run:
+            self._call("records_delivered", shard_id, 1, latency_seconds)
+        else:
+            self._call("record_delivered", shard_id, latency_seconds)
 
     def record_handled(self, shard_id: str, seconds: float) -> None:
-        self._call("record_handled", shard_id, seconds)
+        if self.handled_per_run:
+            self._call("records_handled", shard_id, 1, seconds)
+        else:
+            self._call("record_handled", shard_id, seconds)
 
     def _call(self, method: str, *args: object) -> None:
         if method in _BY_SHARD:

@@ -82,8 +82,12 @@ class Attempts:
         self.max_age = options.max_record_age
         #: the receiver counts records handed over, and records done: the callers skip the per-record calls if not
         self.stats = stats
-        self.wants_deliveries = stats.wants_deliveries if isinstance(stats, GuardedStats) else True
-        self.wants_handled = stats.wants_handled if isinstance(stats, GuardedStats) else True
+        self.wants_deliveries = self.wants_handled = True
+        #: ... and takes them a run at a time (records_delivered, records_handled): the fast path counts a run
+        self.deliveries_per_run = self.handled_per_run = False
+        if isinstance(stats, GuardedStats):
+            self.wants_deliveries, self.wants_handled = stats.wants_deliveries, stats.wants_handled
+            self.deliveries_per_run, self.handled_per_run = stats.deliveries_per_run, stats.handled_per_run
 
     def until_done(
         self, record: Record, progress: ShardProgress, *, exclusive: bool = False, first: int = 1

@@ -164,7 +164,16 @@ class Batches:
 
     def _handled(self, items: list[Taken], done: list[int], seconds: float) -> None:
         """Count the records at ``done``, which a batch call of ``seconds`` did."""
-        if self._attempts.wants_handled:
+        if not self._attempts.wants_handled:
+            return
+        if self._attempts.handled_per_run:  # once per shard of the call
+            counts: dict[str, int] = {}
+            for i in done:
+                shard_id = items[i][1].shard_id
+                counts[shard_id] = counts.get(shard_id, 0) + 1
+            for shard_id, count in counts.items():
+                self._stats.records_handled(shard_id, count, seconds)
+        else:
             for i in done:
                 self._stats.record_handled(items[i][1].shard_id, seconds)
 

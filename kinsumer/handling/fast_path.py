@@ -15,7 +15,8 @@ from ..delivery.delivery import Delivery, ExplicitHolder, age_of
 from ..delivery.progress import Run
 from ..errors import NoRecordWithin
 from .attempts import Attempts, Outcome
-from .options import Handler
+from .guard import ShardGuard
+from .options import Handler, RunSpans, no_run_spans
 from .shard_jobs import ShardJobs, blocked
 
 __all__ = ["FastPath"]
@@ -25,8 +26,16 @@ class FastPath:
     """One worker handling the delivery's runs on the caller's thread (see the module's description)."""
 
     def __init__(
-        self, delivery: Delivery, handler: Handler, attempts: Attempts, jobs: ShardJobs, stopping: threading.Event
+        self,
+        delivery: Delivery,
+        handler: Handler,
+        attempts: Attempts,
+        jobs: ShardJobs,
+        stopping: threading.Event,
+        runs: RunSpans = no_run_spans,
     ) -> None:
+        """``runs(shard_id)``: the context of a run's handling (its span, :meth:`.tracing.Tracing.run`)."""
+        self._runs = runs
         self._delivery = delivery
         self._handler = handler
         self._attempts = attempts
@@ -51,57 +60,82 @@ class FastPath:
             del run  # a capture given up meanwhile is not kept alive while the next run is awaited
 
     def _run(self, run: Run) -> None:
-        progress, records, base = run.progress, run.records, run.base
+        progress = run.progress
         guard = self._jobs.begun(progress)
         if guard is None or blocked(progress):
             return  # not handed over: the run's end gives them back
         if guard.careful:
             self._the_general_way(run, run.handed)
             return
+        with self._runs(progress.shard_id):
+            self._hand(run, guard)
+
+    def _hand(self, run: Run, guard: ShardGuard) -> None:
+        """Hand the run's records to the handler, in order, until it ends or must stop; a receiver that takes
+        runs (``records_delivered``, ``records_handled``) is told as it ends."""
+        progress, records, base = run.progress, run.records, run.base
         hand, handler, delivery, monotonic = guard.hand, self._handler, self._delivery, time.monotonic
         calls, shard_id, attempts = progress.calls, progress.shard_id, self._attempts
         expired = attempts.expired if attempts.max_age is not None else None
         stats, delivered, handled = attempts.stats, attempts.wants_deliveries, attempts.wants_handled
-        for i in range(run.handed, run.end):  # a run set aside at a pause goes on where it stopped
-            if progress.revoked or progress.paused:
-                return  # the shard is being given up (the rest is not handed over), or paused (the rest waits)
-            if progress.fresh_until <= monotonic() and not delivery.wait_for_lease(progress):
-                return
-            record = records[i]
-            if not hand((record.sequence_number, record.sub_sequence_number)):
-                return
-            if not run.hand_over(i):  # revoked since the look above
-                return
-            if delivered:  # as next() counts it
-                stats.record_delivered(shard_id, age_of(record.approximate_arrival_timestamp))
-            try:
-                if expired is not None and expired(record, progress):
-                    outcome: Outcome = "done"  # it went to the sink
-                else:
-                    started = calls[id(record)] = monotonic()
-                    try:
-                        handler(record)
-                        outcome = "done"
-                        if handled:
-                            stats.record_handled(shard_id, monotonic() - started)
-                    except Exception as exc:  # noqa: BLE001 - the first failure: tried again, then the sink
-                        del calls[id(record)]
-                        outcome = self._attempts.after_first(record, progress, exc)
+        delivered_in_run, handled_in_run = attempts.deliveries_per_run, attempts.handled_per_run
+        handed = done = 0  # for a receiver of runs: records handed over and done, the first's latency, the time
+        first_latency = spent = 0.0
+        try:
+            for i in range(run.handed, run.end):  # a run set aside at a pause goes on where it stopped
+                if progress.revoked or progress.paused:
+                    return  # the shard is being given up (the rest is not handed over), or paused (the rest waits)
+                if progress.fresh_until <= monotonic() and not delivery.wait_for_lease(progress):
+                    return
+                record = records[i]
+                if not hand((record.sequence_number, record.sub_sequence_number)):
+                    return
+                if not run.hand_over(i):  # revoked since the look above
+                    return
+                if delivered:  # as next() counts it
+                    if delivered_in_run:
+                        if not handed:  # the run's first is its oldest: its latency, as it is handed over
+                            first_latency = age_of(record.approximate_arrival_timestamp)
+                        handed += 1
                     else:
-                        del calls[id(record)]
-            except BaseException:
-                calls.pop(id(record), None)
-                progress.retract(base + i)  # not done: given back, not waited for
-                raise
-            if outcome == "left":
-                progress.retract(base + i)
-                return
-            run.processed = i + 1  # counted when the shard folds the run in (its checkpoint is read)
-            if delivery.closed:  # a stop ended the run meanwhile: count it on its own
-                progress.ack(base + i)
-            if guard.careful:  # an episode cannot begin during a run, but be safe
-                self._the_general_way(run, i + 1)
-                return
+                        stats.record_delivered(shard_id, age_of(record.approximate_arrival_timestamp))
+                try:
+                    if expired is not None and expired(record, progress):
+                        outcome: Outcome = "done"  # it went to the sink
+                    else:
+                        started = calls[id(record)] = monotonic()
+                        try:
+                            handler(record)
+                            outcome = "done"
+                            if handled:
+                                if handled_in_run:
+                                    done += 1
+                                    spent += monotonic() - started
+                                else:
+                                    stats.record_handled(shard_id, monotonic() - started)
+                        except Exception as exc:  # noqa: BLE001 - the first failure: tried again, then the sink
+                            del calls[id(record)]
+                            outcome = self._attempts.after_first(record, progress, exc)
+                        else:
+                            del calls[id(record)]
+                except BaseException:
+                    calls.pop(id(record), None)
+                    progress.retract(base + i)  # not done: given back, not waited for
+                    raise
+                if outcome == "left":
+                    progress.retract(base + i)
+                    return
+                run.processed = i + 1  # counted when the shard folds the run in (its checkpoint is read)
+                if delivery.closed:  # a stop ended the run meanwhile: count it on its own
+                    progress.ack(base + i)
+                if guard.careful:  # an episode cannot begin during a run, but be safe
+                    self._the_general_way(run, i + 1)
+                    return
+        finally:
+            if handed:
+                stats.records_delivered(shard_id, handed, first_latency)
+            if done:
+                stats.records_handled(shard_id, done, spent / done)
 
     def _the_general_way(self, run: Run, start: int) -> None:
         """The run's records from ``start`` on go the general way, which acknowledges or gives back each."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -11,7 +12,10 @@ from ..errors import ConfigError
 from ..failure import Failure
 from ..record import Record
 
-__all__ = ["BatchHandler", "Decoder", "Handler", "Options", "Ordering", "Origin", "Sink", "TraceContext"]
+__all__ = [
+    "BatchHandler", "Decoder", "Handler", "Options", "Ordering", "Origin", "RunSpans", "Sink", "TraceContext",
+    "no_run_spans",
+]  # fmt: skip
 
 Handler = Callable[[Record], Any]
 #: ``process()``'s ``decode``: a record's data to the value its handler gets (``Order.model_validate_json``)
@@ -20,6 +24,17 @@ BatchHandler = Callable[[list[Record]], Any]
 Sink = Callable[[Failure], Any]
 #: ``process()``'s ``trace_context``: a record's carrier of its producer's trace context (``traceparent``, ...)
 TraceContext = Callable[[Record], Mapping[str, str] | None]
+#: The context a worker handles a run of one shard's records in (``runs(shard_id)``): its span
+#: (:meth:`~kinsumer.handling.tracing.Tracing.run`), or nothing.
+RunSpans = Callable[[str], contextlib.AbstractContextManager[object]]
+_NO_RUN: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
+def no_run_spans(shard_id: str) -> contextlib.AbstractContextManager[object]:
+    """No span around a run: its records' calls have their own, or none."""
+    return _NO_RUN
+
+
 #: ``process()``'s ``ordering``: what stays in order, a shard's records or each partition key's.
 Ordering = Literal["shard", "key"]
 

@@ -34,7 +34,7 @@ from .batches import Batches, one_record
 from .decoding import decoding, decoding_batches
 from .fast_path import FastPath
 from .hooks import Lifecycle
-from .options import BatchHandler, Handler, Options, Origin
+from .options import BatchHandler, Handler, Options, Origin, no_run_spans
 from .scheduler import Scheduler
 from .shard_jobs import ShardJobs, blocked, by_key, by_key_group, give_back, in_shard_order, paused
 from .timeouts import TimedHandler, shard_of_batch, shard_of_record
@@ -100,12 +100,13 @@ class Processor:
         hooks = (options.on_assigned, options.on_revoked, options.on_lost)
         lifecycle = Lifecycle(*hooks, stats) if any(hook is not None for hook in hooks) else None
         delivery.lifecycle = lifecycle  # the shard workers call revoked and lost at handoffs
+        runs = tracing.run if tracing is not None and not batches else no_run_spans  # a batch call has its span
         self._jobs = ShardJobs(
             options, origin, attempts, self._scheduler, self._stopping, gathered, lifecycle,
-            failing=self._failing if self._by_key else None,
+            failing=self._failing if self._by_key else None, runs=runs,
         )  # fmt: skip
         self._alone = (
-            FastPath(delivery, single if traced is None else traced, attempts, self._jobs, self._stopping)
+            FastPath(delivery, single if traced is None else traced, attempts, self._jobs, self._stopping, runs)
             if options.concurrency == 1 and not batches
             else None
         )

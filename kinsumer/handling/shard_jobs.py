@@ -24,7 +24,7 @@ from .batches import Batches
 from .careful_mode import handle_carefully, position_of
 from .guard import ShardGuard, guard_of
 from .hooks import Lifecycle
-from .options import Options, Origin
+from .options import Options, Origin, RunSpans, no_run_spans
 from .scheduler import LANE_SEPARATOR, Scheduler
 
 __all__ = ["JobRecords", "ShardJobs", "by_key", "by_key_group", "give_back", "in_shard_order", "paused"]
@@ -51,11 +51,13 @@ class ShardJobs:
         lifecycle: Lifecycle | None = None,
         *,
         failing: threading.Event | None = None,
+        runs: RunSpans = no_run_spans,
     ) -> None:
         """``failing``: given with ``ordering="key"`` (records of a shard in handlers side by side, see
         :mod:`.scheduler`), set when ``process()`` fails: until then, the records of a shard being given
         up (or of a consumer that stops) that precede one handed out are still handled."""
         self._options = options
+        self._runs = runs  # a job's records are one run (its span)
         self._by_key = failing is not None
         self._failing = failing
         self._lifecycle = lifecycle
@@ -75,7 +77,8 @@ class ShardJobs:
         job = self._job
         job.current = items
         try:
-            self._run_lane(lane, items)
+            with self._runs(items[0][1].shard_id if items else lane):
+                self._run_lane(lane, items)
         except RecordFailed as failed:
             for record, progress, _ in job.current:
                 if record is failed.failure.record:

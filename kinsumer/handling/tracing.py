@@ -16,6 +16,7 @@ the record may become (:meth:`Tracing.failed_span`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -24,7 +25,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..failure import describe
 from ..record import Record
-from .options import TraceContext
+from .options import TraceContext, no_run_spans
 
 try:
     from opentelemetry import context as otel_context
@@ -78,11 +79,14 @@ def batch_attributes(records: list[Record], stream: str, application: str, attem
     return attributes
 
 
-def tracing_for(stream: str, application: str, version: str, trace_context: TraceContext | None) -> Tracing | None:
-    """The spans of a ``process()`` of ``stream`` by ``application``; None when OpenTelemetry is not importable
-    (then ``trace_context`` is refused: it would do nothing)."""
+def tracing_for(
+    stream: str, application: str, version: str, trace_context: TraceContext | None, *, per_run: bool = False
+) -> Tracing | None:
+    """The spans of a ``process()`` of ``stream`` by ``application`` (``per_run``: a span per run of a shard's
+    records, unless ``trace_context`` is given); None when OpenTelemetry is not importable (then
+    ``trace_context`` is refused: it would do nothing)."""
     if trace is not None:
-        return Tracing(stream, application, version, trace_context)
+        return Tracing(stream, application, version, trace_context, per_run)
     if trace_context is not None:
         rule = "needs opentelemetry-api (pip install 'pykinsumer[otel]'): without it no span is made"
         raise ConfigError("trace_context", rule, trace_context)
@@ -92,8 +96,12 @@ def tracing_for(stream: str, application: str, version: str, trace_context: Trac
 class Tracing:
     """Spans around one ``process()``'s handler calls (see the module's description)."""
 
-    def __init__(self, stream: str, application: str, version: str, trace_context: TraceContext | None) -> None:
-        """(Made by :func:`tracing_for`, with OpenTelemetry importable.)"""
+    def __init__(
+        self, stream: str, application: str, version: str, trace_context: TraceContext | None, per_run: bool = False
+    ) -> None:
+        """(Made by :func:`tracing_for`, with OpenTelemetry importable.) ``per_run``: a span per run of a
+        shard's records rather than per call (:meth:`run`)."""
+        self._per_run = per_run and trace_context is None  # a producer's context is a record's parent
         self._stream = stream
         self._application = application
         self._version = version
@@ -105,12 +113,22 @@ class Tracing:
         trace.get_tracer_provider()  # a provider named by OTEL_PYTHON_TRACER_PROVIDER is set now
 
     def single(self, handler: Callable[[Record], Any]) -> Callable[..., Any]:
-        """``handler`` as ``call(record, attempt=1)``, each call in a span."""
+        """``handler`` as ``call(record, attempt=1)``: each call in a span, or, inside :meth:`run`, each
+        first call in the run's span."""
 
         def call(record: Record, attempt: int = 1) -> Any:
             tracer = self._tracer or self._resolve()
             if tracer is None:
                 return handler(record)
+            run: _RunSpan | None = getattr(self._local, "run", None)
+            if run is not None and attempt == 1:
+                span = run.span or run.begin(tracer, record)
+                run.count += 1
+                try:
+                    return handler(record)
+                except BaseException as exc:
+                    self._failed(span, exc, describe(exc), type(exc).__qualname__)
+                    raise
             stream = record.stream or self._stream
             parent = None if self._trace_context is None else self._extract(record)
             attributes = record_attributes(record, stream, self._application, attempt)
@@ -129,6 +147,14 @@ class Tracing:
                 span.end()
 
         return call
+
+    def run(self, shard_id: str) -> contextlib.AbstractContextManager[object]:
+        """The context of a worker's run of ``shard_id``'s records (``handler_spans="run"``): the first calls
+        of :meth:`single` in it share one span, begun at the first and current until the run ends. Records
+        called again (a retry) get spans of their own, children of it."""
+        if not self._per_run:
+            return no_run_spans(shard_id)
+        return _RunSpan(self, shard_id)
 
     def batch(self, handler: Callable[[list[Record]], Any]) -> Callable[..., Any]:
         """``handler`` as ``call(records, attempt=1)``, each call in a span linked to the records' contexts."""
@@ -221,6 +247,46 @@ class Tracing:
                 if context.is_valid:
                     links.append(trace.Link(context))
         return links
+
+
+class _RunSpan:
+    """The span of one run of a shard's records on one thread (:meth:`Tracing.run`): begun at its first call."""
+
+    __slots__ = ("count", "previous", "shard_id", "span", "token", "tracing")
+
+    def __init__(self, tracing: Tracing, shard_id: str) -> None:
+        self.tracing = tracing
+        self.shard_id = shard_id
+        self.span: trace.Span | None = None
+        self.token: object = None
+        self.count = 0
+        self.previous: _RunSpan | None = None
+
+    def __enter__(self) -> _RunSpan:
+        local = self.tracing._local
+        self.previous = getattr(local, "run", None)
+        local.run = self
+        return self
+
+    def begin(self, tracer: trace.Tracer, record: Record) -> trace.Span:
+        """The run's span, begun now (at its first call) and made the current one until the run ends."""
+        tracing = self.tracing
+        stream = record.stream or tracing._stream
+        attributes = _common(stream, tracing._application, self.shard_id, 1)
+        span = self.span = tracer.start_span(
+            tracing._name(stream), None, trace.SpanKind.CONSUMER, attributes,
+            record_exception=False, set_status_on_exception=False,
+        )  # fmt: skip
+        self.token = otel_context.attach(trace.set_span_in_context(span))
+        return span
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.tracing._local.run = self.previous
+        span = self.span
+        if span is not None:
+            otel_context.detach(self.token)  # type: ignore[arg-type]
+            span.set_attribute("messaging.batch.message_count", self.count)
+            span.end()
 
 
 # the API keeps its global provider in ``_TRACER_PROVIDER`` (None until set); if a version does not, the

@@ -1,6 +1,7 @@
 """What OpenTelemetry costs ``process()`` per record: neither, the metrics receiver (an SDK with a periodic
-reader), a span per handler call (an SDK with a batch span processor), both, and spans with the SDK's sampler
-keeping one trace in 100 (the others are non-recording spans).
+reader), the default spans (a span per run of a shard's records, an SDK with a batch span processor), a span per
+handler call (``handler_spans="call"``), metrics and the default spans, and spans per call with the SDK's
+sampler keeping one trace in 100 (the others are non-recording spans).
 
 Each measurement runs in a process of its own (``python -m benchlib.telemetry <endpoint> <variant>``), since an
 SDK set as the global provider cannot be unset; the variants take turns, round after round, so the machine's
@@ -27,7 +28,7 @@ from .overhead import MemoryKinesis
 
 __all__ = ["VARIANTS", "cpu_per_record"]
 
-VARIANTS = ("neither", "metrics", "spans", "both", "spans 1% sampled")
+VARIANTS = ("neither", "metrics", "spans", "both", "spans per call", "spans per call 1% sampled")
 SHARDS, RECORDS, SIZE = 4, 100_000, 100
 
 
@@ -106,7 +107,9 @@ def main(argv: Sequence[str]) -> None:
     endpoint, variant, records = argv[0], argv[1], int(argv[2])
     stats = _configure(variant)
     kinesis = MemoryKinesis("bench", SHARDS, records // SHARDS, SIZE)
-    config = Config(stats=stats) if isinstance(stats, StatReceiver) else None
+    config = Config(stats=stats) if isinstance(stats, StatReceiver) else Config()
+    if "per call" in variant:
+        config = Config(handler_spans="call")
     measure = process_in_memory(_Endpoint(endpoint), kinesis, config=config)
     assert measure.cpu is not None
     print(json.dumps({"variant": variant, "cpu_per_record_us": measure.cpu / measure.records * 1e6}))

@@ -1,6 +1,7 @@
 """What process*() tells the stats receiver, on moto's server: each record handed over once
 (``record_delivered``, as ``next()`` counts it), and each record its handler did once (``record_handled``), on
-every path: one worker, several, by key, and batches; retried records count once, dead-lettered ones not."""
+every path: one worker, several, by key, and batches; retried records count once, dead-lettered ones not. The
+same holds for a receiver that takes runs (``records_delivered``, ``records_handled``)."""
 
 from __future__ import annotations
 
@@ -45,19 +46,43 @@ class Counted(StatReceiver):
             self.dead += 1
 
 
+class CountedRuns(Counted):
+    """A receiver of runs: one call for several records where process() hands them over in a row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[int] = []
+
+    def records_delivered(self, shard_id: str, count: int, latency_seconds: float) -> None:
+        with self.lock:
+            self.delivered[shard_id] += count
+            self.runs.append(count)
+
+    def records_handled(self, shard_id: str, count: int, seconds: float) -> None:
+        with self.lock:
+            self.handled[shard_id] += count
+            self.durations.append(seconds)
+
+
+@pytest.mark.parametrize("receiver", [Counted, CountedRuns], ids=["records", "runs"])
 @pytest.mark.parametrize(
     "options",
     [{}, {"concurrency": 3}, {"concurrency": 3, "ordering": "key"}, {"batches": True}],
     ids=["one worker", "three workers", "by key", "batches"],
 )
 def test_each_record_is_delivered_once_and_handled_once_unless_dead_lettered(
-    moto_server: LocalServer, new_stream: Callable[[int], str], app: str, options: dict[str, Any]
+    moto_server: LocalServer,
+    new_stream: Callable[[int], str],
+    app: str,
+    options: dict[str, Any],
+    receiver: type[Counted],
 ) -> None:
     stream = new_stream(2)
     kinesis = moto_server.client("kinesis")
     for i in range(RECORDS):
         kinesis.put_record(StreamName=stream, Data=json.dumps({"id": i}).encode(), PartitionKey=f"k{i % 5}")
-    stats = Counted()
+    stats = receiver()
+    one_worker = not options
     calls: Counter[int] = Counter()
     done: set[int] = set()
     dead: list[int] = []
@@ -115,3 +140,5 @@ def test_each_record_is_delivered_once_and_handled_once_unless_dead_lettered(
         assert set(stats.handled) <= set(stats.delivered) and len(stats.delivered) == 2
         assert stats.dead == len(ALWAYS_FAILS)
         assert all(0 <= seconds < 30 for seconds in stats.durations)
+        if isinstance(stats, CountedRuns) and one_worker:  # the records stored before it began: runs of several
+            assert max(stats.runs) > 1, stats.runs

@@ -255,3 +255,53 @@ def test_handler_spans_false_makes_no_span_with_an_sdk_set_and_refuses_trace_con
     consume(k, lambda: k.process(lambda record: handled.append(rid(record))), lambda: len(handled) == 3, "3 records")
     assert sorted(handled) == [0, 1, 2]
     assert spans_of(stream) == []
+
+
+@pytest.mark.parametrize("options", [{}, {"concurrency": 2}], ids=["one worker", "two workers"])
+def test_by_default_a_span_per_run_of_a_shards_records_with_a_retry_under_it(
+    moto_server: LocalServer, new_stream: Callable[[int], str], app: str, options: dict[str, Any]
+) -> None:
+    exporter()
+    stream = new_stream(2)
+    kinesis = moto_server.client("kinesis")
+    for i in range(20):  # stored before the consumer starts: read in runs of several
+        kinesis.put_record(StreamName=stream, Data=json.dumps({"id": i}).encode(), PartitionKey=f"key-{i}")
+    lock = threading.Lock()
+    calls: dict[int, int] = {}
+    shards: dict[int, str] = {}
+
+    def handler(record: Record) -> None:
+        i = rid(record)
+        with lock:
+            calls[i] = calls.get(i, 0) + 1
+            shards[i] = record.shard_id
+            first = calls[i] == 1
+        with trace.get_tracer("app").start_as_current_span("user work"):
+            if i == FAILS_ONCE and first:
+                raise ValueError(f"record {i} cannot be handled yet")
+
+    def finished() -> bool:
+        with lock:
+            handled = len(calls) == 20 and calls.get(FAILS_ONCE) == 2
+        runs = [s for s in spans_of(stream) if "messaging.batch.message_count" in (s.attributes or {})]
+        return handled and sum(int((s.attributes or {})["messaging.batch.message_count"]) for s in runs) == 20
+
+    k = Kinsumer(stream, app, "c1", SERVER_CONFIG, kinesis=kinesis, dynamodb=moto_server.client("dynamodb"))
+    consume(k, lambda: k.process(handler, max_attempts=2, backoff=0.01, **options), finished, "20 records in runs")
+
+    spans = spans_of(stream)
+    runs = [s for s in spans if "messaging.batch.message_count" in (s.attributes or {})]
+    (retry,) = [s for s in spans if s not in runs]
+    counts = [int((s.attributes or {})["messaging.batch.message_count"]) for s in runs]
+    assert sum(counts) == 20  # each record's first call in one run's span
+    if not options:  # one worker hands the queue's runs over as they are (two: a job each, often of one record)
+        assert max(counts) > 1, counts
+    assert all(s.kind == SpanKind.CONSUMER and s.parent is None for s in runs)
+    assert {str((s.attributes or {})["messaging.destination.partition.id"]) for s in runs} == set(shards.values())
+    # the handler's own spans nest under their run's: one per call, the retry's under the retry's span
+    assert sum(len(user_spans_under(s)) for s in runs) == 20 and len(user_spans_under(retry)) == 1
+    (failed,) = [s for s in runs if s.status.status_code == StatusCode.ERROR]
+    assert (failed.attributes or {})["error.type"] == "ValueError"
+    assert (retry.attributes or {})["kinsumer.attempt"] == 2 and retry.parent is not None
+    assert failed.context is not None and retry.parent.span_id == failed.context.span_id
+    assert (failed.attributes or {})["messaging.destination.partition.id"] == shards[FAILS_ONCE]

@@ -136,8 +136,9 @@ def test_the_dashboard_is_grafana_json_over_a_prometheus_datasource() -> None:
 
 def test_the_receiver_the_dashboard_is_checked_against_is_fed_every_event() -> None:
     """exported() calls every hook of StatReceiver that adds a series (all but flush and shard_lost, which
-    remove them), so a new metric cannot be left out of it."""
+    remove them, and the per-run forms of record_delivered and record_handled, which the Prometheus receiver
+    does not take: its histograms have every record), so a new metric cannot be left out of it."""
     hooks = {name for name, _ in inspect.getmembers(StatReceiver, inspect.isfunction) if not name.startswith("_")}
     called = set(re.findall(r"stats\.(\w+)\(", inspect.getsource(exported)))
-    adding = hooks - {"flush", "shard_lost"}
+    adding = hooks - {"flush", "shard_lost", "records_delivered", "records_handled"}
     assert adding <= called, sorted(adding - called)

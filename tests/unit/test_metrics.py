@@ -336,6 +336,59 @@ def test_per_record_delivery_stats_are_skipped_only_for_receivers_that_ignore_th
     assert GuardedStats(DuckTyped()).wants_deliveries is True  # type: ignore[arg-type]
 
 
+def test_a_receiver_of_runs_gets_runs_and_a_receiver_of_records_gets_records_whichever_form_is_called() -> None:
+    from kinsumer.stats import GuardedStats, KeyedStats
+
+    class Runs(StatReceiver):
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str, int, float]] = []
+
+        def records_delivered(self, shard_id: str, count: int, latency_seconds: float) -> None:
+            self.calls.append(("delivered", shard_id, count, latency_seconds))
+
+        def records_handled(self, shard_id: str, count: int, seconds: float) -> None:
+            self.calls.append(("handled", shard_id, count, seconds))
+
+    class Records(StatReceiver):
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str, float]] = []
+
+        def record_delivered(self, shard_id: str, latency_seconds: float) -> None:
+            self.calls.append(("delivered", shard_id, latency_seconds))
+
+        def record_handled(self, shard_id: str, seconds: float) -> None:
+            self.calls.append(("handled", shard_id, seconds))
+
+    runs, records = Runs(), Records()
+    for guarded in (GuardedStats(runs), GuardedStats(records)):
+        guarded.record_delivered(SHARD, 0.5)  # next() hands one over
+        guarded.records_delivered(SHARD, 3, 0.25)  # process() hands a run over
+        guarded.record_handled(SHARD, 0.125)  # a retry is done
+        guarded.records_handled(SHARD, 2, 0.0625)  # a run is done
+    assert runs.calls == [
+        ("delivered", SHARD, 1, 0.5), ("delivered", SHARD, 3, 0.25), ("handled", SHARD, 1, 0.125),
+        ("handled", SHARD, 2, 0.0625),
+    ]  # fmt: skip
+    assert (
+        records.calls
+        == [("delivered", SHARD, 0.5)]
+        + [("delivered", SHARD, 0.25)] * 3
+        + [("handled", SHARD, 0.125)]
+        + [("handled", SHARD, 0.0625)] * 2
+    )
+    guarded = GuardedStats(runs)
+    assert (guarded.wants_deliveries, guarded.deliveries_per_run, guarded.wants_handled, guarded.handled_per_run) == (
+        True, True, True, True,
+    )  # fmt: skip
+    assert GuardedStats(records).deliveries_per_run is False and GuardedStats(records).handled_per_run is False
+    # the readers of a second stream name their shards <stream>/<shard>, in either form
+    runs.calls.clear()
+    keyed = KeyedStats(guarded, lambda shard_id: f"other/{shard_id}")
+    keyed.record_delivered(SHARD, 0.5)
+    keyed.records_handled(SHARD, 4, 0.01)
+    assert runs.calls == [("delivered", f"other/{SHARD}", 1, 0.5), ("handled", f"other/{SHARD}", 4, 0.01)]
+
+
 def test_malformed_aggregates_are_counted_by_both_receivers(caplog: pytest.LogCaptureFixture) -> None:
     clock = FakeClock()
     logging_stats = LoggingStatReceiver(interval=10, clock=clock)

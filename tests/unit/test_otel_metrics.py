@@ -57,6 +57,11 @@ def key(attributes: dict[str, str]) -> frozenset[tuple[str, Any]]:
     return frozenset(attributes.items())
 
 
+def still() -> float:
+    """A clock that stands still: samples by count only."""
+    return 0.0
+
+
 @pytest.fixture
 def reader() -> InMemoryMetricReader:
     return InMemoryMetricReader()
@@ -82,7 +87,7 @@ def test_records_delivered_are_messaging_consumed_messages_per_shard(
 
 def test_delivery_latency_is_a_sample_of_one_record_in_latency_sample_per_shard(reader: InMemoryMetricReader) -> None:
     receiver = OpenTelemetryStatReceiver(STREAM, APP, meter_provider=MeterProvider(metric_readers=[reader]),
-                                         latency_sample=4)  # fmt: skip
+                                         latency_sample=4, clock=still)  # fmt: skip
     latencies = [0.5, 0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9]
     for latency in latencies:
         receiver.record_delivered(SHARD, latency)
@@ -91,9 +96,40 @@ def test_delivery_latency_is_a_sample_of_one_record_in_latency_sample_per_shard(
     assert count == 3 and total == pytest.approx(0.5 + 0.4 + 0.9)
 
 
+def test_runs_of_records_count_each_record_and_give_a_sample_when_they_hold_one_numbered_a_multiple(
+    reader: InMemoryMetricReader,
+) -> None:
+    receiver = OpenTelemetryStatReceiver(STREAM, APP, meter_provider=MeterProvider(metric_readers=[reader]),
+                                         latency_sample=4, clock=still)  # fmt: skip
+    for count, latency in ((3, 0.5), (3, 0.25), (3, 0.125), (2, 8.0)):  # records 0-2, 3-5, 6-8, 9-10
+        receiver.records_delivered(SHARD, count, latency)
+        receiver.records_handled(SHARD, count, latency / 10)
+    found = collect(reader)
+    assert found["messaging.client.consumed.messages"] == {
+        key(shard_attrs(**{"messaging.operation.name": "receive"})): 11
+    }
+    assert found["kinsumer.records.handled"] == {key(shard_attrs()): 11}
+    # 0, 4 and 8 are in the first three runs; the last holds none
+    assert found["kinsumer.delivery.latency"] == {key(shard_attrs()): (3, pytest.approx(0.875))}
+    process = key(shard_attrs(**{"messaging.operation.name": "process"}))
+    assert found["messaging.process.duration"] == {process: (3, pytest.approx(0.0875))}
+
+
+def test_a_shard_with_records_flowing_gives_a_sample_at_least_once_a_second(reader: InMemoryMetricReader) -> None:
+    now = [0.0]
+    receiver = OpenTelemetryStatReceiver(STREAM, APP, meter_provider=MeterProvider(metric_readers=[reader]),
+                                         clock=lambda: now[0])  # fmt: skip
+    assert receiver.latency_sample == 1024
+    for step, latency in ((0.0, 0.5), (0.4, 0.25), (0.7, 0.125), (1.5, 2.0), (2.4, 4.0)):
+        now[0] = step
+        receiver.records_delivered(SHARD, 10, latency)
+    # the first run (record 0), then the first a second or more after the last sample: at 1.5 s; not at 2.4 s
+    assert collect(reader)["kinsumer.delivery.latency"] == {key(shard_attrs()): (2, pytest.approx(2.5))}
+
+
 def test_every_record_is_a_latency_sample_with_latency_sample_1(reader: InMemoryMetricReader) -> None:
     receiver = OpenTelemetryStatReceiver(STREAM, APP, meter_provider=MeterProvider(metric_readers=[reader]),
-                                         latency_sample=1)  # fmt: skip
+                                         latency_sample=1, clock=still)  # fmt: skip
     for latency in (0.25, 0.5, 1.0):
         receiver.record_delivered(SHARD, latency)
     assert collect(reader)["kinsumer.delivery.latency"] == {key(shard_attrs()): (3, 1.75)}
@@ -331,7 +367,7 @@ def test_records_handled_are_counted_per_shard_and_sampled_as_messaging_process_
     reader: InMemoryMetricReader,
 ) -> None:
     receiver = OpenTelemetryStatReceiver(STREAM, APP, meter_provider=MeterProvider(metric_readers=[reader]),
-                                         latency_sample=2)  # fmt: skip
+                                         latency_sample=2, clock=still)  # fmt: skip
     for seconds in (0.1, 0.2, 0.3):
         receiver.record_handled(SHARD, seconds)
     receiver.record_handled(OTHER, 0.5)

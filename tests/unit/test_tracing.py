@@ -240,3 +240,106 @@ def test_kinsumer_imports_and_refuses_trace_context_without_opentelemetry() -> N
             print(exc.field)
     """)
     assert out.split() == ["trace_context"]
+
+
+def run_tracing(trace_context: Callable[[Record], Any] | None = None) -> tuple[Tracing, str]:
+    """A Tracing with ``handler_spans="run"`` (the default), on the SDK."""
+    exporter()
+    stream = f"stream-{uuid.uuid4().hex[:8]}"
+    tracing = tracing_for(stream, "billing-app", "0.1.0", trace_context, per_run=True)
+    assert tracing is not None
+    return tracing, stream
+
+
+def test_a_runs_first_calls_share_one_span_current_while_each_handler_runs() -> None:
+    tracing, stream = run_tracing()
+    seen: list[trace.SpanContext] = []
+
+    def handler(r: Record) -> None:
+        seen.append(trace.get_current_span().get_span_context())
+        with trace.get_tracer("app").start_as_current_span("user work"):
+            pass
+
+    call = tracing.single(handler)
+    with tracing.run("shardId-000000000003"):
+        for seq in ("1", "2", "3"):
+            call(record(seq, stream=stream))
+        assert spans_of(stream) == []  # it ends with the run
+    span = the_span(stream)
+    assert span.kind == SpanKind.CONSUMER and span.parent is None and span.status.status_code == StatusCode.UNSET
+    assert dict(span.attributes or {}) == {
+        "messaging.system": "aws.kinesis", "messaging.operation.type": "process",
+        "messaging.operation.name": "process", "messaging.destination.name": stream,
+        "messaging.consumer.group.name": "billing-app",
+        "messaging.destination.partition.id": "shardId-000000000003", "kinsumer.attempt": 1,
+        "messaging.batch.message_count": 3,
+    }  # fmt: skip
+    assert seen == [span.context] * 3
+    user = [s for s in exporter().get_finished_spans() if s.name == "user work" and s.parent == span.context]
+    assert len(user) == 3
+    assert trace.get_current_span() is trace.INVALID_SPAN  # detached as the run ended
+
+
+def test_a_run_without_a_call_makes_no_span_and_runs_do_not_leak_into_each_other() -> None:
+    tracing, stream = run_tracing()
+    call = tracing.single(lambda r: None)
+    with tracing.run("shardId-000000000003"):
+        pass
+    assert spans_of(stream) == []
+    with tracing.run("shardId-000000000003"):
+        call(record("1", stream=stream))
+    with tracing.run("shardId-000000000003"):
+        call(record("2", stream=stream))
+        call(record("3", stream=stream))
+    call(record("4", stream=stream))  # outside a run: a span of its own
+    counts = [(s.attributes or {}).get("messaging.batch.message_count") for s in spans_of(stream)]
+    assert counts == [1, 2, None]
+    assert (spans_of(stream)[2].attributes or {})["messaging.message.id"] == "4"
+
+
+def test_a_failed_first_call_fails_the_runs_span_and_a_retry_has_its_own_span_under_it() -> None:
+    tracing, stream = run_tracing()
+    calls = 0
+
+    def handler(r: Record) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise ValueError("bad payload")
+
+    call = tracing.single(handler)
+    with tracing.run("shardId-000000000003"):
+        call(record("1", stream=stream))
+        with pytest.raises(ValueError, match="bad payload"):
+            call(record("2", stream=stream))
+        run_ids = tracing.failed_span()
+        call(record("2", stream=stream), 2)  # the retry
+        call(record("3", stream=stream))
+    retry, run = spans_of(stream)
+    assert run.status.status_code == StatusCode.ERROR and run.status.description == "ValueError: bad payload"
+    assert (run.attributes or {})["error.type"] == "ValueError" and [e.name for e in run.events] == ["exception"]
+    assert (run.attributes or {})["messaging.batch.message_count"] == 3  # its first calls
+    assert run.context is not None and run_ids == (f"{run.context.trace_id:032x}", f"{run.context.span_id:016x}")
+    assert retry.parent is not None and retry.parent.span_id == run.context.span_id
+    assert (retry.attributes or {})["kinsumer.attempt"] == 2 and (retry.attributes or {})["messaging.message.id"] == "2"
+
+
+def test_with_trace_context_each_call_has_a_span_whose_parent_is_the_producers() -> None:
+    tracing, stream = run_tracing(lambda r: {"traceparent": r.data.decode()})
+    carrier, producer = producer_carrier()
+    with tracing.run("shardId-000000000003"):
+        for _ in range(2):
+            tracing.single(lambda r: None)(record(data=carrier["traceparent"].encode(), stream=stream))
+    spans = spans_of(stream)
+    assert len(spans) == 2 and all(ids(span.parent) == ids(producer) for span in spans)
+
+
+def test_handler_spans_is_run_by_default_and_takes_the_former_bools() -> None:
+    from kinsumer import Config
+
+    assert Config().handler_spans == "run"
+    assert Config(handler_spans="call").handler_spans == "call"
+    assert Config(handler_spans=True).handler_spans == "call"  # type: ignore[arg-type]  # a span per call, as before
+    assert Config(handler_spans=False).handler_spans == "off"  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"Config\.handler_spans.*run, call, off"):
+        Config(handler_spans="record")  # type: ignore[arg-type]
