@@ -412,7 +412,8 @@ def telemetry_rows(server: servers.LocalServer, args: argparse.Namespace) -> lis
             "none (DynamoDB: moto)",
             ", ".join(f"{name} {value:.1f} µs" for name, value in cpu.items()),
             ", ".join(f"{name} {value / base - 1:+.0%}" for name, value in list(cpu.items())[1:])
-            + f" against neither (goals: metrics ≤ +10%, spans ≤ +30%); {telemetry.RECORDS} records over "
+            + f" against neither (goals: metrics ≤ +10%, spans ≤ +30%); CPU from the first record to the last "
+            f"(the start and the stop left out); {telemetry.RECORDS} records over "
             f"{telemetry.SHARDS} shards in memory; periodic metric reader (1 s), batch span processor, exporters "
             "that drop",
         )

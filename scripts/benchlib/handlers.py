@@ -32,6 +32,8 @@ def process_in_memory(
     handled = [0]
     first: list[float] = []
     ended: list[float] = []
+    first_cpu: list[float] = []  # the process's CPU time at the first record and the last
+    ended_cpu: list[float] = []
 
     def handler(record: Record) -> None:
         if work:
@@ -40,8 +42,10 @@ def process_in_memory(
             handled[0] += 1
             if not first:
                 first.append(time.perf_counter())
+                first_cpu.append(time.process_time())
             if handled[0] == kinesis.total:
                 ended.append(time.perf_counter())
+                ended_cpu.append(time.process_time())
                 threading.Thread(target=k.stop, daemon=True).start()
 
     def sink(failure: Failure) -> None:
@@ -57,4 +61,5 @@ def process_in_memory(
         k.delete_tables()
     if not ended:
         raise RuntimeError(f"process() returned after {handled[0]} of {kinesis.total} records")
-    return Measure(kinesis.total, ended[0] - started, startup=first[0] - started, cpu=cpu)
+    steady = ended_cpu[0] - first_cpu[0]
+    return Measure(kinesis.total, ended[0] - started, startup=first[0] - started, cpu=cpu, steady_cpu=steady)
