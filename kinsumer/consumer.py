@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import datetime as dt
 import functools
-import inspect
 import logging
 import math
 import re
@@ -15,18 +13,16 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from threading import get_ident
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
-import attrs
 import boto3
 import botocore.config
 import botocore.exceptions
 
-from ._version import __version__
-from .asyncio_front import AsyncFront, HandlerCancelled, LoopCalls
+from .asyncio_front import AsyncFront
 from .aws import records_parser
 from .aws.assumed_role import assumed_role_session
 from .aws.call_watch import CallWatch
@@ -45,16 +41,12 @@ from .coordination.runtime import Runtime
 from .coordination.shard_worker import ShardWorker
 from .coordination.streams import SEPARATOR as STREAM_SEPARATOR
 from .coordination.streams import StreamScope, scope_stats
-from .dead_letter import check as check_sink
 from .delivery.delivery import Delivery
 from .delivery.progress import STOPPED, Checkpointed, Stopped
-from .errors import AlreadyStarted, CheckpointModeError, ConfigError, HandlerStuck, KinsumerError, NotStarted
-from .failure import Failure
-from .handling.options import Ordering
-from .handling.processor import Options as ProcessOptions
-from .handling.processor import Origin, Processor
-from .handling.tracing import tracing_for
+from .errors import AlreadyStarted, CheckpointModeError, ConfigError, KinsumerError, NotStarted
+from .handling.options import BatchOptions, Origin, ProcessOptions
 from .health import HEARTBEAT_MARGIN, Health, HealthFacts, HealthServer, ShardLag, verdict
+from .processing import Processing
 from .reading.fanout import fanout_readers
 from .reading.reader import OutsideRule, ReaderFactory
 from .record import Record
@@ -206,7 +198,8 @@ class Kinsumer:
         self._stopped = threading.Event()
         self._coordinator: Coordinator | None = None
         self._runtime: Runtime | None = None
-        self._processors: set[Processor] = set()  # process() calls under way (their stuck handler calls)
+        origin = Origin(self.stream_name, self.application_name, self.client_id)
+        self._processing = Processing(self._delivery, self._stats, config, origin, self.stop)
         self._health_servers: list[HealthServer] = []  # serve_health()'s: stop() closes them
         self._home: str | None = None  # the application's home stream, once run() established it
         self._async = AsyncFront(self._delivery)
@@ -503,7 +496,7 @@ class Kinsumer:
             error=None if error is None else str(error),
             heartbeat_age=now - beat if beat > -math.inf else None,
             heartbeat_limit=2 * cfg.shard_check_frequency + HEARTBEAT_MARGIN,
-            stuck_calls=tuple(call for processor in list(self._processors) for call in processor.stuck_calls()),
+            stuck_calls=self._processing.stuck_calls(),
             shards=shards,
             max_healthy_lag=cfg.max_healthy_lag,
             idle_for=None if idle_since is None else now - idle_since,
@@ -658,20 +651,7 @@ class Kinsumer:
     def process(
         self,
         handler: Callable[[Record], object] | Callable[[Any, Record], object],
-        *,
-        max_attempts: int = 3,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
-        dead_letter: Callable[[Failure], object] | None = None,
-        concurrency: int = 1,
-        max_record_age: float | None = None,
-        timeout: float | None = None,
-        ordering: Ordering = "shard",
-        on_assigned: Callable[[str], object] | None = None,
-        on_revoked: Callable[[str], object] | None = None,
-        on_lost: Callable[[str], object] | None = None,
-        trace_context: Callable[[Record], Mapping[str, str] | None] | None = None,
-        decode: Callable[[bytes], Any] | None = None,
+        **options: Unpack[ProcessOptions],
     ) -> None:
         """Call ``handler(record)`` for every record until :meth:`stop` (from another thread, a signal).
 
@@ -727,33 +707,16 @@ class Kinsumer:
         ``reason="decode"`` and the decoder's error: never retried and never handed to the handler (without a
         sink, :class:`RecordFailed`). It runs on the handler's thread, within its ``timeout`` and span.
         """
-        options = self._options(
-            max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            timeout=timeout, ordering=ordering, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
-            trace_context=trace_context, decode=decode,
-        )  # fmt: skip
-        self._process(handler, options, batches=False, called="process()")
+        checked = Processing.options(options, batches=False)
+        Processing.check_handler(handler, batches=False, called="process()")
+        self._check_started("process()")
+        self._processing.run(handler, checked, batches=False)
 
     def process_batches(
         self,
         handler: Callable[[list[Record]], Sequence[Record] | None]
         | Callable[[list[tuple[Any, Record]]], Sequence[Record] | None],
-        *,
-        max_records: int = 100,
-        max_wait: float = 1.0,
-        max_attempts: int = 3,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
-        dead_letter: Callable[[Failure], object] | None = None,
-        concurrency: int = 1,
-        max_record_age: float | None = None,
-        timeout: float | None = None,
-        ordering: Ordering = "shard",
-        on_assigned: Callable[[str], object] | None = None,
-        on_revoked: Callable[[str], object] | None = None,
-        on_lost: Callable[[str], object] | None = None,
-        trace_context: Callable[[Record], Mapping[str, str] | None] | None = None,
-        decode: Callable[[bytes], Any] | None = None,
+        **options: Unpack[BatchOptions],
     ) -> None:
         """Like :meth:`process`, with lists of up to ``max_records`` consecutive records of one shard
         (gathered for up to ``max_wait`` seconds).
@@ -771,31 +734,15 @@ class Kinsumer:
         without it); the records of a batch that do not decode go to ``dead_letter`` at once
         (``reason="decode"``) and the rest to the handler without them (see :meth:`process`).
         """
-        options = self._options(
-            max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            max_records=max_records, max_wait=max_wait, timeout=timeout, ordering=ordering,
-            on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
-            trace_context=trace_context, decode=decode,
-        )  # fmt: skip
-        self._process(handler, options, batches=True, called="process_batches()")
+        checked = Processing.options(options, batches=True)
+        Processing.check_handler(handler, batches=True, called="process_batches()")
+        self._check_started("process_batches()")
+        self._processing.run(handler, checked, batches=True)
 
     async def aprocess(
         self,
         handler: Callable[[Record], Awaitable[object]] | Callable[[Any, Record], Awaitable[object]],
-        *,
-        max_attempts: int = 3,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
-        dead_letter: Callable[[Failure], object] | None = None,
-        concurrency: int = 1,
-        max_record_age: float | None = None,
-        timeout: float | None = None,
-        ordering: Ordering = "shard",
-        on_assigned: Callable[[str], object] | None = None,
-        on_revoked: Callable[[str], object] | None = None,
-        on_lost: Callable[[str], object] | None = None,
-        trace_context: Callable[[Record], Mapping[str, str] | None] | None = None,
-        decode: Callable[[bytes], Any] | None = None,
+        **options: Unpack[ProcessOptions],
     ) -> None:
         """:meth:`process` with an async handler, awaited on the calling event loop: the same retries, dead
         letters, crash-loop guard, shard order, ``concurrency`` (handlers under way at once) and ``decode``
@@ -804,114 +751,26 @@ class Kinsumer:
         an async ``dead_letter`` is awaited on it. Cancelling it cancels the handlers under way: their
         records go back (the shards' next owners deliver them), nothing more is handled, and the
         cancellation goes on to the caller (``async with`` stops the consumer)."""
-        options = self._options(
-            max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            timeout=timeout, ordering=ordering, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
-            trace_context=trace_context, decode=decode,
-        )  # fmt: skip
-        await self._aprocess(handler, options, batches=False, called="aprocess()")
+        checked = Processing.options(options, batches=False)
+        Processing.check_handler(handler, batches=False, called="aprocess()")
+        self._check_started("aprocess()")
+        await self._processing.run_async(handler, checked, batches=False)
 
     async def aprocess_batches(
         self,
         handler: Callable[[list[Record]], Awaitable[Sequence[Record] | None]]
         | Callable[[list[tuple[Any, Record]]], Awaitable[Sequence[Record] | None]],
-        *,
-        max_records: int = 100,
-        max_wait: float = 1.0,
-        max_attempts: int = 3,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
-        dead_letter: Callable[[Failure], object] | None = None,
-        concurrency: int = 1,
-        max_record_age: float | None = None,
-        timeout: float | None = None,
-        ordering: Ordering = "shard",
-        on_assigned: Callable[[str], object] | None = None,
-        on_revoked: Callable[[str], object] | None = None,
-        on_lost: Callable[[str], object] | None = None,
-        trace_context: Callable[[Record], Mapping[str, str] | None] | None = None,
-        decode: Callable[[bytes], Any] | None = None,
+        **options: Unpack[BatchOptions],
     ) -> None:
         """:meth:`process_batches` with an async handler (see :meth:`aprocess`)."""
-        options = self._options(
-            max_attempts, backoff, max_backoff, dead_letter, concurrency, max_record_age,
-            max_records=max_records, max_wait=max_wait, timeout=timeout, ordering=ordering,
-            on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
-            trace_context=trace_context, decode=decode,
-        )  # fmt: skip
-        await self._aprocess(handler, options, batches=True, called="aprocess_batches()")
+        checked = Processing.options(options, batches=True)
+        Processing.check_handler(handler, batches=True, called="aprocess_batches()")
+        self._check_started("aprocess_batches()")
+        await self._processing.run_async(handler, checked, batches=True)
 
-    async def _aprocess(
-        self, handler: Callable[..., Awaitable[object]], options: ProcessOptions, *, batches: bool, called: str
-    ) -> None:
-        if not _is_async(handler):
-            taking = "a record list" if batches else "a record"
-            rule = (
-                f"must be an async function taking {taking} (a plain function goes to process{'_batches' * batches}())"
-            )
-            raise ConfigError("handler", rule, handler)
-        calls = LoopCalls(asyncio.get_running_loop())
-        plain = calls.plain(handler, options.timeout)  # an async handler is cancelled at its timeout
-        awaited: dict[str, Any] = {  # an async sink or hook is awaited on the loop
-            name: calls.plain(function)
-            for name in ("dead_letter", "on_assigned", "on_revoked", "on_lost")
-            if (function := getattr(options, name)) is not None and _is_async(function)
-        }
-        options = attrs.evolve(options, timeout=None, **awaited)
-        work = asyncio.ensure_future(asyncio.to_thread(self._process, plain, options, batches=batches, called=called))
-        try:
-            await asyncio.shield(work)
-        except asyncio.CancelledError:
-            calls.cancel()  # the workers give their records back and stop
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(work)
-            raise
-        except HandlerCancelled:  # a handler was cancelled by something else: its record went back
-            raise asyncio.CancelledError() from None
-
-    @staticmethod
-    def _options(
-        max_attempts: int, backoff: float, max_backoff: float, dead_letter: object, concurrency: int,
-        max_record_age: float | None, **more: Any,
-    ) -> ProcessOptions:  # fmt: skip
-        """``process*()``'s options (``more``: the hooks, and ``max_records`` and ``max_wait`` of the batch calls)."""
-        return ProcessOptions(
-            max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff,
-            dead_letter=dead_letter,  # type: ignore[arg-type]
-            concurrency=concurrency, max_record_age=max_record_age, **more,
-        )  # fmt: skip
-
-    def _process(self, handler: Callable[..., object], options: ProcessOptions, *, batches: bool, called: str) -> None:
-        if not callable(handler):
-            raise ConfigError("handler", "must be a callable taking a record" + (" list" if batches else ""), handler)
+    def _check_started(self, called: str) -> None:
         if self._state == _NEW:
             raise NotStarted(called)
-        origin = Origin(self.stream_name, self.application_name, self.client_id)
-
-        spans = self.config.handler_spans
-        if spans == "off" and options.trace_context is not None:
-            rule = 'does nothing with Config(handler_spans="off"), which makes no span: drop one or the other'
-            raise ConfigError("trace_context", rule, options.trace_context)
-        check_sink(options.dead_letter)  # a queue or stream that does not exist: said now, not at a failure
-        tracing = (
-            tracing_for(
-                self.stream_name, self.application_name, __version__, options.trace_context, per_run=spans == "run"
-            )
-            if spans != "off"
-            else None
-        )
-        processor = Processor(
-            self._delivery, handler, options, origin, self._stats, batches=batches,
-            buffer_size=self.config.buffer_size, tracing=tracing,
-        )  # fmt: skip
-        self._processors.add(processor)
-        try:
-            processor.run()
-        except HandlerStuck:
-            self.stop()  # the client leaves: its shards go to the others, the records in hand with them
-            raise
-        finally:
-            self._processors.discard(processor)
 
     def _check_mode(self, called: str, *, manual: bool) -> None:
         """``called`` (``"next()"``, as the errors name it) fits the checkpointing mode, and run() came first."""
@@ -924,11 +783,6 @@ class Kinsumer:
 def _session_name(client_name: str) -> str:
     """The role session's default name: kinsumer-<client name>, in the characters and length STS takes."""
     return re.sub(r"[^\w+=,.@-]", "-", f"kinsumer-{client_name}")[:64]
-
-
-def _is_async(function: object) -> bool:
-    """An async function, or an object whose ``__call__`` is one."""
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__)
 
 
 def _owned(worker: ShardWorker, reading: str) -> OwnedShard:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import attrs
 
@@ -13,8 +13,8 @@ from ..failure import Failure
 from ..record import Record
 
 __all__ = [
-    "BatchHandler", "Decoder", "Handler", "Options", "Ordering", "Origin", "RunSpans", "Sink", "TraceContext",
-    "no_run_spans",
+    "BATCH_DEFAULTS", "BatchHandler", "BatchOptions", "Decoder", "Handler", "Options", "Ordering", "Origin",
+    "ProcessOptions", "RunSpans", "Sink", "TraceContext", "no_run_spans",
 ]  # fmt: skip
 
 Handler = Callable[[Record], Any]
@@ -108,6 +108,53 @@ class Options:
     def delay(self, attempt: int) -> float:
         """Seconds before call ``attempt + 1``: ``backoff`` doubled each time, at most ``max_backoff``."""
         return float(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+
+
+class ProcessOptions(TypedDict, total=False):
+    """The keyword arguments of ``process()`` and ``aprocess()``, each optional (its default in brackets); see
+    :meth:`kinsumer.Kinsumer.process` for what each does."""
+
+    #: Calls of the handler on a record before it goes to ``dead_letter`` [3].
+    max_attempts: int
+    #: Seconds before the second call on a record, doubled for each next [0.5].
+    backoff: float
+    #: The longest wait between two calls on a record, seconds [30].
+    max_backoff: float
+    #: Where a record goes after its last failed call: a callable taking a :class:`~kinsumer.Failure` [None:
+    #: ``RecordFailed`` is raised].
+    dead_letter: Callable[[Failure], object] | None
+    #: Handler calls under way at once [1].
+    concurrency: int
+    #: Seconds after its arrival in the stream when a record goes to ``dead_letter`` unhandled [None: never].
+    max_record_age: float | None
+    #: Seconds a handler call may run before it counts as failed [None: no limit].
+    timeout: float | None
+    #: What stays in order: ``"shard"`` (one record of a shard at a time) or ``"key"`` [``"shard"``].
+    ordering: Ordering
+    #: Called with a shard's ID before a capture's first record goes to the handler [None].
+    on_assigned: Callable[[str], object] | None
+    #: Called with a shard's ID when it is given up cleanly, before its final checkpoint [None].
+    on_revoked: Callable[[str], object] | None
+    #: Called with a shard's ID when it went without a clean handoff [None].
+    on_lost: Callable[[str], object] | None
+    #: A record's carrier of its producer's trace context (a dict such as ``{"traceparent": ...}``) [None].
+    trace_context: TraceContext | None
+    #: A record's data to the value the handler gets, ``handler(value, record)`` [None: ``handler(record)``].
+    decode: Decoder | None
+
+
+class BatchOptions(ProcessOptions, total=False):
+    """The keyword arguments of ``process_batches()`` and ``aprocess_batches()``: those of :class:`ProcessOptions`
+    and the batches' size and wait."""
+
+    #: The most records in one call [100].
+    max_records: int
+    #: Seconds a batch is gathered for before the call [1.0].
+    max_wait: float
+
+
+#: The batch calls' own defaults (:class:`Options`' are one record and no wait, the single-record calls').
+BATCH_DEFAULTS: BatchOptions = {"max_records": 100, "max_wait": 1.0}
 
 
 @attrs.frozen

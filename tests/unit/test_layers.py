@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("coordination", ("kinsumer.coordination",)),
     ("front", ("kinsumer", "kinsumer.consumer", "kinsumer.asyncio_front", "kinsumer.dead_letter",
                "kinsumer.dead_letters", "kinsumer.status", "kinsumer.metrics", "kinsumer.otel_metrics",
-               "kinsumer.health")),
+               "kinsumer.health", "kinsumer.processing")),
     ("applications", ("kinsumer.cli", "kinsumer.spark", "kinsumer.__main__")),
 ]  # fmt: skip
 
