@@ -102,9 +102,7 @@ class Processing:
         finally:
             self._processors.discard(processor)
 
-    async def run_async(
-        self, handler: Callable[..., Awaitable[object]], options: Options, *, batches: bool
-    ) -> None:
+    async def run_async(self, handler: Callable[..., Awaitable[object]], options: Options, *, batches: bool) -> None:
         """:meth:`run` with an async handler, awaited on the running loop (``aprocess()``, ``aprocess_batches()``)."""
         calls = LoopCalls(asyncio.get_running_loop())
         plain = calls.plain(handler, options.timeout)  # an async handler is cancelled at its timeout
@@ -124,4 +122,3 @@ class Processing:
             raise
         except HandlerCancelled:  # a handler was cancelled by something else: its record went back
             raise asyncio.CancelledError() from None
-
