@@ -5,8 +5,11 @@ Production reads the system's clocks through these functions (``time.monotonic``
 coordination on virtual time (``tests/sim/cluster.py``) installs a clock of its own for the length of a
 ``with installed(clock):`` block, process-wide: the coordination code then reads virtual time, and a
 retry's backoff advances it instead of sleeping. The membership rounds, the heartbeat, the leader, the
-table code, the shard workers' capture, handoff and waits and the commit clock read time through here;
-the per-record paths (reading, delivery) read ``time`` directly, as the simulator does not run them.
+table code, the shard workers' capture, handoff and waits and the commit clock read time through here. A
+lease's freshness (``fresh_until``) is compared on the same clock where records are handed over
+(:func:`monotonic_source`, bound when the delivery is made); the other per-record paths (reading, the
+delivery's own waits) read ``time`` directly, as the simulator does not run them (tests/unit/test_time_sources.py
+keeps the list of such uses from growing).
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
-__all__ = ["Clock", "installed", "monotonic", "now_ms", "now_ns", "sleep", "wait", "wall"]
+__all__ = ["Clock", "installed", "monotonic", "monotonic_source", "now_ms", "now_ns", "sleep", "wait", "wall"]
 
 
 class Clock(Protocol):
@@ -42,6 +45,13 @@ _installed: Clock | None = None
 def monotonic() -> float:
     clock = _installed
     return time.monotonic() if clock is None else clock.monotonic()
+
+
+def monotonic_source() -> Callable[[], float]:
+    """The monotonic clock in effect now, to bind once where it is read per record: ``time.monotonic`` itself
+    (not one call more), or the installed clock's."""
+    clock = _installed
+    return time.monotonic if clock is None else clock.monotonic
 
 
 def wall() -> float:

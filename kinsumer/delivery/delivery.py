@@ -28,6 +28,7 @@ from typing import Literal, Protocol
 
 import attrs
 
+from .. import clock
 from ..config import DEFAULT_MAX_BUFFERED_BYTES
 from ..errors import KinsumerError, NoRecordWithin
 from ..reading.position import Position
@@ -102,6 +103,8 @@ class Delivery:
         self._queue = RecordQueue(buffer_size, max(1, min(MAX_BATCH, buffer_size // 16)), self.budget)
         self._stats = stats
         self._wants_deliveries = stats.wants_deliveries
+        #: The clock a lease's ``fresh_until`` is compared on (that it is computed on), bound once: per record.
+        self.monotonic = clock.monotonic_source()
         self._take_lock = threading.Lock()  # one taker waits on the queue at a time: runs start in queue order
         self._hand_lock = threading.Lock()  # short: handing a record over, starting or ending a run
         self._runs: dict[Hashable, Run] = {}  # each holder's run being handed over
@@ -251,7 +254,7 @@ class Delivery:
                 i = run.handed
                 progress = run.progress
                 handing = i < run.end and not progress.revoked and not progress.paused
-                if handing and time.monotonic() < progress.fresh_until:
+                if handing and self.monotonic() < progress.fresh_until:
                     run.processed = i
                     run.handed = i + 1  # Run.hand_over, inline on next()'s per-record path
                     if progress.revoked:
@@ -417,7 +420,7 @@ class Delivery:
                         self._set_aside(run)
                         continue
                     if i < run.end and not progress.revoked:
-                        if time.monotonic() < progress.fresh_until:
+                        if self.monotonic() < progress.fresh_until:
                             if run.hand_over(i):
                                 return run, i
                             continue  # the shard is being handed off: the run ends

@@ -19,6 +19,7 @@ from typing import Generic, NamedTuple, TypeVar
 
 import attrs
 
+from .. import clock
 from ..reading.position import Position
 from ..record import Record
 from .tracker import CheckpointTracker
@@ -157,13 +158,9 @@ class ShardProgress:
             self.fresh_until = fresh_until
             self._changed()
 
-    def fresh(self, now: float) -> bool:
-        """The lease was confirmed recently enough at ``now``."""
-        return now < self.fresh_until
-
     def fresh_or_revoked(self) -> bool:
         """What a delivery waiting for the lease waits for: a confirmation, or the shard's loss."""
-        return self.revoked or time.monotonic() < self.fresh_until
+        return self.revoked or clock.monotonic() < self.fresh_until
 
     @property
     def released(self) -> bool:

@@ -9,7 +9,6 @@ a shard under the crash-loop guard's episode go the general way (:class:`~.shard
 from __future__ import annotations
 
 import threading
-import time
 
 from ..delivery.delivery import Delivery, ExplicitHolder, age_of
 from ..delivery.progress import Run
@@ -74,7 +73,8 @@ class FastPath:
         """Hand the run's records to the handler, in order, until it ends or must stop; a receiver that takes
         runs (``records_delivered``, ``records_handled``) is told as it ends."""
         progress, records, base = run.progress, run.records, run.base
-        hand, handler, delivery, monotonic = guard.hand, self._handler, self._delivery, time.monotonic
+        hand, handler, delivery = guard.hand, self._handler, self._delivery
+        monotonic = delivery.monotonic  # the clock of the lease's fresh_until
         calls, shard_id, attempts = progress.calls, progress.shard_id, self._attempts
         expired = attempts.expired if attempts.max_age is not None else None
         stats, delivered, handled = attempts.stats, attempts.wants_deliveries, attempts.wants_handled
