@@ -36,7 +36,7 @@ from ..record import Record
 from ..stats import GuardedStats
 from ..waiting import slice_of
 from .budget import ByteBudget
-from .progress import STOPPED, Checkpoint, Checkpointed, Run, ShardProgress, Stopped
+from .progress import HANDED, STALE, STOPPED, Checkpoint, Checkpointed, Run, ShardProgress, Stopped
 from .record_queue import CLOSED, Closed, RecordQueue
 
 __all__ = ["Delivery", "EndHook", "EndHooks", "ExplicitHolder", "HandoffResult", "age_of"]
@@ -247,25 +247,19 @@ class Delivery:
         Raises :class:`NoRecordWithin` after ``timeout`` s without one, and the error the
         delivery was closed with.
         """
-        record = None
+        record, shard_key = None, ""
         with self._hand_lock:  # the usual case: the next record of the holder's run
             run = self._runs.get(holder)
             if run is not None and not self._closed:
                 i = run.handed
-                progress = run.progress
-                handing = i < run.end and not progress.revoked and not progress.paused
-                if handing and self.monotonic() < progress.fresh_until:
-                    run.processed = i
-                    run.handed = i + 1  # Run.hand_over, inline on next()'s per-record path
-                    if progress.revoked:
-                        run.handed = i
-                    else:
-                        record = run.records[i]
+                if run.offer(i, self.monotonic()) is HANDED:
+                    run.processed = i  # asking again: the record in hand is processed
+                    record, shard_key = run.records[i], run.progress.shard_id
         if record is None:
             taken = self._taken(self._hand(holder, _deadline(timeout), auto=True), timeout)
             return None if taken is None else taken[0]
         if self._wants_deliveries:  # outside the lock: the receiver is the user's code
-            self._stats.record_delivered(progress.shard_id, age_of(record.approximate_arrival_timestamp))
+            self._stats.record_delivered(shard_key, age_of(record.approximate_arrival_timestamp))
         return record
 
     def next_manual(self, timeout: float | None) -> Checkpointed[Record] | Stopped:
@@ -415,16 +409,15 @@ class Delivery:
                     progress, i = run.progress, run.handed
                     if auto:
                         run.processed = i  # asking again: the record in hand is processed
-                    if i < run.end and not progress.revoked and progress.paused:  # the rest waits for resume()
+                    offered = run.offer(i, self.monotonic())
+                    if offered is HANDED:
+                        return run, i
+                    if offered is STALE:
+                        waiting_for = progress
+                    elif i < run.end and not progress.revoked and progress.paused:  # the rest waits for resume()
                         self._next_run(holder)
                         self._set_aside(run)
                         continue
-                    if i < run.end and not progress.revoked:
-                        if self.monotonic() < progress.fresh_until:
-                            if run.hand_over(i):
-                                return run, i
-                            continue  # the shard is being handed off: the run ends
-                        waiting_for = progress
                     else:  # handed over entirely, or its shard is being handed off: the new owner delivers the rest
                         self._next_run(holder)
                         progress.end_run(run)

@@ -10,6 +10,7 @@ lock.
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import math
 import threading
 import time
@@ -24,7 +25,10 @@ from ..reading.position import Position
 from ..record import Record
 from .tracker import CheckpointTracker
 
-__all__ = ["ARRIVAL_SAMPLE", "STOPPED", "Checkpoint", "Checkpointed", "Run", "ShardProgress", "Stopped"]
+__all__ = [
+    "ARRIVAL_SAMPLE", "HANDED", "HELD", "STALE", "STOPPED", "Checkpoint", "Checkpointed", "Offer", "Run",
+    "ShardProgress", "Stopped",
+]  # fmt: skip
 
 #: One arrival time is kept per this many records read (:meth:`ShardProgress.fetched`): the age of the oldest
 #: record in hand is that of the first of its group, older by at most the arrivals of this many records.
@@ -55,18 +59,44 @@ class Run:
         self.processed = 0
         self.folded = 0
 
-    def hand_over(self, i: int) -> bool:
-        """Count ``records[i]`` handed over, unless the shard was revoked meanwhile (False: it stays).
+    def offer(self, i: int, now: float, gate: Callable[[Position], bool] | None = None) -> Offer:
+        """The rule for handing a record over, written here only: ``records[i]`` goes out (HANDED: ``handed``
+        moved past it) if the run is not over, its shard is neither revoked nor paused, the shard's lease is
+        fresh at ``now`` (else STALE: wait until it is confirmed or lost, then offer again) and ``gate`` (the
+        crash-loop guard's reservation) lets its position through; else HELD: it stays.
 
-        ``handed`` moves first and ``revoked`` is looked at after: a handoff revokes first and counts
-        what is handed over after, so one of the two sees the other, and no record goes out that the
-        handoff did not wait for (a look at ``revoked`` before moving ``handed`` could be overtaken).
+        ``handed`` moves before the last look at ``revoked``: a handoff revokes first and counts what is
+        handed over after, so one of the two sees the other, and no record goes out that the handoff did
+        not wait for (a look at ``revoked`` before moving ``handed`` could be overtaken).
         """
+        progress = self.progress
+        if i >= self.end or progress.revoked or progress.paused:
+            return HELD
+        if now >= progress.fresh_until:
+            return STALE
+        if gate is not None:
+            record = self.records[i]
+            if not gate((record.sequence_number, record.sub_sequence_number)):
+                return HELD
         self.handed = i + 1
-        if self.progress.revoked:
+        if progress.revoked:
             self.handed = i
-            return False
-        return True
+            return HELD
+        return HANDED
+
+
+class Offer(enum.Enum):
+    """What :meth:`Run.offer` did with a record."""
+
+    #: handed over
+    HANDED = "handed"
+    #: not now: the shard's lease must be confirmed first
+    STALE = "stale"
+    #: not handed: the run is over, its shard revoked or paused, or the gate closed
+    HELD = "held"
+
+
+HANDED, STALE, HELD = Offer.HANDED, Offer.STALE, Offer.HELD
 
 
 class ShardProgress:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 from ..delivery.delivery import Delivery, ExplicitHolder, age_of
-from ..delivery.progress import Run
+from ..delivery.progress import HANDED, STALE, Run
 from ..errors import NoRecordWithin
 from .attempts import Attempts, Outcome
 from .guard import ShardGuard
@@ -83,15 +83,14 @@ class FastPath:
         first_latency = spent = 0.0
         try:
             for i in range(run.handed, run.end):  # a run set aside at a pause goes on where it stopped
-                if progress.revoked or progress.paused:
-                    return  # the shard is being given up (the rest is not handed over), or paused (the rest waits)
-                if progress.fresh_until <= monotonic() and not delivery.wait_for_lease(progress):
-                    return
+                offered = run.offer(i, monotonic(), hand)
+                if offered is STALE:  # the lease must be confirmed first
+                    if not delivery.wait_for_lease(progress):
+                        return
+                    offered = run.offer(i, monotonic(), hand)
+                if offered is not HANDED:
+                    return  # given up (the rest is not handed over), paused (the rest waits), or the guard's limit
                 record = records[i]
-                if not hand((record.sequence_number, record.sub_sequence_number)):
-                    return
-                if not run.hand_over(i):  # revoked since the look above
-                    return
                 if delivered:  # as next() counts it
                     if delivered_in_run:
                         if not handed:  # the run's first is its oldest: its latency, as it is handed over

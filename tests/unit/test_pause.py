@@ -11,7 +11,7 @@ import pytest
 from kinsumer import NoRecordWithin, StatReceiver
 from kinsumer.delivery.budget import ByteBudget
 from kinsumer.delivery.delivery import Delivery, ExplicitHolder
-from kinsumer.delivery.progress import ShardProgress
+from kinsumer.delivery.progress import HANDED, ShardProgress
 from kinsumer.delivery.record_queue import RecordQueue
 from kinsumer.handling.scheduler import Scheduler
 from kinsumer.record import Record
@@ -92,7 +92,7 @@ def test_a_run_taken_for_itself_stops_at_a_pause_and_goes_on_where_it_stopped() 
     holder = ExplicitHolder()
     run = d.take_run(holder, 1)
     assert run is not None and run.records == records(1, 2)
-    assert run.hand_over(0)
+    assert run.offer(0, d.monotonic()) is HANDED
     run.processed = 1
     d.pause("s")
     d.end_run(holder)  # at a pause: set aside, not given back
@@ -101,7 +101,7 @@ def test_a_run_taken_for_itself_stops_at_a_pause_and_goes_on_where_it_stopped() 
     d.resume("s")
     again = d.take_run(holder, 1)
     assert again is run and run.handed == 1  # the same run, from its next record
-    assert run.hand_over(1)
+    assert run.offer(1, d.monotonic()) is HANDED
     run.processed = 2
     d.end_run(holder)
     after = d.take_run(holder, 1)
