@@ -12,7 +12,6 @@ finished, handed off, or lost to another client.
 from __future__ import annotations
 
 import asyncio
-import enum
 import functools
 import logging
 import math
@@ -40,7 +39,7 @@ from .row_reads import RowReads
 from .runtime import Runtime
 from .streams import StreamScope
 
-__all__ = ["ShardState", "ShardWorker"]
+__all__ = ["ShardWorker"]
 
 log = logging.getLogger("kinsumer.shard")
 
@@ -51,14 +50,6 @@ _CAPTURE_POLL_MAX = 1.0  # seconds between two looks at a row a live owner holds
 MAX_PAGE_BYTES = 10 * 2**20
 _MIN_ESTIMATE = 2**20  # bytes a read asks the budget for at least
 T = TypeVar("T")
-
-
-class ShardState(enum.Enum):
-    CAPTURING = "capturing"  # waiting to take the row (its previous owner lets go, or is found dead)
-    READING = "reading"
-    FINISHING = "finishing"  # read to its end: waiting for its records to be processed
-    HANDING_OFF = "handing off"  # given up: waiting for delivered records, then releasing
-    ENDED = "ended"  # the thread is done (finished, released, lost, or never captured)
 
 
 class ShardWorker:
@@ -82,7 +73,6 @@ class ShardWorker:
         #: The shard's ID in its stream.
         self.stream_shard_id = scope.shard_id(shard_id) or shard_id
         self.lease = ShardLease(runtime, shard_id, parents, scope)
-        self.state = ShardState.CAPTURING
         self.millis_behind_latest: int | None = None  # from the last page read
         #: User records of KPL aggregates read outside the shard's hash key range (delivered or dropped), this capture
         self.outside_range = 0
@@ -224,7 +214,6 @@ class ShardWorker:
         except Exception as exc:  # noqa: BLE001 - a bug here must not end the shard's coroutine silently
             self._rt.fail(exc, f"the consumer of {self.shard_id}")
         finally:
-            self.state = ShardState.ENDED
             self._ended.set()
 
     async def _own(self, row: CheckpointRow) -> None:
@@ -392,7 +381,6 @@ class ShardWorker:
         if start is None:
             start = StartPosition.initial(cfg.initial_position, cfg.initial_timestamp)
             unrecorded = start.kind != "TRIM_HORIZON"
-        self.state = ShardState.READING
         reader: ShardReader | None = None
         pages = _PageBytes(rt.delivery.budget)
         try:
@@ -482,7 +470,6 @@ class ShardWorker:
 
     async def _finish(self, progress: ShardProgress) -> bool:
         """The shard is closed and read to its end: once all is processed, mark it Finished."""
-        self.state = ShardState.FINISHING
         log.info("%s reached its end; finishing once its records are processed", self.shard_id)
         try:
             await self._wait_for(progress.all_processed, None)
@@ -512,7 +499,6 @@ class ShardWorker:
     async def _hand_off(self, progress: ShardProgress) -> None:
         """Give the shard up: drop queued records, wait for acknowledgements, release."""
         rt = self._rt
-        self.state = ShardState.HANDING_OFF
         started = clock.monotonic()
         dropped = rt.delivery.start_hand_off(progress)
         await self._wait_for(progress.all_acknowledged, rt.config.handoff_timeout, stoppable=False)
