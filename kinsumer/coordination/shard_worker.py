@@ -231,7 +231,8 @@ class ShardWorker:
         """The shard was captured as ``row``: its delivery bookkeeping and crash-loop guard, and commits."""
         rt = self._rt
         self._progress = progress = rt.delivery.open_shard(self.shard_id, row.checkpoint)
-        guard = ShardGuard(row, _GuardWrites(self), self._wait_unless_stopping, rt.config.commit_frequency)
+        writes = _GuardWrites(rt, self.lease, self._stop, functools.partial(self._committer.commit, self), self.note)
+        guard = ShardGuard(row, writes, self._wait_unless_stopping, rt.config.commit_frequency)
         attach_guard(progress, guard)
         progress.confirm(self.lease.fresh_until)
         progress.watch(self._poke)  # acknowledgements, for the handoff's and the end's waits
@@ -620,33 +621,42 @@ class _PageBytes:
 
 
 class _GuardWrites:
-    """The crash-loop guard's writes, through a worker's lease (see :class:`~kinsumer.handling.guard.GuardIO`)."""
+    """The crash-loop guard's writes, through a worker's lease (see :class:`~kinsumer.handling.guard.GuardIO`):
+    made by the worker with what they need (its runtime, lease, stop event, commit and note)."""
 
-    def __init__(self, worker: ShardWorker) -> None:
-        self._worker = worker
+    def __init__(
+        self,
+        runtime: Runtime,
+        lease: ShardLease,
+        stop: threading.Event,
+        commit: Callable[[float, threading.Event], bool | None],
+        note: Callable[[Callable[[Call], bool], str], bool | None],
+    ) -> None:
+        self._rt = runtime
+        self._lease = lease
+        self._stop = stop
+        self._commit = commit
+        self._note = note
 
     def write(self, careful: str, checkpoint: Position | None, handed: str | None = None) -> bool | None:
-        worker = self._worker
-        rt = worker._rt
+        rt, shard_id = self._rt, self._lease.shard_id
         try:
-            call = rt.call_until(clock.monotonic() + rt.config.commit_frequency, worker._stop)
-            return worker.lease.guard(checkpoint, careful, call, handed)
+            call = rt.call_until(clock.monotonic() + rt.config.commit_frequency, self._stop)
+            return self._lease.guard(checkpoint, careful, call, handed)
         except Stopped:
             return False  # the shard is being given up
         except Exception as exc:  # noqa: BLE001 - transient: the guard tries again; anything else stops the consumer
-            if not rt.retry_later(exc, f"the crash-loop guard's write of {worker.shard_id}"):
-                rt.fail(exc, f"the crash-loop guard of {worker.shard_id}")
+            if not rt.retry_later(exc, f"the crash-loop guard's write of {shard_id}"):
+                rt.fail(exc, f"the crash-loop guard of {shard_id}")
                 return False
             return None
 
     def note(self, retrying: str | None) -> bool | None:
-        worker = self._worker
-        write = functools.partial(worker.lease.note_retrying, retrying)
-        return worker.note(write, f"that a record of {worker.shard_id} is being retried")
+        write = functools.partial(self._lease.note_retrying, retrying)
+        return self._note(write, f"that a record of {self._lease.shard_id} is being retried")
 
     def given_up(self) -> bool:
-        return self._worker._stop.is_set()
+        return self._stop.is_set()
 
     def commit_now(self) -> bool | None:
-        worker = self._worker
-        return worker._committer.commit(worker, clock.monotonic() + worker._rt.config.commit_frequency, worker._stop)
+        return self._commit(clock.monotonic() + self._rt.config.commit_frequency, self._stop)
