@@ -139,7 +139,7 @@ def new_stream(moto_server: LocalServer) -> Iterator[Callable[[int], str]]:
 # package tests build the sdist and the wheel once (a module fixture) and install them with pip.
 _GROUPS = {"spark": "spark", "procs": "procs", "package": "package"}
 #: The tiers, marked by folder as well (``pytest -m "not spark"``); tests/server's carry ``server`` themselves.
-_TIERS = frozenset({"unit", "aws", "sim", "procs", "spark", "package", "interop"})
+_TIERS = frozenset({"unit", "kit", "aws", "sim", "procs", "spark", "package", "interop"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups off the marks

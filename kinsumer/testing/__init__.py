@@ -1,8 +1,27 @@
-"""Test your handler without AWS: tables in memory that a real :class:`~kinsumer.Kinsumer` runs against unchanged.
+"""Test your handler without AWS: a stream and tables in memory that a real :class:`~kinsumer.Kinsumer` runs
+against unchanged.
 
-- :class:`LocalDynamoDB`: DynamoDB in memory with DynamoDB's rules (conditional writes, expressions, limits).
+- :class:`LocalKinesis`: Kinesis in memory, a boto3 Kinesis client for every call a polling Kinsumer makes,
+  with streams of N shards, records routed by their hash key, KPL aggregates, splits and merges;
+- :class:`LocalDynamoDB`: DynamoDB in memory with DynamoDB's rules (conditional writes, expressions, limits);
+- :class:`LocalAWS`: both, on one clock, and Kinsumers made on them.
+
+Nothing here needs moto, a server or a network. Example::
+
+    from kinsumer.testing import LocalAWS
+
+    aws = LocalAWS()
+    aws.kinesis.add_stream("clicks", shards=2)
+    aws.kinesis.put("clicks", b"hello", partition_key="user-1")
+    k = aws.kinsumer("clicks", "billing-app")
+    k.create_required_tables()
+    with k:
+        assert k.next() == b"hello"
 """
 
+from ._kinesis import ITERATOR_LIFETIME, LocalKinesis, Put
+from ._local import LocalAWS
+from ._stream import StoredRecord
 from ._tables import LocalDynamoDB
 
-__all__ = ["LocalDynamoDB"]
+__all__ = ["ITERATOR_LIFETIME", "LocalAWS", "LocalDynamoDB", "LocalKinesis", "Put", "StoredRecord"]
