@@ -4,7 +4,10 @@ against unchanged.
 - :class:`LocalKinesis`: Kinesis in memory, a boto3 Kinesis client for every call a polling Kinsumer makes,
   with streams of N shards, records routed by their hash key, KPL aggregates, splits and merges;
 - :class:`LocalDynamoDB`: DynamoDB in memory with DynamoDB's rules (conditional writes, expressions, limits);
-- :class:`LocalAWS`: both, on one clock, and Kinsumers made on them.
+- :class:`LocalAWS`: both, on one clock, and Kinsumers made on them;
+- :class:`Fleet`: N clients of one application running your handler with ``process()``, which join, leave
+  cleanly or crash, on :data:`FAST_CONFIG` (a second or two per event); its :class:`Ledger` reports records
+  lost, handled twice (and whether a crash allows it), and order per shard and per key (:class:`Report`).
 
 Nothing here needs moto, a server or a network. Example::
 
@@ -19,9 +22,14 @@ Nothing here needs moto, a server or a network. Example::
         assert k.next() == b"hello"
 """
 
+from ._fleet import FAST_CONFIG, Fleet
 from ._kinesis import ITERATOR_LIFETIME, LocalKinesis, Put
+from ._ledger import Duplicate, Ledger, RecordKey, Report
 from ._local import LocalAWS
 from ._stream import StoredRecord
 from ._tables import LocalDynamoDB
 
-__all__ = ["ITERATOR_LIFETIME", "LocalAWS", "LocalDynamoDB", "LocalKinesis", "Put", "StoredRecord"]
+__all__ = [
+    "FAST_CONFIG", "ITERATOR_LIFETIME", "Duplicate", "Fleet", "Ledger", "LocalAWS", "LocalDynamoDB", "LocalKinesis",
+    "Put", "RecordKey", "Report", "StoredRecord",
+]  # fmt: skip

@@ -10,10 +10,11 @@ see the calls as on a real client.
 
 from __future__ import annotations
 
+import copy
 import threading
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import botocore.config
 from botocore.hooks import HierarchicalEmitter
@@ -42,6 +43,21 @@ class ServiceClient:
             config=botocore.config.Config(region_name=region),
         )  # fmt: skip
         self.exceptions = exceptions(self.SERVICE)
+        self._cut = False
+
+    def connection(self) -> Self:
+        """Another client of the same service (the same tables, the same streams), as another process holds:
+        events of its own (``meta.events``), and :meth:`cut` cuts it off alone."""
+        twin = copy.copy(self)
+        twin.meta = types.SimpleNamespace(**{**vars(self.meta), "events": HierarchicalEmitter()})
+        twin._cut = False
+        return twin
+
+    def cut(self) -> None:
+        """From now on no call of this client reaches the service, as for a process that died: each is refused
+        (``AccessDeniedException``, an error no retry fixes, so that what is left of the client ends at once).
+        The service's state and its other clients go on."""
+        self._cut = True
 
     def _failed(self, operation: str, params: dict[str, Any], error: SimError) -> None:
         """Called (under the lock) for each request answered with ``error``."""
@@ -49,6 +65,9 @@ class ServiceClient:
     def _call(self, operation: str, params: dict[str, Any], handler: Handler) -> dict[str, Any]:
         """One request of ``operation``, as botocore makes it (see the module's description)."""
         service = self.SERVICE
+        if self._cut:
+            error = SimError("AccessDeniedException", "this client was cut off (kinsumer.testing: its process crashed)")
+            raise client_error(error, operation, {"HTTPHeaders": {}, "RetryAttempts": 0}, service)
         model = self.meta.service_model.operation_model(operation)
         context: dict[str, Any] = {"client_region": self._region, "client_config": None, "has_streaming_input": False}
         events = self.meta.events

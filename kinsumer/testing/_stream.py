@@ -39,6 +39,7 @@ def invalid(message: str) -> SimError:
 class StoredRecord:
     """A record as a shard stores it."""
 
+    shard_id: str
     sequence_number: str
     data: bytes
     partition_key: str
@@ -142,7 +143,7 @@ class Stream:
     def append(self, shard: Shard, data: bytes, partition_key: str, explicit: str | None, now: float) -> StoredRecord:
         number = self._next_sequence
         self._next_sequence += 1
-        record = StoredRecord(str(number), data, partition_key, round(now, 3), explicit)
+        record = StoredRecord(shard.shard_id, str(number), data, partition_key, round(now, 3), explicit)
         shard.records.append(record)
         shard.numbers.append(number)
         return record
