@@ -7,7 +7,8 @@ against unchanged.
 - :class:`LocalAWS`: both, on one clock, and Kinsumers made on them;
 - :class:`Fleet`: N clients of one application running your handler with ``process()``, which join, leave
   cleanly or crash, on :data:`FAST_CONFIG` (a second or two per event); its :class:`Ledger` reports records
-  lost, handled twice (and whether a crash allows it), and order per shard and per key (:class:`Report`).
+  lost, handled twice (and why that is allowed, :data:`Reason`, or not), order per shard and per key, and the
+  lifecycle hooks' order (:class:`Report`).
 
 Nothing here needs moto, a server or a network. Example::
 
@@ -22,14 +23,16 @@ Nothing here needs moto, a server or a network. Example::
         assert k.next() == b"hello"
 """
 
+from ._capture import Reason, RecordKey
 from ._fleet import FAST_CONFIG, Fleet
 from ._kinesis import ITERATOR_LIFETIME, LocalKinesis, Put
-from ._ledger import Duplicate, Ledger, RecordKey, Report
+from ._ledger import Ledger
 from ._local import LocalAWS
+from ._report import Duplicate, HookViolation, Report
 from ._stream import StoredRecord
 from ._tables import LocalDynamoDB
 
 __all__ = [
-    "FAST_CONFIG", "ITERATOR_LIFETIME", "Duplicate", "Fleet", "Ledger", "LocalAWS", "LocalDynamoDB", "LocalKinesis",
-    "Put", "RecordKey", "Report", "StoredRecord",
+    "FAST_CONFIG", "ITERATOR_LIFETIME", "Duplicate", "Fleet", "HookViolation", "Ledger", "LocalAWS", "LocalDynamoDB",
+    "LocalKinesis", "Put", "Reason", "RecordKey", "Report", "StoredRecord",
 ]  # fmt: skip

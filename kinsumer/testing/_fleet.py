@@ -15,9 +15,11 @@ from ..config import Config
 from ..consumer import Kinsumer
 from ..record import Record
 from ._kinesis import LocalKinesis
-from ._ledger import Ledger, Report
+from ._ledger import Ledger
 from ._local import LocalAWS
+from ._report import Report
 from ._tables import LocalDynamoDB
+from ._watch import fleet_stats, watch_takeovers
 
 __all__ = ["FAST_CONFIG", "Fleet"]
 
@@ -32,6 +34,8 @@ FAST_CONFIG = Config(
     throttle_delay=0.2, handoff_timeout=1.0,
 )  # fmt: skip
 _STOP_WAIT = 30.0  # seconds a client's thread may take to end after stop()
+_SETTLE_WAIT = 10.0  # seconds report() waits for the ends of the captures a duplicate involves
+_HOOKS = ("on_assigned", "on_revoked", "on_lost")
 
 
 @attrs.define(eq=False)
@@ -51,6 +55,12 @@ class Fleet:
     Every handling is recorded in :attr:`ledger` (see :class:`~kinsumer.testing.Ledger`), and :meth:`report`
     holds it against the records put. ``config``: every client's (:data:`FAST_CONFIG` by default; a ``client_id`` in
     it is refused: each client has its own). Use it as a context manager: its end stops every client left.
+
+    What the ledger learns besides the handler's calls: each client's ``Config.stats`` is a receiver of the
+    fleet's that tells it of captures and handoffs, then passes every call on to yours (``config.stats``); the
+    ``dead_letter`` sink's calls count their records as handled; with any lifecycle hook given (``on_assigned``,
+    ``on_revoked``, ``on_lost``) all three are recorded (those not given do nothing else), and their order
+    checked; a capture of a shard from a client that did not release it is seen in the checkpoint table.
     """
 
     def __init__(
@@ -73,6 +83,7 @@ class Fleet:
         self._names = (f"client-{i}" for i in itertools.count(1))
         self._stoppers: list[threading.Thread] = []
         self._tables_made = False
+        self._ids: dict[str, str] = {}  # client ID -> name, for the takeovers the ledger is told of
 
     @property
     def members(self) -> list[str]:
@@ -87,8 +98,11 @@ class Fleet:
         """A new client joins: ``run()``, then ``process()`` on a thread of its own; its name."""
         name = next(self._names)
         kinesis, dynamodb = self.aws.kinesis.connection(), self.aws.dynamodb.connection()
-        k = Kinsumer(self.stream, self.application, name, self.config, kinesis=kinesis,  # type: ignore[arg-type]
+        config = attrs.evolve(self.config, stats=fleet_stats(self.ledger, name, self.config.stats))
+        k = Kinsumer(self.stream, self.application, name, config, kinesis=kinesis,  # type: ignore[arg-type]
                      dynamodb=dynamodb)  # type: ignore[arg-type]  # fmt: skip
+        self._ids[k.client_id] = name
+        watch_takeovers(dynamodb, self._ids, self.ledger)
         if not self._tables_made:
             k.create_required_tables()
             self._tables_made = True
@@ -101,9 +115,19 @@ class Fleet:
 
     def _process(self, member: _Member) -> None:
         try:
-            member.kinsumer.process(self.ledger.wrap(member.name, self._handler), **self._options)
+            member.kinsumer.process(self.ledger.wrap(member.name, self._handler), **self._wrapped(member.name))
         except BaseException as exc:  # noqa: BLE001 - kept for check(), which raises it unless the client crashed
             member.error = exc
+
+    def _wrapped(self, name: str) -> dict[str, Any]:
+        """``process()``'s options for client ``name``: its sink and hooks recorded by the ledger."""
+        options = dict(self._options)
+        if options.get("dead_letter") is not None:
+            options["dead_letter"] = self.ledger.wrap_sink(name, options["dead_letter"])
+        if any(options.get(hook) is not None for hook in _HOOKS):
+            for hook in _HOOKS:
+                options[hook] = self.ledger.wrap_hook(name, hook, options.get(hook))
+        return options
 
     def leave(self, name: str) -> None:
         """``name`` stops cleanly (its shards handed off); returns once its ``process()`` returned."""
@@ -119,9 +143,12 @@ class Fleet:
         last checkpoint, its heartbeat row stays until it ages), and its handler is no longer called. The
         others take its shards once it counts as dead (``client_record_max_age``)."""
         member = self._member(name)
-        member.kinesis.cut()
-        member.dynamodb.cut()
-        self.ledger.crash(name)
+
+        def cut() -> None:
+            member.kinesis.cut()
+            member.dynamodb.cut()
+
+        self.ledger.crash(name, cut)
         member.crashed = True
         stopper = threading.Thread(target=member.kinsumer.stop, name=f"fleet-{name}-remains", daemon=True)
         stopper.start()  # frees its threads; nothing it does reaches the service
@@ -140,12 +167,14 @@ class Fleet:
                 raise member.error
 
     def report(self) -> Report:
-        """The ledger against every record of the stream (see :class:`~kinsumer.testing.Report`)."""
+        """The ledger against every record of the stream (see :class:`~kinsumer.testing.Report`), once the
+        captures a duplicate involves have ended (up to 10 s: a handoff's verdict comes after its release)."""
+        self.ledger.wait_settled(_SETTLE_WAIT)
         return self.ledger.report(self.aws.kinesis.records(self.stream))
 
     def wait_handled(self, timeout: float = 30.0) -> Report:
         """Wait until every record of the stream was handled (TimeoutError after ``timeout`` s); the report."""
-        put = self.report().put
+        put = self.ledger.report(self.aws.kinesis.records(self.stream)).put
         self.ledger.wait_for(put, timeout)
         self.check()
         return self.report()
