@@ -28,6 +28,7 @@ Nothing here needs moto, a server or a network. Example::
 
 from ._capture import Reason, RecordKey
 from ._fleet import FAST_CONFIG, Fleet
+from ._handlers import PerClient
 from ._kinesis import ITERATOR_LIFETIME, LocalKinesis, Put
 from ._ledger import Ledger
 from ._local import LocalAWS, LocalStream
@@ -37,5 +38,5 @@ from ._tables import LocalDynamoDB
 
 __all__ = [
     "FAST_CONFIG", "ITERATOR_LIFETIME", "Duplicate", "Fleet", "HookViolation", "Ledger", "LocalAWS", "LocalDynamoDB",
-    "LocalKinesis", "LocalStream", "Put", "Reason", "RecordKey", "Report", "StoredRecord",
+    "LocalKinesis", "LocalStream", "PerClient", "Put", "Reason", "RecordKey", "Report", "StoredRecord",
 ]  # fmt: skip

@@ -14,6 +14,7 @@ import attrs
 from ..config import Config
 from ..consumer import Kinsumer
 from ..record import Record
+from ._handlers import PerClient, for_client
 from ._kinesis import LocalKinesis
 from ._ledger import Ledger
 from ._local import LocalAWS
@@ -35,7 +36,6 @@ FAST_CONFIG = Config(
 )  # fmt: skip
 _STOP_WAIT = 30.0  # seconds a client's thread may take to end after stop()
 _SETTLE_WAIT = 10.0  # seconds report() waits for the ends of the captures a duplicate involves
-_HOOKS = ("on_assigned", "on_revoked", "on_lost")
 
 
 @attrs.define(eq=False)
@@ -44,13 +44,16 @@ class _Member:
     kinsumer: Kinsumer
     kinesis: LocalKinesis
     dynamodb: LocalDynamoDB
+    handler: Callable[..., object]
+    options: dict[str, Any]
     thread: threading.Thread | None = None
     error: BaseException | None = None
     crashed: bool = False
 
 
 class Fleet:
-    """Clients of ``application`` on ``stream``, each calling ``handler`` through ``process(**options)``.
+    """Clients of ``application`` on ``stream``, each calling ``handler`` through ``process(**options)``; a
+    :class:`~kinsumer.testing.PerClient` in place of ``handler`` makes a handler (and hooks) for each client.
 
     Every handling is recorded in :attr:`ledger` (see :class:`~kinsumer.testing.Ledger`), and :meth:`report`
     holds it against the records put. ``config``: every client's (:data:`FAST_CONFIG` by default; a ``client_id`` in
@@ -68,7 +71,7 @@ class Fleet:
         aws: LocalAWS,
         stream: str,
         application: str,
-        handler: Callable[[Record], object],
+        handler: Callable[[Record], object] | Callable[..., object] | PerClient,
         *,
         config: Config = FAST_CONFIG,
         **options: Any,
@@ -97,6 +100,7 @@ class Fleet:
     def join(self) -> str:
         """A new client joins: ``run()``, then ``process()`` on a thread of its own; its name."""
         name = next(self._names)
+        handler, options = for_client(self.ledger, name, self._handler, self._options)  # its errors first
         kinesis, dynamodb = self.aws.kinesis.connection(), self.aws.dynamodb.connection()
         config = attrs.evolve(self.config, stats=fleet_stats(self.ledger, name, self.config.stats))
         k = Kinsumer(self.stream, self.application, name, config, kinesis=kinesis,  # type: ignore[arg-type]
@@ -106,7 +110,7 @@ class Fleet:
         if not self._tables_made:
             k.create_required_tables()
             self._tables_made = True
-        member = _Member(name, k, kinesis, dynamodb)
+        member = _Member(name, k, kinesis, dynamodb, handler, options)
         k.run()
         member.thread = threading.Thread(target=self._process, args=(member,), name=f"fleet-{name}", daemon=True)
         self._members[name] = member
@@ -115,19 +119,9 @@ class Fleet:
 
     def _process(self, member: _Member) -> None:
         try:
-            member.kinsumer.process(self.ledger.wrap(member.name, self._handler), **self._wrapped(member.name))
+            member.kinsumer.process(member.handler, **member.options)
         except BaseException as exc:  # noqa: BLE001 - kept for check(), which raises it unless the client crashed
             member.error = exc
-
-    def _wrapped(self, name: str) -> dict[str, Any]:
-        """``process()``'s options for client ``name``: its sink and hooks recorded by the ledger."""
-        options = dict(self._options)
-        if options.get("dead_letter") is not None:
-            options["dead_letter"] = self.ledger.wrap_sink(name, options["dead_letter"])
-        if any(options.get(hook) is not None for hook in _HOOKS):
-            for hook in _HOOKS:
-                options[hook] = self.ledger.wrap_hook(name, hook, options.get(hook))
-        return options
 
     def leave(self, name: str) -> None:
         """``name`` stops cleanly (its shards handed off); returns once its ``process()`` returned."""

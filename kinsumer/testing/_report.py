@@ -69,6 +69,12 @@ class Report:
     #: ``on_revoked`` before the capture's last record was done, ``on_assigned`` twice for one capture, an end
     #: hook (``on_revoked``, ``on_lost``) without an ``on_assigned`` before it that no other end hook took.
     hook_violations: tuple[HookViolation, ...] = ()
+    #: Per partition key, the handler's calls made in captures that ended in ``on_revoked`` (as often as made):
+    #: what a handler that writes its per-shard state out in ``on_revoked`` and drops it in ``on_lost`` has
+    #: written, once every capture ended (after the fleet's end). Without a crash, a timed-out handoff or a
+    #: shard taken, that is each record once (:meth:`by_key`); with them, the :attr:`stranded` records are
+    #: missing, and a record can be there twice (:attr:`duplicates` say why). Empty without hooks.
+    revoked_by_key: Mapping[str, int] = attrs.field(factory=dict)
     #: The partition key of each record put.
     partition_keys: Mapping[RecordKey, str] = attrs.field(factory=dict, repr=False)
 
@@ -134,8 +140,13 @@ def build_report(
         dead_lettered=tuple(dict.fromkeys(h.key for h in handlings if h.dead_lettered)),
         stranded=tuple(key for key, hs in seen.items() if all(h.capture.reason is not None for h in hs)),
         hook_violations=(*orphans, *_hook_violations(captures, handlings, hooks_checked)),
+        revoked_by_key=dict(collections.Counter(h.partition_key for h in calls if _revoked(h.capture))),
         partition_keys=keys,
     )
+
+
+def _revoked(capture: Capture) -> bool:
+    return capture.end_hook is not None and capture.end_hook[0] == "on_revoked"
 
 
 def _hook_violations(

@@ -8,9 +8,10 @@ import time
 from collections.abc import Callable
 
 import attrs
+import pytest
 
 from kinsumer import Failure, Record, StatReceiver
-from kinsumer.testing import FAST_CONFIG, Fleet, LocalAWS
+from kinsumer.testing import FAST_CONFIG, Fleet, LocalAWS, PerClient
 
 
 def test_a_fleet_of_3_through_a_join_a_leave_a_crash_and_a_split_loses_nothing_repeats_only_after_the_crash() -> None:
@@ -122,3 +123,36 @@ def test_hooks_come_in_order_through_a_join_a_leave_and_a_split_dead_letters_cou
     assert report.hook_violations == () and report.ok, str(report)
     assert {name for name, _ in calls} == {"assigned", "revoked"}  # yours are called (on_lost: none given)
     assert len(stats.shards) >= 4  # every client's captures reach your receiver
+
+
+class Counting:
+    def __init__(self, client: str) -> None:
+        self.client, self.handled = client, 0
+
+    def handle(self, record: Record) -> None:
+        self.handled += 1
+
+    def on_revoked(self, shard_id: str) -> None:
+        pass
+
+
+def test_per_client_makes_a_handler_and_hooks_for_each_client_and_says_what_is_wrong_with_one() -> None:
+    aws = LocalAWS()
+    aws.kinesis.add_stream("clicks", shards=2)
+    made: list[Counting] = []
+
+    def make(client: str) -> Counting:
+        made.append(Counting(client))
+        return made[-1]
+
+    with Fleet(aws, "clicks", "app", PerClient(make)) as fleet:
+        fleet.start(2)
+        for n in range(50):
+            aws.kinesis.put("clicks", str(n), f"key-{n}")
+        report = fleet.wait_handled()
+    assert [c.client for c in made] == ["client-1", "client-2"] and sum(c.handled for c in made) == 50
+    assert fleet.report().ok and fleet.report().revoked_by_key == report.by_key()  # on_revoked was recorded
+    with pytest.raises(TypeError, match=r"PerClient: make\('client-1'\) returned 1, which has no handle"):
+        Fleet(aws, "clicks", "app", PerClient(lambda client: 1)).join()
+    with pytest.raises(ValueError, match="on_revoked: given as an option and by the PerClient's object too"):
+        Fleet(aws, "clicks", "app", PerClient(Counting), on_revoked=print).join()

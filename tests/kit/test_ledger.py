@@ -182,6 +182,7 @@ def test_the_hooks_come_in_order_per_client_and_shard_or_the_report_says_how_not
     a["on_revoked"](shard)
     good.lost("a", shard)
     assert good.report(put).hook_violations == () and good.report(put).ok
+    assert good.report(put).revoked_by_key == {"key-0": 1, "key-1": 1}  # what on_revoked had to write out
 
     early = Ledger()
     early.gained("a", shard)
