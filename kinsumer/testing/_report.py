@@ -75,6 +75,9 @@ class Report:
     #: shard taken, that is each record once (:meth:`by_key`); with them, the :attr:`stranded` records are
     #: missing, and a record can be there twice (:attr:`duplicates` say why). Empty without hooks.
     revoked_by_key: Mapping[str, int] = attrs.field(factory=dict)
+    #: How the captures ended, counted: ``"clean"`` (a clean handoff, or the shard read to its end), a
+    #: :data:`~kinsumer.testing.Reason`, or ``"open"`` (still held).
+    captures_by_end: Mapping[str, int] = attrs.field(factory=dict)
     #: The partition key of each record put.
     partition_keys: Mapping[RecordKey, str] = attrs.field(factory=dict, repr=False)
 
@@ -113,7 +116,7 @@ class Report:
 
 
 def build_report(
-    put: Iterable[StoredRecord], handlings: Sequence[Handling], captures: Iterable[Capture],
+    put: Iterable[StoredRecord], handlings: Sequence[Handling], captures: Sequence[Capture],
     orphans: Sequence[HookViolation], hooks_checked: bool,
 ) -> Report:  # fmt: skip
     """The report of ``handlings`` (in the order they returned) against the records ``put``."""
@@ -141,8 +144,13 @@ def build_report(
         stranded=tuple(key for key, hs in seen.items() if all(h.capture.reason is not None for h in hs)),
         hook_violations=(*orphans, *_hook_violations(captures, handlings, hooks_checked)),
         revoked_by_key=dict(collections.Counter(h.partition_key for h in calls if _revoked(h.capture))),
+        captures_by_end=dict(collections.Counter(_end(c) for c in captures)),
         partition_keys=keys,
     )
+
+
+def _end(capture: Capture) -> str:
+    return capture.reason or ("open" if capture.closed is None else "clean")
 
 
 def _revoked(capture: Capture) -> bool:
@@ -150,7 +158,7 @@ def _revoked(capture: Capture) -> bool:
 
 
 def _hook_violations(
-    captures: Iterable[Capture], handlings: Sequence[Handling], hooks_checked: bool
+    captures: Sequence[Capture], handlings: Sequence[Handling], hooks_checked: bool
 ) -> list[HookViolation]:
     """Per capture: ``on_assigned`` once, before its first record; ``on_revoked`` after its last record is done
     (``on_lost`` is not waited for: records may still be in handlers, as the docs say). An end hook with no

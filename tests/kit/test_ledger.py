@@ -108,6 +108,7 @@ def test_each_repeat_says_why_it_is_allowed_after_a_timed_out_handoff_or_a_taken
         (duplicate,) = ledger.report(put).duplicates
         assert (duplicate.clients, duplicate.reason, duplicate.allowed) == (("a", "b"), reason, reason is not None)
         assert ledger.report(put).duplicates_by_reason == {reason or "unexplained": 1}
+        assert ledger.report(put).captures_by_end == {reason or "clean": 1, "open": 1}
 
 
 def test_a_repeat_is_not_explained_by_a_later_capture_of_the_same_client() -> None:
