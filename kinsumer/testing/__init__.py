@@ -6,7 +6,8 @@ against unchanged.
 - :class:`LocalDynamoDB`: DynamoDB in memory with DynamoDB's rules (conditional writes, expressions, limits);
 - :class:`LocalAWS`: both, on one clock, and Kinsumers made on them; :class:`LocalStream`: one stream of it;
 - :class:`Fleet`: N clients of one application running your handler with ``process()``, which join, leave
-  cleanly or crash, on :data:`FAST_CONFIG` (a second or two per event); its :class:`Ledger` reports records
+  cleanly, crash, pause or see their calls throttled or failing, on :data:`FAST_CONFIG` (a second or two per
+  event); its :class:`Ledger` reports records
   lost, handled twice (and why that is allowed, :data:`Reason`, or not), order per shard and per key, and the
   lifecycle hooks' order (:class:`Report`).
 

@@ -20,6 +20,7 @@ class SimError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self.status = 400  # the HTTP status it comes with (a server's fault: 500 or 503)
         self.extra = extra  # modeled fields of the error (Item, ThrottlingReasons...)
 
 
@@ -42,7 +43,7 @@ def client_error(
     the service's model has one, else a plain ClientError; modeled errors carry ``message`` and their fields."""
     response: dict[str, Any] = {
         "Error": {"Message": error.message, "Code": error.code},
-        "ResponseMetadata": {**metadata, "HTTPStatusCode": 400},
+        "ResponseMetadata": {**metadata, "HTTPStatusCode": error.status},
     }
     cls = exceptions(service).from_code(error.code)
     if cls is not botocore.exceptions.ClientError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
@@ -14,6 +14,7 @@ import attrs
 from ..config import Config
 from ..consumer import Kinsumer
 from ..record import Record
+from ._client import ServiceClient
 from ._handlers import PerClient, for_client
 from ._kinesis import LocalKinesis
 from ._ledger import Ledger
@@ -49,6 +50,7 @@ class _Member:
     thread: threading.Thread | None = None
     error: BaseException | None = None
     crashed: bool = False
+    paused: bool = False
 
 
 class Fleet:
@@ -93,6 +95,10 @@ class Fleet:
         """The names of the clients running (joined, neither gone nor crashed)."""
         return [m.name for m in self._members.values() if not m.crashed and m.thread is not None]
 
+    def shards(self, name: str) -> list[str]:
+        """The shards client ``name`` holds now (as its ``StatReceiver`` was told: captured, not given up)."""
+        return self.ledger.held(name)
+
     def start(self, count: int) -> list[str]:
         """:meth:`join` ``count`` clients; their names."""
         return [self.join() for _ in range(count)]
@@ -124,8 +130,11 @@ class Fleet:
             member.error = exc
 
     def leave(self, name: str) -> None:
-        """``name`` stops cleanly (its shards handed off); returns once its ``process()`` returned."""
+        """``name`` stops cleanly (its shards handed off); returns once its ``process()`` returned. A paused
+        client is resumed first."""
         member = self._member(name)
+        if member.paused:
+            self.resume(name)
         member.kinsumer.stop()
         if member.thread is not None:
             member.thread.join(_STOP_WAIT)
@@ -147,6 +156,48 @@ class Fleet:
         stopper = threading.Thread(target=member.kinsumer.stop, name=f"fleet-{name}-remains", daemon=True)
         stopper.start()  # frees its threads; nothing it does reaches the service
         self._stoppers.append(stopper)
+
+    def pause(self, name: str) -> None:
+        """``name``'s process stops (as with SIGSTOP) until :meth:`resume`: its calls to Kinesis and DynamoDB
+        wait, and so do calls of its handler, sink and hooks (a call already under way finishes). Silent longer
+        than ``client_record_max_age``, it counts as dead and the others take its shards; resumed, it learns
+        so at its next write (``on_lost``), and what it handles late of them is allowed twice (``"taken"``)."""
+        member = self._member(name)
+        member.paused = True
+        self.ledger.pause(name)
+        member.kinesis.pause()
+        member.dynamodb.pause()
+
+    def resume(self, name: str) -> None:
+        """``name``'s process goes on where it stopped."""
+        member = self._member(name)
+        member.paused = False
+        member.kinesis.resume()
+        member.dynamodb.resume()
+        self.ledger.resume(name)
+
+    def fail(
+        self, name: str, seconds: float, error: str = "ProvisionedThroughputExceededException",
+        service: str | None = None, operations: Iterable[str] | None = None,
+    ) -> None:  # fmt: skip
+        """For ``seconds``, ``name``'s calls to ``service`` (``"kinesis"``, ``"dynamodb"``; None: both), of
+        ``operations`` only if given (``"GetRecords"``, ``"PutItem"``...), are refused with ``error``: the service
+        throttling (``ProvisionedThroughputExceededException``, ``ThrottlingException``) or failing (a 5xx:
+        ``InternalFailure``, ``ServiceUnavailable``). kinsumer retries them; a client whose heartbeat fails
+        longer than ``client_record_max_age`` loses its shards as a silent one does."""
+        member = self._member(name)
+        targets: dict[str, ServiceClient] = {"kinesis": member.kinesis, "dynamodb": member.dynamodb}
+        if service is not None and service not in targets:
+            raise ValueError(f"service: kinesis, dynamodb or None (both), not {service!r}")
+        chosen = [targets[service]] if service else list(targets.values())
+        names = None if operations is None else set(operations)
+        unknown = sorted((names or set()) - {op for client in chosen for op in client.SUPPORTED})
+        if unknown:
+            raise ValueError(f"operations: {', '.join(unknown)}: not calls of {service or 'Kinesis or DynamoDB'}")
+        for client in chosen:
+            mine = None if names is None else names & set(client.SUPPORTED)
+            if mine is None or mine:
+                client.fail(seconds, error, mine)
 
     def _member(self, name: str) -> _Member:
         member = self._members.get(name)

@@ -50,6 +50,7 @@ class Ledger:
         self._orphans: list[HookViolation] = []
         self._hooks = False
         self._distinct: set[RecordKey] = set()
+        self._gates: dict[str, threading.Event] = {}  # a paused client's is clear: its calls wait
 
     def _next(self) -> int:
         self._tick += 1
@@ -65,7 +66,7 @@ class Ledger:
         def handle(*args: Any) -> object:
             record: Record = args[-1]
             started = self._start(client, record.shard_id)
-            if started is None:
+            if started is None or not self._through(client):
                 return None
             result = handler(*args)
             self._done(client, record, started, dead_lettered=False)
@@ -78,7 +79,7 @@ class Ledger:
 
         def dead_letter(failure: Failure) -> object:
             started = self._start(client, failure.record.shard_id)
-            if started is None:
+            if started is None or not self._through(client):
                 return None
             result = sink(failure)
             self._done(client, failure.record, started, dead_lettered=True)
@@ -95,7 +96,7 @@ class Ledger:
             self._hooks = True
 
         def call(shard_id: str) -> object:
-            if not self._hooked(client, hook, shard_id):
+            if not self._through(client) or not self._hooked(client, hook, shard_id):
                 return None
             return None if function is None else function(shard_id)
 
@@ -140,7 +141,26 @@ class Ledger:
         cut()
         with self._lock:
             self._dead.add(client)
+            self._gates.setdefault(client, threading.Event()).set()  # a paused process dies too
             self._lock.notify_all()
+
+    def pause(self, client: str) -> None:
+        """``client``'s process is stopped: a call of its handler, sink or hooks waits (after the ledger noted
+        when it was made) until :meth:`resume` or a crash."""
+        with self._lock:
+            self._gates.setdefault(client, threading.Event()).clear()
+
+    def resume(self, client: str) -> None:
+        with self._lock:
+            self._gates.setdefault(client, threading.Event()).set()
+
+    def _through(self, client: str) -> bool:
+        """Wait while ``client`` is paused; False if it died meanwhile (nothing more of it is called)."""
+        with self._lock:
+            gate = self._gates.get(client)
+        if gate is not None:
+            gate.wait()
+        return not self.crashed(client)
 
     def crashed(self, client: str) -> bool:
         with self._lock:
@@ -196,6 +216,11 @@ class Ledger:
             return True
 
     # ----------------------------------------------------------------- reading it
+
+    def held(self, client: str) -> list[str]:
+        """The shards ``client`` holds now (captured, not given up), by ID."""
+        with self._lock:
+            return sorted(s for (c, s), cs in self._captures.items() if c == client and cs[-1].closed is None)
 
     @property
     def distinct(self) -> int:
