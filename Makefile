@@ -43,7 +43,7 @@ test: $(STAMP) $(KINESALITE) $(KINESIS_MOCK)
 	$(PY) -m pytest -n 3 --dist loadgroup
 
 unit: $(STAMP)
-	$(PY) -m pytest tests/unit tests/aws
+	$(PY) -m pytest tests/unit tests/kit tests/aws
 
 lint: $(STAMP)
 	$(PY) -m ruff check kinsumer demo tests scripts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import pathlib
 import signal
@@ -31,6 +32,15 @@ settings.load_profile("kinsumer")
 # Python handler is reset to the default at exec.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """kinsumer's pytest plugin (the fixtures kinsumer_stream and kinsumer_fleet), once. An installed pykinsumer
+    loads it by its pytest11 entry point, named ``kinsumer``; a .venv installed before that entry point existed
+    does not (``make`` reinstalls the package when setup.cfg changes), so it is registered here, under the same
+    name, only when that has not happened (registering the module twice is an error)."""
+    if not config.pluginmanager.has_plugin("kinsumer"):
+        config.pluginmanager.register(importlib.import_module("kinsumer.testing.pytest_plugin"), "kinsumer")
 
 
 @pytest.fixture(autouse=True)
@@ -139,7 +149,7 @@ def new_stream(moto_server: LocalServer) -> Iterator[Callable[[int], str]]:
 # package tests build the sdist and the wheel once (a module fixture) and install them with pip.
 _GROUPS = {"spark": "spark", "procs": "procs", "package": "package"}
 #: The tiers, marked by folder as well (``pytest -m "not spark"``); tests/server's carry ``server`` themselves.
-_TIERS = frozenset({"unit", "aws", "sim", "procs", "spark", "package", "interop"})
+_TIERS = frozenset({"unit", "kit", "aws", "sim", "procs", "spark", "package", "interop"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups off the marks

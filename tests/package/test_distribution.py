@@ -78,7 +78,7 @@ def test_the_wheel_holds_the_library_only(distributions: Distributions) -> None:
     assert top == {"kinsumer", f"{DISTRIBUTION}-{VERSION}.dist-info"}
     assert "kinsumer/py.typed" in names
     assert not [n for n in names if "demo" in n or "local_server" in n or "producer" in n]
-    for group in ("aws", "coordination", "delivery", "reading", "spark", "cli"):
+    for group in ("aws", "coordination", "delivery", "reading", "spark", "cli", "testing"):
         assert f"kinsumer/{group}/__init__.py" in names
     metadata = zipfile.ZipFile(distributions.wheel).read(f"{DISTRIBUTION}-{VERSION}.dist-info/METADATA").decode()
     header = metadata.split("\n\n", 1)[0].splitlines()
@@ -97,11 +97,19 @@ def test_the_wheel_holds_the_library_only(distributions: Distributions) -> None:
     assert not [line for line in header if any(tool in line for tool in ("pytest", "moto", "mkdocs", "twine"))]
     assert not [line for line in header if line.startswith("Project-URL")]  # no public home yet
     assert f"{DISTRIBUTION}-{VERSION}.dist-info/licenses/LICENSE" in names
+    # the command, and kinsumer's pytest plugin (its fixtures) for every pytest run where the package is installed
+    entry_points = zipfile.ZipFile(distributions.wheel).read(f"{DISTRIBUTION}-{VERSION}.dist-info/entry_points.txt")
+    assert entry_points.decode().split() == [
+        "[console_scripts]", "kinsumer", "=", "kinsumer.cli:main",
+        "[pytest11]", "kinsumer", "=", "kinsumer.testing.pytest_plugin",
+    ]  # fmt: skip
+    assert "kinsumer/testing/pytest_plugin.py" in names
 
 
 def test_the_installed_wheel_imports_and_runs_its_command(installed: BareEnvironment) -> None:
     installed.pip("check")  # the requirements installed agree with each other
-    location = installed.imports_every_module("kinsumer.spark")
+    # the pytest plugin is loaded by pytest, which a bare environment lacks; kinsumer.testing itself imports
+    location = installed.imports_every_module("kinsumer.spark", "kinsumer.testing.pytest_plugin")
     assert location.is_relative_to(installed.path), f"kinsumer imported from {location}, not the environment"
 
     for version_command in (["kinsumer", "--version"], ["python", "-m", "kinsumer", "--version"]):
@@ -126,7 +134,8 @@ def test_the_installed_wheel_imports_and_runs_its_command(installed: BareEnviron
 
 def test_the_spark_extra_brings_what_kinsumer_spark_needs(installed_with_spark: BareEnvironment) -> None:
     installed_with_spark.pip("check")
-    location = installed_with_spark.imports_every_module()  # kinsumer.spark and its modules included
+    # kinsumer.spark and its modules included (not the pytest plugin: pytest is not installed)
+    location = installed_with_spark.imports_every_module("kinsumer.testing.pytest_plugin")
     assert location.is_relative_to(installed_with_spark.path)
     done = installed_with_spark.run("python", "-c", "import kinsumer.spark as s; print(s.KinsumerDataSource.name())")
     assert done.stdout == "kinsumer\n", done.stderr

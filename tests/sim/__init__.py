@@ -1,7 +1,8 @@
 """Simulating kinsumer's coordination on virtual time (issue 40).
 
 - :class:`SimDynamoDB` acts as a botocore DynamoDB client for the operations and parameters kinsumer uses,
-  keeping DynamoDB's rules: see :mod:`tests.sim.dynamodb` for the model and its approximations;
+  keeping DynamoDB's rules: see :mod:`kinsumer.testing._dynamodb` (the testing kit
+  ships it) for the model and its approximations;
 - :class:`~tests.sim.kinesis.SimKinesis`: the coordination's Kinesis calls (DescribeStreamSummary, ListShards),
   splits; :mod:`tests.sim.reader`: the shard readers of an idle stream, paced as production's;
 - :class:`~tests.sim.cluster.Cluster`: N clients (kinsumer's own Runtime, Coordinator, Heartbeat, Leader,
@@ -17,7 +18,6 @@ The boundary: no record is written or read (an idle stream), so no checkpoint mo
 confirm a lease; the readers are the simulation's, not the polling reader (no HTTP).
 """
 
-from tests.sim.capacity import Limits
-from tests.sim.dynamodb import SimDynamoDB
+from kinsumer.testing._dynamodb import Limits, SimDynamoDB
 
 __all__ = ["Limits", "SimDynamoDB"]

@@ -41,8 +41,8 @@ from kinsumer.aws.kinesis import list_shards
 from kinsumer.aws.tables import Tables, create_table
 from kinsumer.config import Config
 from kinsumer.coordination.assignment import assigned_shards
+from kinsumer.testing._dynamodb import SimDynamoDB
 from tests.sim.client import SimClient
-from tests.sim.dynamodb import SimDynamoDB
 from tests.sim.kinesis import SimKinesis
 from tests.sim.tracking import Ownership, Tracking
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Hashable
 import attrs
 
 from kinsumer.coordination.metadata_table import SHARD_CACHE_KEY
+from kinsumer.testing._dynamodb.values import item_size
 from tests.sim.cluster import Cluster
-from tests.sim.values import item_size
 
 __all__ = [
     "Change", "HotItem", "Steady", "TableRate", "change", "item_bytes", "largest_item", "scenario", "steady",

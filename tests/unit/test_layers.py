@@ -12,7 +12,7 @@ The layers, from the bottom (docs/how-it-works.md draws them):
 7. ``coordination``: who reads which shard (membership, leases, the shard workers);
 8. the front: the public class and what sits beside it (``consumer``, ``asyncio_front``,
    ``dead_letter``, ``status``, ``metrics``, ``health``, the package itself);
-9. the applications: the command line and the Spark source and sink.
+9. the applications: the command line, the Spark source and sink, and the testing kit.
 
 Every import counts: at the top, in a function, or under ``TYPE_CHECKING``.
 """
@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("front", ("kinsumer", "kinsumer.consumer", "kinsumer.asyncio_front", "kinsumer.dead_letter",
                "kinsumer.dead_letters", "kinsumer.status", "kinsumer.metrics", "kinsumer.otel_metrics",
                "kinsumer.health", "kinsumer.processing")),
-    ("applications", ("kinsumer.cli", "kinsumer.spark", "kinsumer.__main__")),
+    ("applications", ("kinsumer.cli", "kinsumer.spark", "kinsumer.testing", "kinsumer.__main__")),
 ]  # fmt: skip
 
 

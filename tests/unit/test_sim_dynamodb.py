@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from moto import mock_aws
 
 from kinsumer.aws.error_codes import is_condition_failure, is_in_use, is_not_found, is_transient
+from kinsumer.testing._dynamodb.values import item_size
 from tests.sim import Limits, SimDynamoDB
-from tests.sim.values import item_size
 
 Item = dict[str, Any]
 

@@ -20,29 +20,32 @@ class SimError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self.status = 400  # the HTTP status it comes with (a server's fault: 500 or 503)
         self.extra = extra  # modeled fields of the error (Item, ThrottlingReasons...)
 
 
 @functools.cache
-def service_model() -> ServiceModel:
-    """botocore's own model of DynamoDB (the installed botocore's), loaded once."""
-    return botocore.session.get_session().get_service_model("dynamodb")
+def service_model(service: str = "dynamodb") -> ServiceModel:
+    """botocore's own model of ``service`` (the installed botocore's), loaded once."""
+    return botocore.session.get_session().get_service_model(service)
 
 
 @functools.cache
-def exceptions() -> Any:
-    """botocore's exception classes for DynamoDB (what ``client.exceptions`` holds)."""
-    return ClientExceptionsFactory().create_client_exceptions(service_model())
+def exceptions(service: str = "dynamodb") -> Any:
+    """botocore's exception classes for ``service`` (what ``client.exceptions`` holds)."""
+    return ClientExceptionsFactory().create_client_exceptions(service_model(service))
 
 
-def client_error(error: SimError, operation: str, metadata: dict[str, Any]) -> botocore.exceptions.ClientError:
+def client_error(
+    error: SimError, operation: str, metadata: dict[str, Any], service: str = "dynamodb"
+) -> botocore.exceptions.ClientError:
     """``error`` as botocore raises it: the modeled exception class (ConditionalCheckFailedException...) when
-    DynamoDB's model has one, else a plain ClientError; modeled errors carry ``message`` and their fields."""
+    the service's model has one, else a plain ClientError; modeled errors carry ``message`` and their fields."""
     response: dict[str, Any] = {
         "Error": {"Message": error.message, "Code": error.code},
-        "ResponseMetadata": {**metadata, "HTTPStatusCode": 400},
+        "ResponseMetadata": {**metadata, "HTTPStatusCode": error.status},
     }
-    cls = exceptions().from_code(error.code)
+    cls = exceptions(service).from_code(error.code)
     if cls is not botocore.exceptions.ClientError:
         response["message"] = error.message
         response.update(error.extra)

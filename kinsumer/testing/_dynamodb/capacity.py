@@ -34,7 +34,7 @@ import math
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from tests.sim.errors import SimError
+from .._errors import SimError
 
 __all__ = ["Limits", "Meter", "Usage", "Window", "read_units", "write_units"]
 

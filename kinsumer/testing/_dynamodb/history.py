@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Hashable, Iterable
 
-from tests.sim.values import Item
+from .values import Item
 
 __all__ = ["History"]
 

@@ -8,9 +8,9 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.sim.capacity import Limits
-from tests.sim.errors import SimError, validation
-from tests.sim.values import Item, check_value, key_error
+from .._errors import SimError, validation
+from .capacity import Limits
+from .values import Item, check_value, key_error
 
 __all__ = ["MAX_HASH_KEY_BYTES", "Table", "new_table"]
 

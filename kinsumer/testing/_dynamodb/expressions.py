@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.sim.errors import SimError, validation
-from tests.sim.reserved import RESERVED
-from tests.sim.values import Value, check_value
+from .._errors import SimError, validation
+from .reserved import RESERVED
+from .values import Value, check_value
 
 __all__ = ["Placeholders", "parse_condition", "parse_projection", "parse_update"]
 

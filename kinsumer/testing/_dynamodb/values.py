@@ -20,7 +20,7 @@ import decimal
 from collections.abc import Mapping
 from typing import Any
 
-from tests.sim.errors import SimError, validation
+from .._errors import SimError, validation
 
 __all__ = ["Item", "check_item", "compare", "equal", "item_size", "normalise_number", "value_size"]
 

@@ -6,9 +6,9 @@ import decimal
 import itertools
 from typing import Any
 
-from tests.sim.errors import SimError, validation
-from tests.sim.expressions import Condition, Operand, Path, Update, overlap
-from tests.sim.values import Item, Value, compare, copied, equal, key_error, normalise_number
+from .._errors import SimError, validation
+from .expressions import Condition, Operand, Path, Update, overlap
+from .values import Item, Value, compare, copied, equal, key_error, normalise_number
 
 __all__ = ["apply_update", "check_update", "condition_failed", "holds", "project", "resolve"]
 

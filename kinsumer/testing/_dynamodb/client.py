@@ -24,22 +24,20 @@ from __future__ import annotations
 
 import functools
 import random
-import threading
-import types
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from botocore.hooks import HierarchicalEmitter
+import botocore.session
 from botocore.paginate import Paginator
-from botocore.validate import validate_parameters
 
-from tests.sim import evaluate
-from tests.sim.capacity import Limits, Meter, read_units, write_units
-from tests.sim.errors import SimError, client_error, exceptions, service_model, validation
-from tests.sim.expressions import Placeholders, parse_condition, parse_projection, parse_update
-from tests.sim.history import History
-from tests.sim.tables import Table, new_table, not_found, position
-from tests.sim.values import Item, check_item, copied, item_size
+from .._client import ServiceClient
+from .._errors import SimError, service_model, validation
+from . import evaluate
+from .capacity import Limits, Meter, read_units, write_units
+from .expressions import Placeholders, parse_condition, parse_projection, parse_update
+from .history import History
+from .tables import Table, new_table, not_found, position
+from .values import Item, check_item, copied, item_size
 
 __all__ = ["MAX_ITEM_BYTES", "PAGE_BYTES", "SimDynamoDB"]
 
@@ -47,7 +45,7 @@ MAX_ITEM_BYTES = 400 * 1024
 PAGE_BYTES = 1024 * 1024
 
 _EXPRESSIONS = {"ExpressionAttributeNames", "ExpressionAttributeValues"}
-_SUPPORTED = {
+_SUPPORTED: dict[str, set[str]] = {
     "CreateTable": {"TableName", "KeySchema", "AttributeDefinitions", "BillingMode", "ProvisionedThroughput",
                     "OnDemandThroughput", "Tags"},
     "DescribeTable": {"TableName"},
@@ -74,15 +72,16 @@ _RETURN_VALUES = {
 @functools.cache
 def _scan_pages() -> Any:
     """botocore's paginator model of Scan, loaded once (a session costs a tenth of a second)."""
-    import botocore.session
-
     return botocore.session.get_session().get_paginator_model("dynamodb").get_paginator("Scan")
 
 
-class SimDynamoDB:
+class SimDynamoDB(ServiceClient):
     """A DynamoDB client over in-memory tables. ``clock``: seconds (virtual time); ``staleness``: how old
     (seconds) an eventually consistent read may be, with ``stale_probability`` and ``seed`` (see
     :mod:`.history`); ``limits``: per table name, overriding what CreateTable gave (see :mod:`.capacity`)."""
+
+    SERVICE = "dynamodb"
+    SUPPORTED = _SUPPORTED
 
     def __init__(
         self,
@@ -96,21 +95,14 @@ class SimDynamoDB:
         account: str = "123456789012",
         validate: bool = True,
     ) -> None:
+        super().__init__(region=region, account=account, validate=validate)
         self._clock = clock
         self._rng = random.Random(seed)
         self._history: dict[str, History] = {}
         self._staleness, self._stale_probability = staleness, stale_probability
         self._limits = dict(limits or {})
-        self._region, self._account, self._validate = region, account, validate
         self._tables: dict[str, Table] = {}
-        self._lock = threading.RLock()
-        self._requests = 0
         self.meter = Meter()
-        self.meta = types.SimpleNamespace(
-            events=HierarchicalEmitter(), region_name=region, service_model=service_model(), partition="aws",
-            endpoint_url=f"https://dynamodb.{region}.amazonaws.com",
-        )  # fmt: skip
-        self.exceptions = exceptions()
 
     # -- the client's surface
     def create_table(self, **params: Any) -> dict[str, Any]:
@@ -161,33 +153,8 @@ class SimDynamoDB:
         with self._lock:
             return [copied(i) for i in self._tables[table].items.values()]
 
-    # -- one request, as botocore makes it
-    def _call(self, operation: str, params: dict[str, Any], handler: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:  # noqa: E501
-        model = service_model().operation_model(operation)
-        context: dict[str, Any] = {"client_region": self._region, "client_config": None, "has_streaming_input": False}
-        events = self.meta.events
-        events.emit(f"provide-client-params.dynamodb.{operation}", params=params, model=model, context=context)
-        events.emit(f"before-parameter-build.dynamodb.{operation}", params=params, model=model, context=context)
-        if self._validate:
-            validate_parameters(params, model.input_shape)  # type: ignore[arg-type]
-        unknown = set(params) - _SUPPORTED[operation]
-        if unknown:
-            raise NotImplementedError(f"SimDynamoDB does not model {operation}'s {', '.join(sorted(unknown))}")
-        with self._lock:
-            self._requests += 1
-            metadata = {"RequestId": f"SIM{self._requests:020d}", "HTTPHeaders": {}, "RetryAttempts": 0}
-            try:
-                response = handler(params)
-            except SimError as error:
-                self.meter.failed(params.get("TableName", ""), operation, self._clock(), error.code)
-                exc = client_error(error, operation, metadata)
-                events.emit(f"after-call.dynamodb.{operation}", http_response=_HTTP(400), parsed=exc.response,
-                            model=model, context=context)  # fmt: skip
-                raise exc from None
-        response["ResponseMetadata"] = {**metadata, "HTTPStatusCode": 200}
-        events.emit(f"after-call.dynamodb.{operation}", http_response=_HTTP(200), parsed=response, model=model,
-                    context=context)  # fmt: skip
-        return response
+    def _failed(self, operation: str, params: dict[str, Any], error: SimError) -> None:
+        self.meter.failed(params.get("TableName", ""), operation, self._clock(), error.code)
 
     def _table(self, name: str) -> Table:
         table = self._tables.get(name)
@@ -432,11 +399,3 @@ class SimDynamoDB:
             consumed["Table"] = {"CapacityUnits": units}
         return {"ConsumedCapacity": consumed}
 
-
-class _HTTP:
-    """What ``after-call`` handlers read of the HTTP response."""
-
-    def __init__(self, status_code: int) -> None:
-        self.status_code = status_code
-        self.headers: dict[str, str] = {}
-        self.content = b""

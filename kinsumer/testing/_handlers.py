@@ -1,0 +1,53 @@
+"""What a fleet's client calls: the user's handler (one for all, or one made per client) and ``process()``'s
+options, each wrapped so that the ledger records it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from ._ledger import Ledger
+
+__all__ = ["HOOKS", "PerClient", "for_client"]
+
+HOOKS = ("on_assigned", "on_revoked", "on_lost")
+
+
+@attrs.frozen
+class PerClient:
+    """A handler made for each client of a fleet, as each process makes its own (state kept in memory is then
+    the client's, as in production): ``make(client_name)`` returns an object with a ``handle(record)`` method
+    and, if it has them, ``on_assigned``, ``on_revoked`` and ``on_lost`` methods, ``process()``'s lifecycle
+    hooks. Give it to :class:`~kinsumer.testing.Fleet` (or ``kinsumer_fleet``) in place of a handler."""
+
+    make: Callable[[str], Any]
+
+
+def for_client(
+    ledger: Ledger, client: str, handler: Callable[..., object] | PerClient, options: Mapping[str, Any]
+) -> tuple[Callable[..., object], dict[str, Any]]:
+    """The handler and the options ``client``'s ``process()`` is called with: the sink's calls and, with any hook
+    given, all three hooks, recorded by ``ledger``. ValueError or TypeError naming what is wrong."""
+    options = dict(options)
+    if isinstance(handler, PerClient):
+        made = handler.make(client)
+        handle = getattr(made, "handle", None)
+        if not callable(handle):
+            raise TypeError(f"PerClient: make({client!r}) returned {made!r}, which has no handle(record) method")
+        for hook in HOOKS:
+            method = getattr(made, hook, None)
+            if callable(method):
+                if options.get(hook) is not None:
+                    raise ValueError(f"{hook}: given as an option and by the PerClient's object too; give it once")
+                options[hook] = method
+        call: Callable[..., object] = handle
+    else:
+        call = handler
+    if options.get("dead_letter") is not None:
+        options["dead_letter"] = ledger.wrap_sink(client, options["dead_letter"])
+    if any(options.get(hook) is not None for hook in HOOKS):
+        for hook in HOOKS:
+            options[hook] = ledger.wrap_hook(client, hook, options.get(hook))
+    return ledger.wrap(client, call), options

@@ -1,0 +1,271 @@
+"""The ledger: what a fleet's handlers did with the records put, checked against kinsumer's promises.
+
+:meth:`Ledger.wrap` wraps a user's handler for one client; each call that returns is one handling (the
+dead-letter sink's calls, through :meth:`Ledger.wrap_sink`, count as handlings too). The fleet tells it of each
+client's captures (``shard_gained``, a handoff's verdict, ``shard_lost``: :class:`~kinsumer.StatReceiver`
+calls), of a shard taken from a client found silent, of crashes, and of the lifecycle hooks
+(:meth:`Ledger.wrap_hook`). :meth:`Ledger.report` holds it against the records put (the stream's records as
+:class:`~kinsumer.testing.LocalKinesis` stores them, KPL aggregates as their user records) and says:
+
+- which records were never handled (lost: kinsumer promises none, ever);
+- which were handled more than once, and why that is allowed (:data:`~kinsumer.testing.Reason`: the earlier
+  capture ended in a crash, a handoff that timed out, or the shard taken from a silent client) or not (a clean
+  handoff, a clean stop: kinsumer promises no duplicate then);
+- order: each record's first handling, per shard in the shard's order, and per partition key in the order the
+  records were put (across splits and merges: children after their parents);
+- the lifecycle hooks per client and shard: ``on_assigned`` before a capture's first record, ``on_revoked``
+  after its last is done;
+- which records were handled only in captures that ended without a clean handoff (stranded: state a handler
+  kept of them in memory is gone, and they are not delivered again).
+
+Without the fleet's events (a ledger used alone), each client holds each shard in one capture.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..failure import Failure
+from ..record import Record
+from ._capture import Capture, Handling, Reason, RecordKey, repeat_reason
+from ._report import HookViolation, Report, build_report
+from ._stream import StoredRecord
+
+__all__ = ["Ledger"]
+
+
+class Ledger:
+    """Records each handling of a fleet's clients, their captures and crashes (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._tick = 0
+        self._handlings: list[Handling] = []
+        self._captures: dict[tuple[str, str], list[Capture]] = {}
+        self._crashed: set[str] = set()  # crashed: its captures end so
+        self._dead: set[str] = set()  # crashed and cut off: its handler is no longer called, nothing counts
+        self._orphans: list[HookViolation] = []
+        self._hooks = False
+        self._distinct: set[RecordKey] = set()
+        self._gates: dict[str, threading.Event] = {}  # a paused client's is clear: its calls wait
+
+    def _next(self) -> int:
+        self._tick += 1
+        return self._tick
+
+    # ----------------------------------------------------------------- wrapping the user's callables
+
+    def wrap(self, client: str, handler: Callable[..., object]) -> Callable[..., object]:
+        """``handler`` for ``client``, recording each call that returns (not one that raises: it will be retried).
+        The record is the call's last argument (``process(decode=...)`` passes the value first). Once ``client``
+        crashed, the handler is no longer called: the process is gone."""
+
+        def handle(*args: Any) -> object:
+            record: Record = args[-1]
+            started = self._start(client, record.shard_id)
+            if started is None or not self._through(client):
+                return None
+            result = handler(*args)
+            self._done(client, record, started, dead_lettered=False)
+            return result
+
+        return handle
+
+    def wrap_sink(self, client: str, sink: Callable[[Failure], object]) -> Callable[[Failure], object]:
+        """The dead-letter ``sink`` for ``client``: each call that returns counts its record as handled."""
+
+        def dead_letter(failure: Failure) -> object:
+            started = self._start(client, failure.record.shard_id)
+            if started is None or not self._through(client):
+                return None
+            result = sink(failure)
+            self._done(client, failure.record, started, dead_lettered=True)
+            return result
+
+        return dead_letter
+
+    def wrap_hook(self, client: str, hook: str, function: Callable[[str], object] | None) -> Callable[[str], object]:
+        """``process()``'s lifecycle ``hook`` (``on_assigned``, ``on_revoked``, ``on_lost``) for ``client``:
+        records the call, then calls ``function`` (if given). Not called once ``client`` crashed."""
+        if hook not in ("on_assigned", "on_revoked", "on_lost"):
+            raise ValueError(f"hook: one of on_assigned, on_revoked, on_lost, not {hook!r}")
+        with self._lock:
+            self._hooks = True
+
+        def call(shard_id: str) -> object:
+            if not self._through(client) or not self._hooked(client, hook, shard_id):
+                return None
+            return None if function is None else function(shard_id)
+
+        return call
+
+    # ----------------------------------------------------------------- events
+
+    def gained(self, client: str, shard_id: str) -> None:
+        """``client`` captured ``shard_id`` (``StatReceiver.shard_gained``)."""
+        with self._lock:
+            capture = Capture(client, shard_id, self._next())
+            if client in self._crashed:
+                capture.end("crash")
+            self._captures.setdefault((client, shard_id), []).append(capture)
+
+    def lost(self, client: str, shard_id: str) -> None:
+        """``client``'s capture of ``shard_id`` ended (``StatReceiver.shard_lost``)."""
+        with self._lock:
+            capture = self._current(client, shard_id)
+            if capture.closed is None:
+                capture.closed = self._next()
+            self._lock.notify_all()
+
+    def handoff(self, client: str, shard_id: str, clean: bool) -> None:
+        """``client``'s handoff of ``shard_id`` ended (``StatReceiver.handoff``): timed out unless ``clean``."""
+        if not clean:
+            self._ended(client, shard_id, "handoff timed out")
+
+    def taken(self, client: str, shard_id: str) -> None:
+        """Another client took ``shard_id`` from ``client`` without a release (it found ``client`` silent)."""
+        self._ended(client, shard_id, "taken")
+
+    def crash(self, client: str, cut: Callable[[], object] = lambda: None) -> None:
+        """``client`` crashed: the captures it holds end so; ``cut()`` is called (the fleet cuts its connections
+        there), and from then on its handler and hooks are no longer called and nothing it does counts."""
+        with self._lock:
+            self._crashed.add(client)
+            for (owner, _), captures in self._captures.items():
+                for capture in captures:
+                    if owner == client and capture.closed is None:
+                        capture.end("crash")
+        cut()
+        with self._lock:
+            self._dead.add(client)
+            self._gates.setdefault(client, threading.Event()).set()  # a paused process dies too
+            self._lock.notify_all()
+
+    def pause(self, client: str) -> None:
+        """``client``'s process is stopped: a call of its handler, sink or hooks waits (after the ledger noted
+        when it was made) until :meth:`resume` or a crash."""
+        with self._lock:
+            self._gates.setdefault(client, threading.Event()).clear()
+
+    def resume(self, client: str) -> None:
+        with self._lock:
+            self._gates.setdefault(client, threading.Event()).set()
+
+    def _through(self, client: str) -> bool:
+        """Wait while ``client`` is paused; False if it died meanwhile (nothing more of it is called)."""
+        with self._lock:
+            gate = self._gates.get(client)
+        if gate is not None:
+            gate.wait()
+        return not self.crashed(client)
+
+    def crashed(self, client: str) -> bool:
+        with self._lock:
+            return client in self._dead
+
+    def _ended(self, client: str, shard_id: str, reason: Reason) -> None:
+        with self._lock:
+            self._current(client, shard_id).end(reason)
+            self._lock.notify_all()
+
+    def _current(self, client: str, shard_id: str) -> Capture:
+        """The latest capture of ``shard_id`` by ``client`` (lock held); one made if there is none."""
+        captures = self._captures.setdefault((client, shard_id), [])
+        if not captures:
+            captures.append(Capture(client, shard_id, self._next()))
+        return captures[-1]
+
+    def _start(self, client: str, shard_id: str) -> tuple[Capture, int] | None:
+        with self._lock:
+            if client in self._dead:
+                return None
+            return self._current(client, shard_id), self._next()
+
+    def _done(self, client: str, record: Record, started: tuple[Capture, int], dead_lettered: bool) -> None:
+        key = (record.shard_id, record.sequence_number, record.sub_sequence_number or 0)
+        capture, tick = started
+        with self._lock:
+            if client not in self._dead:
+                handling = Handling(key, record.partition_key, client, capture, tick, self._next(), dead_lettered)
+                self._handlings.append(handling)
+                self._distinct.add(key)
+                self._lock.notify_all()
+
+    def _hooked(self, client: str, hook: str, shard_id: str) -> bool:
+        """Record ``hook`` for ``shard_id``; False if ``client`` is dead (the hook is not called)."""
+        with self._lock:
+            if client in self._dead:
+                return False
+            if hook == "on_assigned":
+                capture = self._current(client, shard_id)
+                if capture.assigned is not None:
+                    capture.assigned_again = True
+                else:
+                    capture.assigned = self._next()
+                return True
+            # an end hook runs on a thread of its own: it ends the earliest announced capture not yet ended
+            captures = self._captures.get((client, shard_id), [])
+            announced = next((c for c in captures if c.assigned is not None and c.end_hook is None), None)
+            if announced is None:  # every capture announced has had its end hook
+                self._orphans.append(HookViolation(client, shard_id, f"{hook} without on_assigned"))
+            else:
+                announced.end_hook = (hook, self._next())
+            return True
+
+    # ----------------------------------------------------------------- reading it
+
+    def held(self, client: str) -> list[str]:
+        """The shards ``client`` holds now (captured, not given up), by ID."""
+        with self._lock:
+            return sorted(s for (c, s), cs in self._captures.items() if c == client and cs[-1].closed is None)
+
+    @property
+    def distinct(self) -> int:
+        """How many different records were handled."""
+        with self._lock:
+            return len(self._distinct)
+
+    def wait_for(self, count: int, timeout: float) -> None:
+        """Wait until ``count`` different records were handled; TimeoutError after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while len(self._distinct) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{len(self._distinct)} of {count} records handled after {timeout:g} s")
+                self._lock.wait(left)
+
+    def wait_settled(self, timeout: float) -> bool:
+        """Wait until every repeat nothing allows yet involves only captures whose end is known (a timed-out
+        handoff is told after the release, so the next owner may handle first); False after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not self._settled():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(min(left, 0.1))
+        return True
+
+    def _settled(self) -> bool:
+        last: dict[RecordKey, Handling] = {}
+        for h in self._handlings:
+            earlier = last.get(h.key)
+            if (
+                earlier is not None
+                and repeat_reason(earlier, h) is None
+                and not (earlier.capture.settled and h.capture.settled)
+            ):
+                return False
+            last[h.key] = h
+        return True
+
+    def report(self, put: Iterable[StoredRecord]) -> Report:
+        """The handlings against the records ``put`` (:meth:`LocalKinesis.records`)."""
+        with self._lock:
+            handlings, orphans, hooks = list(self._handlings), list(self._orphans), self._hooks
+            captures = [c for cs in self._captures.values() for c in cs]
+            return build_report(put, handlings, captures, orphans, hooks)
