@@ -3,6 +3,7 @@ its own, on a :class:`~kinsumer.testing.LocalAWS`; clients join, leave cleanly, 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 from collections.abc import Callable, Iterable
@@ -15,7 +16,7 @@ from ..config import Config
 from ..consumer import Kinsumer
 from ..record import Record
 from ._client import ServiceClient
-from ._handlers import PerClient, for_client
+from ._handlers import CALLS, Call, PerClient, for_client
 from ._kinesis import LocalKinesis
 from ._ledger import Ledger
 from ._local import LocalAWS
@@ -45,7 +46,7 @@ class _Member:
     kinsumer: Kinsumer
     kinesis: LocalKinesis
     dynamodb: LocalDynamoDB
-    handler: Callable[..., object]
+    handler: Callable[..., Any]  # the ledger's wrapping of the user's, for the call the fleet makes
     options: dict[str, Any]
     thread: threading.Thread | None = None
     error: BaseException | None = None
@@ -54,8 +55,10 @@ class _Member:
 
 
 class Fleet:
-    """Clients of ``application`` on ``stream``, each calling ``handler`` through ``process(**options)``; a
-    :class:`~kinsumer.testing.PerClient` in place of ``handler`` makes a handler (and hooks) for each client.
+    """Clients of ``application`` on ``stream``, each calling ``handler`` through ``process(**options)`` (``call``:
+    or ``process_batches``, ``aprocess``, ``aprocess_batches``, with a handler to match: a batch handler, an async
+    one); a :class:`~kinsumer.testing.PerClient` in place of ``handler`` makes a handler (and hooks) for each
+    client.
 
     Every handling is recorded in :attr:`ledger` (see :class:`~kinsumer.testing.Ledger`), and :meth:`report`
     holds it against the records put. ``config``: every client's (:data:`FAST_CONFIG` by default; a ``client_id`` in
@@ -76,14 +79,17 @@ class Fleet:
         handler: Callable[[Record], object] | Callable[..., object] | PerClient,
         *,
         config: Config = FAST_CONFIG,
+        call: Call = "process",
         **options: Any,
     ) -> None:
+        if call not in CALLS:
+            raise ValueError(f"call: one of {', '.join(CALLS)}, not {call!r}")
         if config.client_id is not None:
             raise ValueError("config: a fleet's clients each have their own client_id; leave Config.client_id unset")
         self.aws, self.stream, self.application = aws, stream, application
         self.config = config
         self.ledger = Ledger()
-        self._handler, self._options = handler, options
+        self._handler, self._options, self._call = handler, options, call
         self._members: dict[str, _Member] = {}
         self._names = (f"client-{i}" for i in itertools.count(1))
         self._stoppers: list[threading.Thread] = []
@@ -106,7 +112,7 @@ class Fleet:
     def join(self) -> str:
         """A new client joins: ``run()``, then ``process()`` on a thread of its own; its name."""
         name = next(self._names)
-        handler, options = for_client(self.ledger, name, self._handler, self._options)  # its errors first
+        handler, options = for_client(self.ledger, name, self._handler, self._options, self._call)  # its errors first
         kinesis, dynamodb = self.aws.kinesis.connection(), self.aws.dynamodb.connection()
         config = attrs.evolve(self.config, stats=fleet_stats(self.ledger, name, self.config.stats))
         k = Kinsumer(self.stream, self.application, name, config, kinesis=kinesis,  # type: ignore[arg-type]
@@ -124,8 +130,16 @@ class Fleet:
         return name
 
     def _process(self, member: _Member) -> None:
+        k, handler, options = member.kinsumer, member.handler, member.options
         try:
-            member.kinsumer.process(member.handler, **member.options)
+            if self._call == "process":
+                k.process(handler, **options)
+            elif self._call == "process_batches":
+                k.process_batches(handler, **options)
+            elif self._call == "aprocess":  # on an event loop of the client's own, as a process runs one
+                asyncio.run(k.aprocess(handler, **options))
+            else:
+                asyncio.run(k.aprocess_batches(handler, **options))
         except BaseException as exc:  # noqa: BLE001 - kept for check(), which raises it unless the client crashed
             member.error = exc
 

@@ -4,15 +4,18 @@ options, each wrapped so that the ledger records it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
 from ._ledger import Ledger
 
-__all__ = ["HOOKS", "PerClient", "for_client"]
+__all__ = ["CALLS", "HOOKS", "Call", "PerClient", "for_client"]
 
 HOOKS = ("on_assigned", "on_revoked", "on_lost")
+#: The Kinsumer call a fleet's clients run the handler with.
+Call = Literal["process", "process_batches", "aprocess", "aprocess_batches"]
+CALLS: tuple[Call, ...] = ("process", "process_batches", "aprocess", "aprocess_batches")
 
 
 @attrs.frozen
@@ -26,10 +29,14 @@ class PerClient:
 
 
 def for_client(
-    ledger: Ledger, client: str, handler: Callable[..., object] | PerClient, options: Mapping[str, Any]
-) -> tuple[Callable[..., object], dict[str, Any]]:
-    """The handler and the options ``client``'s ``process()`` is called with: the sink's calls and, with any hook
-    given, all three hooks, recorded by ``ledger``. ValueError or TypeError naming what is wrong."""
+    ledger: Ledger,
+    client: str,
+    handler: Callable[..., object] | PerClient,
+    options: Mapping[str, Any],
+    call: Call = "process",
+) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The handler and the options ``client``'s ``call`` (``process()``...) is called with: the sink's calls and,
+    with any hook given, all three hooks, recorded by ``ledger``. ValueError or TypeError naming what is wrong."""
     options = dict(options)
     if isinstance(handler, PerClient):
         made = handler.make(client)
@@ -42,12 +49,15 @@ def for_client(
                 if options.get(hook) is not None:
                     raise ValueError(f"{hook}: given as an option and by the PerClient's object too; give it once")
                 options[hook] = method
-        call: Callable[..., object] = handle
+        handle_with: Callable[..., Any] = handle
     else:
-        call = handler
+        handle_with = handler
     if options.get("dead_letter") is not None:
         options["dead_letter"] = ledger.wrap_sink(client, options["dead_letter"])
     if any(options.get(hook) is not None for hook in HOOKS):
         for hook in HOOKS:
             options[hook] = ledger.wrap_hook(client, hook, options.get(hook))
-    return ledger.wrap(client, call), options
+    batches = call.endswith("_batches")
+    if call.startswith("a"):
+        return ledger.wrap_async(client, handle_with, batches=batches), options
+    return (ledger.wrap_batch if batches else ledger.wrap)(client, handle_with), options

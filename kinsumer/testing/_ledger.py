@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from ..failure import Failure
@@ -70,6 +70,45 @@ class Ledger:
                 return None
             result = handler(*args)
             self._done(client, record, started, dead_lettered=False)
+            return result
+
+        return handle
+
+    def wrap_batch(self, client: str, handler: Callable[..., object]) -> Callable[..., object]:
+        """A batch ``handler`` (``process_batches()``'s) for ``client``: a call that returns counts the records of
+        its batch up to the first it returned as failed (those after go again, as kinsumer hands them back)."""
+
+        def handle(*args: Any) -> object:
+            records = _records_of(args[-1])
+            if not records:
+                return handler(*args)
+            started = self._start(client, records[0].shard_id)
+            if started is None or not self._through(client):
+                return None
+            result = handler(*args)
+            for record in _done_before_failed(records, result):
+                self._done(client, record, started, dead_lettered=False)
+            return result
+
+        return handle
+
+    def wrap_async(self, client: str, handler: Callable[..., Awaitable[object]], *, batches: bool = False) -> Callable[
+        ..., Awaitable[object]
+    ]:
+        """An async ``handler`` (``aprocess()``'s, or ``aprocess_batches()``'s with ``batches``) for ``client``,
+        recorded as :meth:`wrap` and :meth:`wrap_batch` record theirs. A paused client's call waits on its event
+        loop, as the process's would."""
+
+        async def handle(*args: Any) -> object:
+            records = _records_of(args[-1]) if batches else [args[-1]]
+            if not records:
+                return await handler(*args)
+            started = self._start(client, records[0].shard_id)
+            if started is None or not self._through(client):
+                return None
+            result = await handler(*args)
+            for record in _done_before_failed(records, result) if batches else records:
+                self._done(client, record, started, dead_lettered=False)
             return result
 
         return handle
@@ -269,3 +308,17 @@ class Ledger:
             handlings, orphans, hooks = list(self._handlings), list(self._orphans), self._hooks
             captures = [c for cs in self._captures.values() for c in cs]
             return build_report(put, handlings, captures, orphans, hooks)
+
+
+def _records_of(batch: Sequence[Any]) -> list[Record]:
+    """A batch handler's records: its list, or with ``decode`` the records of its ``(value, record)`` pairs."""
+    return [item[-1] if isinstance(item, tuple) else item for item in batch]
+
+
+def _done_before_failed(records: list[Record], result: object) -> list[Record]:
+    """The records of a batch a call did: those before the first it returned as failed (all, for None)."""
+    if not isinstance(result, list | tuple | set | frozenset) or not result:
+        return records
+    failed = {id(record) for record in result}
+    first = next((i for i, record in enumerate(records) if id(record) in failed), len(records))
+    return records[:first]
