@@ -92,9 +92,9 @@ class Ledger:
 
         return handle
 
-    def wrap_async(self, client: str, handler: Callable[..., Awaitable[object]], *, batches: bool = False) -> Callable[
-        ..., Awaitable[object]
-    ]:
+    def wrap_async(
+        self, client: str, handler: Callable[..., Awaitable[object]], *, batches: bool = False
+    ) -> Callable[..., Awaitable[object]]:
         """An async ``handler`` (``aprocess()``'s, or ``aprocess_batches()``'s with ``batches``) for ``client``,
         recorded as :meth:`wrap` and :meth:`wrap_batch` record theirs. A paused client's call waits on its event
         loop, as the process's would."""

@@ -134,9 +134,7 @@ def test_kpl_aggregates_are_delivered_as_their_user_records_in_order(aws: LocalA
     assert all(numbers == sorted(numbers) for numbers in by_key.values())
 
 
-def test_checkpoints_survive_a_stop_and_the_next_client_resumes_after_them(
-    aws: LocalAWS, made: list[Kinsumer]
-) -> None:
+def test_checkpoints_survive_a_stop_and_the_next_client_resumes_after_them(aws: LocalAWS, made: list[Kinsumer]) -> None:
     aws.kinesis.add_stream("clicks", shards=2)
     put = put_numbered(aws, 0, 100)
     first = client(aws, made, "first")

@@ -398,4 +398,3 @@ class SimDynamoDB(ServiceClient):
         if wanted == "INDEXES":
             consumed["Table"] = {"CapacityUnits": units}
         return {"ConsumedCapacity": consumed}
-

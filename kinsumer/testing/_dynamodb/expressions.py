@@ -326,5 +326,7 @@ def parse_projection(text: str, placeholders: Placeholders) -> list[Path]:
 
 def overlap(one: Path, two: Path) -> str:
     show = ("[" + ", ".join(str(p) for p in path) + "]" for path in (one, two))
-    return "Two document paths overlap with each other; must remove or rewrite one of these paths; path one: {}, " \
+    return (
+        "Two document paths overlap with each other; must remove or rewrite one of these paths; path one: {}, "
         "path two: {}".format(*show)
+    )

@@ -41,8 +41,9 @@ def normalise_number(text: str) -> str:
     except (decimal.InvalidOperation, decimal.Inexact):
         raise validation(f"The parameter cannot be converted to a numeric value: {text}") from None
     except (decimal.Overflow, decimal.Underflow):
-        raise validation("Number overflow. Attempting to store a number with magnitude larger than supported "
-                         "range") from None
+        raise validation(
+            "Number overflow. Attempting to store a number with magnitude larger than supported range"
+        ) from None
     if number.is_zero():
         return "0"
     return format(number.normalize(_CONTEXT), "f")
