@@ -694,12 +694,13 @@ class Kinsumer:
         process. An async handler (``aprocess()``) is cancelled at its timeout.
 
         Traces: with ``opentelemetry-api`` installed (``pykinsumer[otel]``) and a TracerProvider set by the
-        application, each handler call runs in a span of kind CONSUMER named ``process <stream>``, the
-        current span while the handler runs (see docs/observability.md). ``trace_context``: a callable
+        application, handler calls run in spans of kind CONSUMER named ``process <stream>``, current while
+        the handler runs: one per run of a shard's records by default, one per call with
+        ``Config(handler_spans="call")`` (see docs/observability.md). ``trace_context``: a callable
         from a :class:`Record` to a carrier of its producer's trace context (a dict such as
         ``{"traceparent": ...}``, read from the payload; None when it has none), read with the global
-        propagator: the parent of the record's span (with the batch calls, a link of the batch's span).
-        One that raises or returns something else is logged once; the span then has no parent.
+        propagator: the parent of the record's span, one per call (with the batch calls, a link of the
+        batch's span). One that raises or returns something else is logged once; the span then has no parent.
 
         ``decode``: a callable from a record's data to a value (``Order.model_validate_json``,
         ``msgspec.json.Decoder(Order).decode``, ``json.loads``); the handler is then called as
