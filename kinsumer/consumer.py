@@ -777,8 +777,7 @@ class Kinsumer:
         """``called`` (``"next()"``, as the errors name it) fits the checkpointing mode, and run() came first."""
         if self.config.manual_checkpointing != manual:
             raise CheckpointModeError(called, _CALLS_FOR[self.config.manual_checkpointing], not manual)
-        if self._state == _NEW:
-            raise NotStarted(called)
+        self._check_started(called)
 
 
 def _session_name(client_name: str) -> str:

@@ -130,16 +130,12 @@ class Fleet:
         return name
 
     def _process(self, member: _Member) -> None:
-        k, handler, options = member.kinsumer, member.handler, member.options
+        call = getattr(member.kinsumer, self._call)
         try:
-            if self._call == "process":
-                k.process(handler, **options)
-            elif self._call == "process_batches":
-                k.process_batches(handler, **options)
-            elif self._call == "aprocess":  # on an event loop of the client's own, as a process runs one
-                asyncio.run(k.aprocess(handler, **options))
+            if self._call.startswith("a"):  # on an event loop of the client's own, as a process runs one
+                asyncio.run(call(member.handler, **member.options))
             else:
-                asyncio.run(k.aprocess_batches(handler, **options))
+                call(member.handler, **member.options)
         except BaseException as exc:  # noqa: BLE001 - kept for check(), which raises it unless the client crashed
             member.error = exc
 

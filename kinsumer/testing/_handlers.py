@@ -60,4 +60,4 @@ def for_client(
     batches = call.endswith("_batches")
     if call.startswith("a"):
         return ledger.wrap_async(client, handle_with, batches=batches), options
-    return (ledger.wrap_batch if batches else ledger.wrap)(client, handle_with), options
+    return ledger.wrap(client, handle_with, batches=batches), options

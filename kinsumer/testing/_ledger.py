@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ..failure import Failure
+from ..handling.batches import first_failed
 from ..record import Record
 from ._capture import Capture, Handling, Reason, RecordKey, repeat_reason
 from ._report import HookViolation, Report, build_report
@@ -58,36 +59,20 @@ class Ledger:
 
     # ----------------------------------------------------------------- wrapping the user's callables
 
-    def wrap(self, client: str, handler: Callable[..., object]) -> Callable[..., object]:
+    def wrap(self, client: str, handler: Callable[..., object], *, batches: bool = False) -> Callable[..., object]:
         """``handler`` for ``client``, recording each call that returns (not one that raises: it will be retried).
-        The record is the call's last argument (``process(decode=...)`` passes the value first). Once ``client``
-        crashed, the handler is no longer called: the process is gone."""
+        The record is the call's last argument (``process(decode=...)`` passes the value first); with ``batches``
+        (``process_batches()``'s handler) the records of its list, counted up to the first it returned as failed
+        (those after go again, as kinsumer hands them back). Once ``client`` crashed, the handler is no longer
+        called: the process is gone."""
 
         def handle(*args: Any) -> object:
-            record: Record = args[-1]
-            started = self._start(client, record.shard_id)
-            if started is None or not self._through(client):
-                return None
+            records = _records_of(args[-1], batches)
+            started = self._begin(client, records)
+            if started is None:
+                return None if records else handler(*args)
             result = handler(*args)
-            self._done(client, record, started, dead_lettered=False)
-            return result
-
-        return handle
-
-    def wrap_batch(self, client: str, handler: Callable[..., object]) -> Callable[..., object]:
-        """A batch ``handler`` (``process_batches()``'s) for ``client``: a call that returns counts the records of
-        its batch up to the first it returned as failed (those after go again, as kinsumer hands them back)."""
-
-        def handle(*args: Any) -> object:
-            records = _records_of(args[-1])
-            if not records:
-                return handler(*args)
-            started = self._start(client, records[0].shard_id)
-            if started is None or not self._through(client):
-                return None
-            result = handler(*args)
-            for record in _done_before_failed(records, result):
-                self._done(client, record, started, dead_lettered=False)
+            self._did(client, records, result, started, batches)
             return result
 
         return handle
@@ -96,19 +81,16 @@ class Ledger:
         self, client: str, handler: Callable[..., Awaitable[object]], *, batches: bool = False
     ) -> Callable[..., Awaitable[object]]:
         """An async ``handler`` (``aprocess()``'s, or ``aprocess_batches()``'s with ``batches``) for ``client``,
-        recorded as :meth:`wrap` and :meth:`wrap_batch` record theirs. A paused client's call waits on its event
-        loop, as the process's would."""
+        recorded as :meth:`wrap` records its. A paused client's call waits on its event loop, as the process's
+        would."""
 
         async def handle(*args: Any) -> object:
-            records = _records_of(args[-1]) if batches else [args[-1]]
-            if not records:
-                return await handler(*args)
-            started = self._start(client, records[0].shard_id)
-            if started is None or not self._through(client):
-                return None
+            records = _records_of(args[-1], batches)
+            started = self._begin(client, records)
+            if started is None:
+                return None if records else await handler(*args)
             result = await handler(*args)
-            for record in _done_before_failed(records, result) if batches else records:
-                self._done(client, record, started, dead_lettered=False)
+            self._did(client, records, result, started, batches)
             return result
 
         return handle
@@ -117,14 +99,30 @@ class Ledger:
         """The dead-letter ``sink`` for ``client``: each call that returns counts its record as handled."""
 
         def dead_letter(failure: Failure) -> object:
-            started = self._start(client, failure.record.shard_id)
-            if started is None or not self._through(client):
+            started = self._begin(client, [failure.record])
+            if started is None:
                 return None
             result = sink(failure)
             self._done(client, failure.record, started, dead_lettered=True)
             return result
 
         return dead_letter
+
+    def _begin(self, client: str, records: list[Record]) -> tuple[Capture, int] | None:
+        """A call on ``records`` (all of one shard) begins: its capture and tick; None if there is none to record
+        (no record) or nothing more of ``client`` is called (it crashed, meanwhile too: a paused one waits here)."""
+        if not records:
+            return None
+        started = self._start(client, records[0].shard_id)
+        return started if started is not None and self._through(client) else None
+
+    def _did(
+        self, client: str, records: list[Record], result: object, started: tuple[Capture, int], batches: bool
+    ) -> None:
+        """The call on ``records`` returned ``result``: record what it did (a batch call: up to its first failed)."""
+        first = first_failed(result, records) if batches else None
+        for record in records if first is None else records[:first]:
+            self._done(client, record, started, dead_lettered=False)
 
     def wrap_hook(self, client: str, hook: str, function: Callable[[str], object] | None) -> Callable[[str], object]:
         """``process()``'s lifecycle ``hook`` (``on_assigned``, ``on_revoked``, ``on_lost``) for ``client``:
@@ -310,15 +308,10 @@ class Ledger:
             return build_report(put, handlings, captures, orphans, hooks)
 
 
-def _records_of(batch: Sequence[Any]) -> list[Record]:
-    """A batch handler's records: its list, or with ``decode`` the records of its ``(value, record)`` pairs."""
-    return [item[-1] if isinstance(item, tuple) else item for item in batch]
 
-
-def _done_before_failed(records: list[Record], result: object) -> list[Record]:
-    """The records of a batch a call did: those before the first it returned as failed (all, for None)."""
-    if not isinstance(result, list | tuple | set | frozenset) or not result:
-        return records
-    failed = {id(record) for record in result}
-    first = next((i for i, record in enumerate(records) if id(record) in failed), len(records))
-    return records[:first]
+def _records_of(argument: Any, batches: bool) -> list[Record]:
+    """A handler call's records: its last argument; a batch handler's list, or with ``decode`` the records of its
+    ``(value, record)`` pairs."""
+    if not batches:
+        return [argument]
+    return [item[-1] if isinstance(item, tuple) else item for item in argument]

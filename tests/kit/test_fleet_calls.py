@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 from typing import Any
 
 import pytest
@@ -45,13 +44,11 @@ def test_a_fleet_of_any_call_through_a_join_a_leave_and_a_crash_loses_nothing_an
     call: Call,
 ) -> None:
     aws = LocalAWS()
-    aws.kinesis.add_stream("clicks", shards=4)
-    numbers = itertools.count()
+    stream = aws.stream("clicks", shards=4)
 
     def put(count: int) -> None:
-        for _ in range(count):
-            n = next(numbers)
-            aws.kinesis.put("clicks", str(n), f"key-{n % 11}")
+        first = len(stream.records())
+        stream.put_all((str(n), f"key-{n % 11}") for n in range(first, first + count))
 
     fail_once = {"5", "250", "700"}
     options: dict[str, Any] = {"backoff": 0.01, "max_backoff": 0.01}
