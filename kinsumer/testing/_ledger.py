@@ -308,7 +308,6 @@ class Ledger:
             return build_report(put, handlings, captures, orphans, hooks)
 
 
-
 def _records_of(argument: Any, batches: bool) -> list[Record]:
     """A handler call's records: its last argument; a batch handler's list, or with ``decode`` the records of its
     ``(value, record)`` pairs."""
