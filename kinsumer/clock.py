@@ -20,7 +20,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-__all__ = ["Clock", "installed", "monotonic", "monotonic_source", "now_ms", "now_ns", "sleep", "wait", "wall"]
+__all__ = [
+    "Clock", "installed", "is_installed", "monotonic", "monotonic_source", "now_ms", "now_ns", "sleep", "wait", "wall",
+]  # fmt: skip
 
 
 class Clock(Protocol):
@@ -90,6 +92,11 @@ def wait(event: threading.Event, seconds: float) -> bool:
     if not event.is_set():
         clock.sleep(seconds)
     return event.is_set()
+
+
+def is_installed() -> bool:
+    """A clock is installed in place of the system's (a simulation runs)."""
+    return _installed is not None
 
 
 @contextlib.contextmanager

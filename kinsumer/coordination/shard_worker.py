@@ -16,7 +16,6 @@ import functools
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -170,7 +169,7 @@ class ShardWorker:
         queued, or under a handler) reached the stream; None if it holds none."""
         progress = self._progress
         arrival = progress.oldest_arrival() if progress is not None else None
-        return None if arrival is None else max(0.0, time.time() - arrival.timestamp())
+        return None if arrival is None else max(0.0, clock.wall() - arrival.timestamp())
 
     def to_commit(self) -> Commit:
         """The checkpoint and lag, and the crash-loop guard (its new reservation is made under the
@@ -192,10 +191,10 @@ class ShardWorker:
         """Epoch ms since which the oldest handler call under way has run, if that is longer than two commit
         periods (so a write is made only for a call that runs long, and once more when it ends)."""
         started = progress.oldest_call_start() if progress is not None else None
-        if started is None or time.monotonic() - started < 2 * self._rt.config.commit_frequency:
+        if started is None or clock.monotonic() - started < 2 * self._rt.config.commit_frequency:
             return None
         if self._busy is None or self._busy[0] != started:  # a call not stored yet: its start, on the wall clock
-            self._busy = (started, int((time.time() - (time.monotonic() - started)) * 1000))
+            self._busy = (started, int((clock.wall() - (clock.monotonic() - started)) * 1000))
         return self._busy[1]
 
     # ----------------------------------------------------------------- the coroutine

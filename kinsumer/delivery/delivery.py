@@ -34,7 +34,7 @@ from ..errors import KinsumerError, NoRecordWithin
 from ..reading.position import Position
 from ..record import Record
 from ..stats import GuardedStats
-from ..waiting import slice_of
+from ..waiting import Deadline, acquire
 from .budget import ByteBudget
 from .progress import HANDED, STALE, STOPPED, Checkpoint, Checkpointed, Run, ShardProgress, Stopped
 from .record_queue import CLOSED, Closed, RecordQueue
@@ -256,7 +256,7 @@ class Delivery:
                     run.processed = i  # asking again: the record in hand is processed
                     record, shard_key = run.records[i], run.progress.shard_id
         if record is None:
-            taken = self._taken(self._hand(holder, _deadline(timeout), auto=True), timeout)
+            taken = self._taken(self._hand(holder, Deadline(timeout), auto=True), timeout)
             return None if taken is None else taken[0]
         if self._wants_deliveries:  # outside the lock: the receiver is the user's code
             self._stats.record_delivered(shard_key, age_of(record.approximate_arrival_timestamp))
@@ -337,7 +337,7 @@ class Delivery:
         Raises :class:`NoRecordWithin` after ``timeout`` s without one, and the error the
         delivery was closed with.
         """
-        return self._taken(self._hand(_MANUAL, _deadline(timeout), auto=False), timeout)
+        return self._taken(self._hand(_MANUAL, Deadline(timeout), auto=False), timeout)
 
     def take_run(self, holder: ExplicitHolder, timeout: float | None) -> Run | None:
         """The next chunk of the queue as a run of ``holder`` (registered as delivered), for it to hand
@@ -348,7 +348,7 @@ class Delivery:
         where it stopped), and ends the run with :meth:`end_run`. Raises :class:`NoRecordWithin` after
         ``timeout`` s without one, and the error the delivery was closed with.
         """
-        started = self._start_run(_deadline(timeout), holder)
+        started = self._start_run(Deadline(timeout), holder)
         if started is None:
             raise NoRecordWithin(timeout if timeout is not None else 0.0)
         if isinstance(started, Closed):
@@ -373,7 +373,7 @@ class Delivery:
     def wait_for_lease(self, progress: ShardProgress) -> bool:
         """Wait until the shard's lease is confirmed or lost (a record may be handed over, or not);
         False once closed."""
-        return self._wait_for_lease(progress, None)
+        return self._wait_for_lease(progress, Deadline(None))
 
     def _taken(self, handed: tuple[Run, int] | Closed | None, timeout: float | None) -> Taken | None:
         """What :meth:`_hand` gave, as (record, progress, token); raising as :meth:`take` says."""
@@ -389,7 +389,7 @@ class Delivery:
             self._stats.record_delivered(run.progress.shard_id, age_of(record.approximate_arrival_timestamp))
         return record, run.progress, run.base + i
 
-    def _hand(self, holder: Hashable, deadline: float | None, *, auto: bool) -> tuple[Run, int] | Closed | None:
+    def _hand(self, holder: Hashable, deadline: Deadline, *, auto: bool) -> tuple[Run, int] | Closed | None:
         """Hand over ``holder``'s next record: (its run, its index); None at the deadline; CLOSED.
 
         Ends the holder's run once it is handed over entirely or its shard is revoked, and
@@ -441,7 +441,7 @@ class Delivery:
         else:
             del self._runs[holder]
 
-    def _start_run(self, deadline: float | None, holder: Hashable) -> Run | Closed | None:
+    def _start_run(self, deadline: Deadline, holder: Hashable) -> Run | Closed | None:
         """The next chunk of the queue as ``holder``'s run, registered as delivered; None at the deadline; CLOSED.
 
         Taking a chunk, registering it and giving it to its holder happen under one lock, so that
@@ -450,14 +450,11 @@ class Delivery:
         gets the new one after it.
         """
         lock = self._take_lock
-        while not lock.acquire(timeout=slice_of(None if deadline is None else deadline - time.monotonic())):
-            if self._closed:
-                return CLOSED
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
+        if not acquire(lock, deadline, lambda: self._closed):
+            return CLOSED if self._closed else None
         try:
             while True:
-                taken = self._queue.get(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                taken = self._queue.get(deadline)
                 if isinstance(taken, Run):  # set aside at a pause, resumed: registered already
                     run = taken
                 elif not isinstance(taken, tuple):
@@ -481,21 +478,14 @@ class Delivery:
         finally:
             lock.release()
 
-    def _wait_for_lease(self, progress: ShardProgress, deadline: float | None) -> bool:
+    def _wait_for_lease(self, progress: ShardProgress, deadline: Deadline) -> bool:
         """Wait until the shard's lease is confirmed or lost; False at the deadline or once closed."""
         while not progress.fresh_or_revoked():
-            if self._closed:
+            if self._closed or deadline.passed():
                 return False
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                return False
-            wake = _LEASE_WAIT if deadline is None else min(_LEASE_WAIT, deadline - now)
-            progress.wait(progress.fresh_or_revoked, wake)
+            left = deadline.remaining()
+            progress.wait(progress.fresh_or_revoked, _LEASE_WAIT if left is None else min(_LEASE_WAIT, left))
         return True
-
-
-def _deadline(timeout: float | None) -> float | None:
-    return None if timeout is None else time.monotonic() + timeout
 
 
 _last_arrival: tuple[dt.datetime | None, float] = (None, 0.0)

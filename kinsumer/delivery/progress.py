@@ -13,7 +13,6 @@ import datetime as dt
 import enum
 import math
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Generic, NamedTuple, TypeVar
@@ -23,6 +22,7 @@ import attrs
 from .. import clock
 from ..reading.position import Position
 from ..record import Record
+from ..waiting import Deadline, nap
 from .tracker import CheckpointTracker
 
 __all__ = [
@@ -173,7 +173,7 @@ class ShardProgress:
     def oldest_call(self) -> float | None:
         """Seconds the oldest handler call under way on this capture has run; None if none is."""
         started = self.oldest_call_start()
-        return None if started is None else max(0.0, time.monotonic() - started)
+        return None if started is None else max(0.0, clock.monotonic() - started)
 
     def oldest_call_start(self) -> float | None:
         """When (monotonic) the oldest handler call under way on this capture began; None if none is."""
@@ -348,21 +348,20 @@ class ShardProgress:
 
     def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Wait up to ``timeout`` s for ``predicate`` (one of the methods above) to hold."""
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         while True:
             with self._lock:
                 version = self._version
             if predicate():
                 return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if deadline.passed():
                 return False
             with self._cond:
                 if self._version != version:
                     continue  # it changed while the predicate was evaluated: evaluate again
                 self._waiting += 1
                 try:
-                    self._cond.wait(remaining)
+                    nap(self._cond, deadline)
                 finally:
                     self._waiting -= 1
 

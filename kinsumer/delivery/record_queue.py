@@ -16,12 +16,11 @@ against the capacity.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
 from ..record import Record
-from ..waiting import slice_of
+from ..waiting import Deadline, wait_condition
 from .budget import ByteBudget
 from .progress import Run, ShardProgress
 
@@ -135,18 +134,17 @@ class RecordQueue:
         with self._lock:
             self._ready_waiters.pop(wake, None)
 
-    def get(self, timeout: float | None) -> Entry | Closed | None:
-        """The oldest chunk (or resumed run); None after ``timeout`` s with nothing; CLOSED once closed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+    def get(self, timeout: Deadline | float | None) -> Entry | Closed | None:
+        """The oldest chunk (or resumed run); None after ``timeout`` s (or at the deadline) with nothing; CLOSED
+        once closed."""
+        deadline = timeout if isinstance(timeout, Deadline) else Deadline(timeout)
         with self._lock:
             items = self._items
-            while not items and not self._closed:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return None
+            if not items and not self._closed:
                 self._getters += 1
-                try:
-                    self._not_empty.wait(slice_of(remaining))  # a signal to another thread is noticed
+                try:  # in slices: a signal to another thread is noticed
+                    if not wait_condition(self._not_empty, lambda: bool(items) or self._closed, deadline):
+                        return None
                 finally:
                     self._getters -= 1
             if self._closed:

@@ -15,12 +15,12 @@ import functools
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import botocore.exceptions
 
+from .. import clock
 from ..aws import lean_get_records
 from ..aws.error_codes import is_expired_iterator, is_not_found
 from ..aws.kinesis import stream_exists
@@ -137,7 +137,7 @@ class PollingReader:
         )  # fmt: skip
 
     def _sleep(self, seconds: float) -> None:
-        if self._stop.wait(seconds):
+        if clock.wait(self._stop, seconds):
             raise Stopped(self._shard_id)
 
     def _new_iterator(self) -> str | None:
@@ -163,17 +163,17 @@ class PollingReader:
         backlog at once); at most ``per_second`` attempts in any second, and a retry waits at least
         ``throttle_delay``."""
         throttle = self._settings.throttle_delay
-        wait = self.ready_at() - time.monotonic()
+        wait = self.ready_at() - clock.monotonic()
         if wait > 0:
             self._sleep(wait)
         call = functools.partial(self._attempt, iterator, limit)
         return self._call(call, "GetRecords", min_wait=throttle)
 
     def _attempt(self, iterator: str, limit: int) -> dict[str, Any]:
-        wait = self._settings.next_read(self._attempts, 0, backlog=True) - time.monotonic()
+        wait = self._settings.next_read(self._attempts, 0, backlog=True) - clock.monotonic()
         if wait > 0:  # a retry, which waits at least throttle_delay, stays within per_second too
             self._sleep(wait)
-        self._attempts.append(time.monotonic())  # every attempt counts for the throttle
+        self._attempts.append(clock.monotonic())  # every attempt counts for the throttle
         return lean_get_records.get_records(self._kinesis, iterator, limit, self._stream_arn)
 
     # ----------------------------------------------------------------- pages

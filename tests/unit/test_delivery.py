@@ -11,6 +11,7 @@ from kinsumer.delivery.progress import Checkpoint, ShardProgress
 from kinsumer.delivery.record_queue import CLOSED, RecordQueue
 from kinsumer.record import Record
 from kinsumer.stats import GuardedStats
+from kinsumer.waiting import Deadline
 from tests.helpers import hand_off
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -418,8 +419,8 @@ def test_runs_two_threads_take_for_manual_mode_at_once_are_both_handed_over_in_o
     d = delivery(buffer_size=16)  # chunks of one record: every record is a run
     progress = d.open_shard("s", ("0", None))
     push(d, progress, [record(1), record(2), record(3)])
-    first = d._start_run(None, _MANUAL)  # two threads each took a run before either handed a record over
-    second = d._start_run(None, _MANUAL)
+    first = d._start_run(Deadline(None), _MANUAL)  # two threads each took a run before either handed a record over
+    second = d._start_run(Deadline(None), _MANUAL)
     assert first is not None and second is not None and first is not second
     taken = [d.next_manual(1) for _ in range(3)]
     assert [r.sequence_number for r, _ in taken if r is not None] == ["1", "2", "3"]
