@@ -7,6 +7,12 @@ on an idle stream. The scenario: the clients start at once; ``--seconds`` of ste
 leave of a follower, a crash of a follower and a crash of the leader, each run until converged.
 
     python scripts/simulate.py --clients 10 --shards 1000 --assignment balanced
+
+With ``--churn SECONDS``, records flow instead (kinsumer's polling readers, delivery and ``process()`` or
+``next()``) through that long of joins, leaves, crashes, pauses and splits (tests/sim/churn.py), and the testing
+kit's ledger checks them: nothing lost, duplicates and their reasons, order per shard and per key.
+
+    python scripts/simulate.py --churn 3600 --clients 4 --shards 4
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from kinsumer.config import Config
 from kinsumer.coordination.metadata_table import SHARD_CACHE_KEY
+from tests.sim.churn import Handoffs, churn, first_handled
 from tests.sim.cluster import Cluster
 from tests.sim.figures import Change, Steady, item_bytes, largest_item, scenario, throttled
 
@@ -38,7 +45,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skew", type=float, default=0.0, help="each client's wall clock off by up to this (s)")
     parser.add_argument("--validate", action="store_true", help="validate every call's parameters (slower)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds each call of a shard worker takes")
+    parser.add_argument("--churn", type=float, metavar="SECONDS",
+                        help="instead: records flowing through SECONDS of churn (joins, leaves, crashes, pauses, "
+                             "splits) over --shards shards from --clients clients; the ledger's checks")  # fmt: skip
+    parser.add_argument("--call", choices=["next", "process"], default="process",
+                        help="with --churn: how clients take records")  # fmt: skip
+    parser.add_argument("--rate", type=float, default=20.0, help="with --churn: records put a second")
     args = parser.parse_args(argv)
+    if args.churn is not None:
+        _churn(args)
+        return
     config = attrs.evolve(Config(), assignment=args.assignment)
     started = time.perf_counter()
     with Cluster(args.shards, config, seed=args.seed, staleness=args.staleness, validate=args.validate,
@@ -64,6 +80,21 @@ def main(argv: list[str] | None = None) -> None:
     for client, error in errors:
         print(f"client {client} failed: {error}")
     print(f"ran in {took:.1f} s of wall time ({cluster.clock.now:.0f} s simulated)")
+
+
+def _churn(args: argparse.Namespace) -> None:
+    handoffs, first = Handoffs(), {}
+    config = attrs.evolve(Config(), assignment=args.assignment, stats=handoffs)
+    started = time.perf_counter()
+    cluster = Cluster(args.shards, config, seed=args.seed, staleness=args.staleness, validate=args.validate,
+                      skew=args.skew, latency=args.latency, records=args.call, handle_time=0.001)  # fmt: skip
+    cluster.handler = first_handled(cluster.clock, first)
+    with cluster:
+        result = churn(cluster, args.churn, handoffs=handoffs, first=first, rate=args.rate, clients=args.clients)
+    print(result)
+    print(f"ran in {time.perf_counter() - started:.1f} s of wall time ({cluster.clock.now:.0f} s simulated)")
+    if not result.report.ok:
+        sys.exit(1)
 
 
 def _print_steady(figures: Steady) -> None:

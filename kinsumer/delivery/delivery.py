@@ -370,10 +370,10 @@ class Delivery:
             else:
                 progress.end_run(run)
 
-    def wait_for_lease(self, progress: ShardProgress) -> bool:
+    def wait_for_lease(self, progress: ShardProgress, timeout: float | None = None) -> bool:
         """Wait until the shard's lease is confirmed or lost (a record may be handed over, or not);
-        False once closed."""
-        return self._wait_for_lease(progress, Deadline(None))
+        False once closed, or after ``timeout`` s (None: no limit)."""
+        return self._wait_for_lease(progress, Deadline(timeout))
 
     def _taken(self, handed: tuple[Run, int] | Closed | None, timeout: float | None) -> Taken | None:
         """What :meth:`_hand` gave, as (record, progress, token); raising as :meth:`take` says."""

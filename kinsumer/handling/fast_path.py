@@ -40,6 +40,8 @@ class FastPath:
         self._attempts = attempts
         self._jobs = jobs
         self._stopping = stopping
+        self._holder = ExplicitHolder()  # run_ready()'s, and the run it keeps until its lease is confirmed
+        self._kept: Run | None = None
 
     def work(self) -> None:
         """Handle runs until the consumer stops."""
@@ -53,25 +55,56 @@ class FastPath:
             if run is None:
                 return
             try:
-                self._run(run)
+                self._run(run, None)
             finally:
                 delivery.end_run(holder)
             del run  # a capture given up meanwhile is not kept alive while the next run is awaited
 
-    def _run(self, run: Run) -> None:
+    def run_ready(self, most: int) -> int | None:
+        """Handle the runs that are ready now, without waiting, until ``most`` records were handed to the
+        handler (a run is handled whole); how many were; None once the delivery closed. For a driver that
+        runs everything on one thread (the simulator, tests/sim): a run whose lease must be confirmed first is
+        kept for the next call."""
+        delivery, holder, handed = self._delivery, self._holder, 0
+        while handed < most:
+            run, self._kept = self._kept, None
+            if run is None:
+                try:
+                    run = delivery.take_run(holder, 0.0)
+                except NoRecordWithin:
+                    break
+                if run is None:
+                    return None
+            start, waiting = run.handed, False
+            try:
+                waiting = self._run(run, 0.0)
+            finally:
+                if waiting:
+                    self._kept = run
+                else:
+                    delivery.end_run(holder)
+            handed += run.handed - start
+            if waiting:
+                break
+        return handed
+
+    def _run(self, run: Run, lease_wait: float | None) -> bool:
+        """Handle the run; True if it stopped at a record whose lease was not confirmed within ``lease_wait``
+        seconds (None: no limit), to go on later."""
         progress = run.progress
         guard = self._jobs.begun(progress)
         if guard is None or blocked(progress):
-            return  # not handed over: the run's end gives them back
+            return False  # not handed over: the run's end gives them back
         if guard.careful:
             self._the_general_way(run, run.handed)
-            return
+            return False
         with self._runs(progress.shard_id):
-            self._hand(run, guard)
+            return self._hand(run, guard, lease_wait)
 
-    def _hand(self, run: Run, guard: ShardGuard) -> None:
-        """Hand the run's records to the handler, in order, until it ends or must stop; a receiver that takes
-        runs (``records_delivered``, ``records_handled``) is told as it ends."""
+    def _hand(self, run: Run, guard: ShardGuard, lease_wait: float | None) -> bool:
+        """Hand the run's records to the handler, in order, until it ends or must stop (True: to wait for the
+        lease, as :meth:`_run` says); a receiver that takes runs (``records_delivered``, ``records_handled``) is
+        told as it ends."""
         progress, records, base = run.progress, run.records, run.base
         hand, handler, delivery = guard.hand, self._handler, self._delivery
         monotonic = delivery.monotonic  # the clock of the lease's fresh_until
@@ -85,11 +118,11 @@ class FastPath:
             for i in range(run.handed, run.end):  # a run set aside at a pause goes on where it stopped
                 offered = run.offer(i, monotonic(), hand)
                 if offered is STALE:  # the lease must be confirmed first
-                    if not delivery.wait_for_lease(progress):
-                        return
+                    if not delivery.wait_for_lease(progress, lease_wait):
+                        return not delivery.closed
                     offered = run.offer(i, monotonic(), hand)
                 if offered is not HANDED:
-                    return  # given up (the rest is not handed over), paused (the rest waits), or the guard's limit
+                    return False  # given up (the rest is not handed over), paused (the rest waits), the guard's limit
                 record = records[i]
                 if delivered:  # as next() counts it
                     if delivered_in_run:
@@ -123,13 +156,14 @@ class FastPath:
                     raise
                 if outcome == "left":
                     progress.retract(base + i)
-                    return
+                    return False
                 run.processed = i + 1  # counted when the shard folds the run in (its checkpoint is read)
                 if delivery.closed:  # a stop ended the run meanwhile: count it on its own
                     progress.ack(base + i)
                 if guard.careful:  # an episode cannot begin during a run, but be safe
                     self._the_general_way(run, i + 1)
-                    return
+                    return False
+            return False
         finally:
             if handed:
                 stats.records_delivered(shard_id, handed, first_latency)

@@ -116,6 +116,13 @@ class Processor:
         (shard, seconds since the call began), oldest first; none without a ``timeout``."""
         return self._timed.stuck() if self._timed is not None else []
 
+    def run_ready(self, most: int) -> int | None:
+        """With one worker and a handler of records: handle what is ready now, without waiting, on the
+        caller's thread (see :meth:`.fast_path.FastPath.run_ready`: the simulator's step)."""
+        if self._alone is None:
+            raise ValueError("run_ready(): process() with one worker only (concurrency=1, not batches)")
+        return self._alone.run_ready(most)
+
     def run(self) -> None:
         """Handle records until the consumer stops; raise what a worker could not handle."""
         workers = self._options.concurrency

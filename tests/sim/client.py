@@ -28,7 +28,8 @@ from kinsumer.coordination.streams import StreamScope
 from kinsumer.delivery.delivery import Delivery
 from kinsumer.errors import KinsumerError
 from kinsumer.reading.reader import ReaderFactory
-from kinsumer.stats import GuardedStats
+from kinsumer.stats import GuardedStats, StatReceiver
+from tests.sim.consumer import SimConsumer
 from tests.sim.reader import sim_readers
 from tests.sim.shard_loop import SimShardLoop
 
@@ -105,14 +106,19 @@ class SimClient:
         on_change: OnChange,
         setup_deadline: float,
         latency: float = 0.0,
+        *,
+        readers: Callable[[Runtime], ReaderFactory] | None = None,
+        stats: StatReceiver | None = None,
     ) -> None:
+        """``readers``: the client's shard readers, made of its runtime (None: an idle stream's,
+        :mod:`.reader`); ``stats``: its receiver (None: ``config.stats``)."""
         self.id = client_id
         self.errors: list[KinsumerError] = []
         tables = Tables.for_application(application)
         ensure_tables_ready(dynamodb, tables)  # run()'s first calls, in its order
         identity = ensure_stream_active(kinesis, stream)
         home = establish_home_stream(dynamodb, tables, stream)
-        stats = GuardedStats(config.stats)
+        stats = GuardedStats(config.stats if stats is None else stats)
         self.runtime = Runtime(
             kinesis=kinesis, dynamodb=dynamodb, streams=(StreamScope(stream, identity, home == stream),),
             tables=tables, config=config, client_id=client_id, client_name=f"sim-{client_id}",
@@ -120,7 +126,8 @@ class SimClient:
             on_fatal=self._on_fatal,
         )  # fmt: skip
         self.loop = SimShardLoop(clock.monotonic, latency)
-        self.pool = SimPool(self.runtime, sim_readers(kinesis, self.runtime.reader_settings), self.loop, on_change)
+        factory = sim_readers(kinesis, self.runtime.reader_settings) if readers is None else readers(self.runtime)
+        self.pool = SimPool(self.runtime, factory, self.loop, on_change)
         self.coordinator = Coordinator(self.runtime, pool=self.pool)
         self.runtime.request_refresh = self.coordinator.request_refresh
         self.coordinator.start(setup_deadline, threads=False)
@@ -133,6 +140,8 @@ class SimClient:
         self.paused_until = 0.0  # its process is stopped until then (monotonic)
         self.shards_at: float | None = None  # the shard loop's or the commit clock's next due time
         self.leaving_at: float | None = None  # leaving: the handoffs' deadline
+        self.consume_at: float | None = None  # its caller's next step (records flowing: :mod:`.consumer`)
+        self.consumer: SimConsumer | None = None  # its caller (records flowing), set by the cluster
         self.rounds = 1  # the first, in start()
 
     def _on_fatal(self, error: KinsumerError) -> None:  # as Kinsumer's: stop

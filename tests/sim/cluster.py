@@ -41,8 +41,14 @@ from kinsumer.aws.kinesis import list_shards
 from kinsumer.aws.tables import Tables, create_table
 from kinsumer.config import Config
 from kinsumer.coordination.assignment import assigned_shards
+from kinsumer.handling.options import Origin
+from kinsumer.record import Record
+from kinsumer.testing import Report
 from kinsumer.testing._dynamodb import SimDynamoDB
+from kinsumer.testing._watch import watch_takeovers
 from tests.sim.client import SimClient
+from tests.sim.consumer import Call, SimConsumer
+from tests.sim.flow import Flow
 from tests.sim.kinesis import SimKinesis
 from tests.sim.tracking import Ownership, Tracking
 
@@ -86,7 +92,12 @@ class Cluster:
         application: str = "sim",
         stream: str = "stream",
         latency: float = 0.0,
+        records: Call | None = None,
+        handle_time: float = 0.0,
+        handler: Callable[[Record], object] = lambda record: None,
     ) -> None:
+        """``records``: records flow, taken by each client's ``"next"`` or ``"process"`` caller (:mod:`.consumer`,
+        ``handle_time`` virtual seconds a record), each handling told to :attr:`ledger`; None: an idle stream."""
         self.config = config or Config()
         self.latency = latency  # virtual seconds a shard worker's call takes (the coordination's take none)
         self.clock = VirtualClock()
@@ -94,14 +105,22 @@ class Cluster:
         self.skew = skew
         self.false_silent = 0  # rounds in which a client found another that runs not live (silent), summed
         self.db = SimDynamoDB(self.clock.monotonic, staleness=staleness, seed=seed, validate=validate)
-        self.kinesis = SimKinesis(self.clock.monotonic, shards, stream=stream)
+        self.records, self.handle_time, self.handler = records, handle_time, handler
+        self.flow: Flow | None = None
+        if records is None:
+            self.kinesis: Any = SimKinesis(self.clock.monotonic, shards, stream=stream)
+        else:  # a Kinesis that keeps records, read by kinsumer's polling readers; the ledger checks the handlings
+            self.flow = Flow(self.clock, shards, stream, self.rng, validate=validate)
+            self.kinesis = self.flow.kinesis
+            watch_takeovers(cast(Any, self.db), self.flow.names, self.flow.ledger)
         self.tables = Tables.for_application(application)
         self.application, self.stream = application, stream
         self.clients: dict[str, SimClient] = {}  # joined, neither crashed nor gone
         self.gone: dict[str, SimClient] = {}  # crashed or left
         self.shards = sorted(s.shard_id for s in list_shards(cast(Any, self.kinesis), stream))
-        self.kinesis.calls.clear()
-        self.kinesis.per_second.clear()
+        if self.flow is None:
+            self.kinesis.calls.clear()
+            self.kinesis.per_second.clear()
         self.tracking = Tracking(frozenset(self.shards))
         self.ownership = Ownership(self._lease_fresh)
         self.calls_by_client: dict[str, int] = {}
@@ -145,16 +164,26 @@ class Cluster:
         if offset is None:
             offset = self.rng.uniform(-self.skew, self.skew) if self.skew else 0.0
         self.clock.offset = offset
+        flow = self.flow
         try:
             client = SimClient(
                 client_id, self.config, self.stream, self.application, self.kinesis, self.db, self._wanted_changed,
                 self.clock.now + _SETUP_DEADLINE, self.latency,
+                readers=None if flow is None else flow.readers,
+                stats=None if flow is None else flow.stats(client_id, self.config.stats),
             )  # fmt: skip
         finally:
             self._current = None
             self.clock.offset = 0.0
         client.offset = offset
         self.clients[client_id] = client
+        if flow is not None and self.records is not None:
+            client.consumer = SimConsumer(
+                client.runtime.delivery, flow.ledger.wrap(client_id, self.handler), lambda: self._wake(client),
+                call=self.records, handle_time=self.handle_time, stats=client.runtime.stats,
+                origin=Origin(self.stream, self.application, client_id),
+            )  # fmt: skip
+            self._wake(client)
         now, period = self.clock.now, self.config.shard_check_frequency
         client.next_tick = now + period
         self._schedule_round(client)
@@ -179,14 +208,16 @@ class Cluster:
         """The process dies: no more rounds or heartbeats; its row stays until it ages."""
         client = self.clients.pop(client_id)
         client.pool.drop()
-        client.round_at = client.beat_at = client.shards_at = None
+        client.round_at = client.beat_at = client.shards_at = client.consume_at = None
+        if self.flow is not None:
+            self.flow.ledger.crash(client_id)
         self.ownership.change(client_id, frozenset())
         self.gone[client_id] = client
 
     def split(self, shard_id: str) -> tuple[str, str]:
         """Split ``shard_id`` in the stream: it closes, and its two children are the ones to read once it is
         finished (read to its end: its owner's next read says so)."""
-        children = self.kinesis.split(shard_id)
+        children = self.kinesis.split(shard_id) if self.flow is None else self.flow.kinesis.split(self.stream, shard_id)
         self.shards = sorted({*self.shards, *children} - {shard_id})
         self.tracking.reshard(frozenset(self.shards))
         self._checked = None
@@ -230,6 +261,10 @@ class Cluster:
         end = self.clock.now + seconds
         while self._queue and self._queue[0][0] <= end:
             at, _, kind, client_id = heapq.heappop(self._queue)
+            if kind == "put":
+                self.clock.now = max(self.clock.now, at)
+                self._put(at)
+                continue
             client = self.clients.get(client_id)
             if client is None or at != getattr(client, f"{kind}_at"):
                 continue  # crashed, gone, or rescheduled since
@@ -248,6 +283,8 @@ class Cluster:
                     self._beat(client)
                 elif kind == "leaving":
                     client.leaving_at = None
+                elif kind == "consume":
+                    self._consume(client)
                 self._shards(client)
             finally:
                 self._current = None
@@ -302,6 +339,49 @@ class Cluster:
         client.beat_at = None
         if next_beat is not None:
             self._schedule_beat(client, next_beat)
+
+    # -- records
+    def produce(self, rate: float, keys: int = 100, interval: float = 0.1) -> None:
+        """From now on, put ``rate`` records a second (a PutRecords every ``interval`` seconds) of ``keys``
+        partition keys, until :meth:`stop_producing`."""
+        assert self.flow is not None, "Cluster(records=...): the stream keeps no records"
+        self.flow.rate, self.flow.keys, self.flow.interval = rate, keys, interval
+        self._push(self.clock.now, "put", "")
+
+    def stop_producing(self) -> None:
+        assert self.flow is not None
+        self.flow.rate = 0.0
+
+    def _put(self, at: float) -> None:
+        flow = self.flow
+        if flow is None or not flow.rate:
+            return
+        flow.put(self.stream, at)
+        self._push(at + flow.interval, "put", "")
+
+    def _wake(self, client: SimClient) -> None:
+        """Records were queued for ``client``'s caller, which waits for them: it steps now."""
+        if client.consume_at is None and client.id in self.clients:
+            client.consume_at = self.clock.now
+            self._push(self.clock.now, "consume", client.id)
+
+    def _consume(self, client: SimClient) -> None:
+        client.consume_at = None
+        if client.consumer is None:
+            return
+        at = client.consumer.step(self.clock.now)
+        if at is not None and client.consume_at is None:
+            client.consume_at = at
+            self._push(at, "consume", client.id)
+
+    def drained(self) -> bool:
+        """Every record put was handled (at least once)."""
+        return self.flow is not None and self.flow.ledger.distinct >= self.flow.put_count
+
+    def report(self) -> Report:
+        """The ledger's checks of the handlings against the records put."""
+        assert self.flow is not None
+        return self.flow.ledger.report(self.flow.kinesis.records(self.stream))
 
     # -- what the clients want
     def _wanted_changed(self, client_id: str, old: frozenset[str], new: frozenset[str]) -> None:
