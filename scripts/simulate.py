@@ -18,6 +18,7 @@ kit's ledger checks them: nothing lost, duplicates and their reasons, order per 
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import pathlib
 import sys
@@ -83,7 +84,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _churn(args: argparse.Namespace) -> None:
-    handoffs, first = Handoffs(), {}
+    logging.basicConfig(level=logging.ERROR)  # not each paused client's "owned by another client now" warning
+    handoffs, first = Handoffs(), dict[bytes, float]()
     config = attrs.evolve(Config(), assignment=args.assignment, stats=handoffs)
     started = time.perf_counter()
     cluster = Cluster(args.shards, config, seed=args.seed, staleness=args.staleness, validate=args.validate,

@@ -71,7 +71,7 @@ class Churn:
     wall_seconds: float = 0.0
 
     def __str__(self) -> str:
-        events = ", ".join(f"{n} {kind}s" for kind, n in sorted(self.events.items()))
+        events = ", ".join(f"{n} {kind}{'es' if kind == 'crash' else 's'}" for kind, n in sorted(self.events.items()))
         return (
             f"{self.seconds:g} virtual s of churn ({events}): {self.report}; handoffs {self.clean_handoffs} clean, "
             f"{self.timed_out_handoffs} timed out; put to first handled {self.wait_median:.2f} s median, "

@@ -17,8 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import heapq
-import selectors
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from kinsumer.reading.shard_loop import Poke, ShardLoop
@@ -28,44 +27,15 @@ __all__ = ["SimShardLoop", "VirtualLoop"]
 T = TypeVar("T")
 
 
-class _NoIO(selectors.BaseSelector):
-    """A selector that never has anything ready: the simulation does no I/O on the loop, and a step need not ask
-    the system (its self-pipe is registered, never read: everything runs on one thread)."""
-
-    def __init__(self) -> None:
-        self._keys: dict[Any, selectors.SelectorKey] = {}
-
-    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        key = self._keys[fileobj] = selectors.SelectorKey(fileobj, _fd(fileobj), events, data)
-        return key
-
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
-        return self._keys.pop(fileobj)
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        return []
-
-    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
-        return self._keys
-
-
-def _fd(fileobj: Any) -> int:
-    return fileobj if isinstance(fileobj, int) else int(fileobj.fileno())
-
-
 class VirtualLoop(asyncio.SelectorEventLoop):
-    """An event loop whose ``time()`` is ``now()`` (virtual seconds), run a step at a time by its owner, on the
-    thread of the simulation (a call "from another thread" is one from that thread: no self-pipe)."""
+    """An event loop whose ``time()`` is ``now()`` (virtual seconds), run a step at a time by its owner."""
 
     def __init__(self, now: Callable[[], float]) -> None:
-        super().__init__(_NoIO())
+        super().__init__()
         self._now = now
 
     def time(self) -> float:
         return self._now()
-
-    def call_soon_threadsafe(self, callback: Callable[..., object], *args: Any, context: Any = None) -> Any:
-        return self.call_soon(callback, *args, context=context)
 
     def next_at(self) -> float | None:
         """When something is due next: now if a callback is ready, else the first live timer; None: nothing."""
