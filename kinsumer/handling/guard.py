@@ -16,12 +16,12 @@ Thread-safe: the commit clock and ``process()``'s threads call it.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import attrs
 
+from .. import clock
 from ..delivery.progress import ShardProgress
 from ..reading.position import Position
 from .careful import MIN_WINDOW, NO_EPISODE, Episode, Reservation, Walk, key, window_after
@@ -90,7 +90,7 @@ class ShardGuard:
         self._last: Position | None = row.checkpoint  # the last of them (at first: the checkpoint)
         self._allowed = -1  # how many the stored reservation allows (-1: none stored by this owner yet)
         self._reserved_at = 0  # ``_handed`` when the stored reservation was made
-        self._reserved_time = time.monotonic()  # ... and when
+        self._reserved_time = clock.monotonic()  # ... and when
         self._period = commit_period
 
     def begin(self, max_attempts: int) -> bool:
@@ -188,7 +188,7 @@ class ShardGuard:
             if not self.reservation_due():
                 return None
             last, handed = self._last, self._handed  # in this order: see hand()
-            elapsed = time.monotonic() - self._reserved_time
+            elapsed = clock.monotonic() - self._reserved_time
             window = window_after(handed - self._reserved_at, max(0, self._allowed - handed), elapsed, self._period)
             return Reservation(last, window).to_text(), (handed, window)
 
@@ -196,7 +196,7 @@ class ShardGuard:
         """The reservation of ``token`` (from :meth:`reservation`) is stored."""
         handed, window = token
         with self._lock:
-            self._reserved_at, self._reserved_time = handed, time.monotonic()
+            self._reserved_at, self._reserved_time = handed, clock.monotonic()
             self._allowed = max(self._allowed, handed + window)
 
     # ----------------------------------------------------------------- careful mode

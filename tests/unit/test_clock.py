@@ -1,10 +1,11 @@
 """The clock seam: the system's clocks by default, an installed one inside its block only."""
 
+import threading
 import time
 
 import pytest
 
-from kinsumer import clock
+from kinsumer import clock, waiting
 from kinsumer.aws.tables import now_ms
 from kinsumer.coordination.liveness import Liveness
 
@@ -46,3 +47,27 @@ def test_one_clock_at_a_time() -> None:
     with clock.installed(Fixed()), pytest.raises(RuntimeError), clock.installed(Fixed()):
         pass
     assert clock.monotonic() > 0
+
+
+def test_the_waits_let_time_pass_on_an_installed_clock_instead_of_blocking() -> None:
+    """kinsumer.waiting's waits read the installed clock: with nobody else to end them (one thread runs
+    everything), the deadline's time passes at once; a wait without end there is a bug, said so."""
+    fixed = Fixed()
+    condition, event, lock = threading.Condition(), threading.Event(), threading.Lock()
+    with clock.installed(fixed):
+        deadline = waiting.Deadline(3.0)
+        assert deadline.at == 8.0 and deadline.remaining() == 3.0 and not deadline.passed()
+        with condition:
+            assert not waiting.wait_condition(condition, lambda: False, deadline)
+        assert fixed.now == 8.0 and deadline.passed() and deadline.remaining() == 0.0
+        assert not waiting.wait_event(event, 2.0) and fixed.now == 10.0
+        with lock:  # held: taking it again within 1.5 s fails once that time passed
+            assert not waiting.acquire(lock, waiting.Deadline(1.5)) and fixed.now == 11.5
+        with condition:
+            assert waiting.wait_condition(condition, lambda: True, waiting.Deadline(None))  # ready: no wait
+            with pytest.raises(RuntimeError, match="without a deadline"):
+                waiting.wait_condition(condition, lambda: False, waiting.Deadline(None))
+    deadline = waiting.Deadline(0.05)  # the system's clock again: a real, sliced wait
+    with condition:
+        assert not waiting.wait_condition(condition, lambda: False, deadline)
+    assert deadline.passed() and deadline.at <= time.monotonic()

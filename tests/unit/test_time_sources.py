@@ -16,7 +16,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kinsumer"
 DIRECT = re.compile(r"\btime\.(?:monotonic|sleep|time|time_ns|perf_counter)\b|(?<!\bclock)\.wait\(")
-#: The modules where time is read or waited on directly, and how often (2026-12-06: 122 in 41 modules).
+#: The modules where time is read or waited on directly, and how often (2026-12-06: 122 in 41 modules; then the record path
+#: moved onto kinsumer.clock and kinsumer.waiting: 99 in 37).
 ALLOWED = {
     # the test kit: a fleet runs on real threads; its waits are the test's, its clocks default to the system's
     "kinsumer.testing._client": 3,
@@ -42,7 +43,6 @@ ALLOWED = {
     "kinsumer.delivery.delivery": 2,  # progress.wait (through waiting); a record's age, as reported
     "kinsumer.handling.attempts": 7,
     "kinsumer.handling.batches": 4,
-    "kinsumer.handling.guard": 3,
     "kinsumer.handling.timeouts": 6,
     "kinsumer.metrics": 1,
     "kinsumer.otel_metrics": 1,
