@@ -788,10 +788,14 @@ def _session_name(client_name: str) -> str:
 def _owned(worker: ShardWorker, reading: str) -> OwnedShard:
     checkpoint = worker.checkpoint
     sequence_number, sub_sequence = checkpoint if checkpoint is not None else (None, None)
+    handling = worker.handling
+    retrying, expired, oldest_call = (
+        (handling.retrying, handling.expired, handling.oldest_call()) if handling is not None else (None, 0, None)
+    )
     return OwnedShard(
         worker.stream_shard_id, worker.captured, sequence_number, worker.millis_behind_latest, sub_sequence,
-        reading, worker.retrying, worker.scope.name, worker.expired, worker.paused, worker.oldest_call_age,
-        worker.oldest_record_age, worker.outside_range,
+        reading, retrying, worker.scope.name, expired, worker.paused, oldest_call, worker.oldest_record_age,
+        worker.outside_range,
     )  # fmt: skip
 
 

@@ -25,7 +25,8 @@ from ..aws.tables import now_ms
 from ..delivery.budget import ByteBudget, Ticket
 from ..delivery.delivery import EndHook
 from ..delivery.progress import ShardProgress
-from ..handling.guard import ShardGuard, attach_guard, guard_of
+from ..handling.capture import CaptureHandling, attach_guard, guard_of, handling_of
+from ..handling.guard import ShardGuard
 from ..reading.position import Position, StartPosition
 from ..reading.reader import Page, ReaderFactory, ShardReader
 from ..reading.shard_loop import ShardLoop
@@ -123,16 +124,11 @@ class ShardWorker:
         return progress.checkpoint if progress is not None else self.lease.committed
 
     @property
-    def retrying(self) -> int | None:
-        """``process()`` is calling a failing handler again for a record of the shard: the attempts so far."""
+    def handling(self) -> CaptureHandling | None:
+        """What ``process()`` keeps of the shard's capture (retries, expired records, calls under way); None if
+        the shard is not captured."""
         progress = self._progress
-        return progress.retrying if progress is not None else None
-
-    @property
-    def oldest_call_age(self) -> float | None:
-        """Seconds the oldest ``process()`` handler call under way on the shard has run; None if none is."""
-        progress = self._progress
-        return progress.oldest_call() if progress is not None else None
+        return handling_of(progress) if progress is not None else None
 
     @property
     def paused(self) -> bool:
@@ -158,12 +154,6 @@ class ShardWorker:
             return None
 
     @property
-    def expired(self) -> int:
-        """Records of the shard that ``process()`` sent to the sink as too old (``max_record_age``), this capture."""
-        progress = self._progress
-        return progress.expired if progress is not None else 0
-
-    @property
     def oldest_record_age(self) -> float | None:
         """Seconds since the oldest record of the shard this client holds and has not finished with (read,
         queued, or under a handler) reached the stream; None if it holds none."""
@@ -177,7 +167,7 @@ class ShardWorker:
         so a commit leaves it."""
         progress = self._progress
         guard = guard_of(progress) if progress is not None else None
-        busy, expired = self._busy_since(progress), progress.expired if progress is not None else 0
+        busy, expired = self._busy_since(progress), handling_of(progress).expired if progress is not None else 0
         arrival = progress.oldest_arrival() if progress is not None else None
         oldest = None if arrival is None else int(arrival.timestamp() * 1000)
         lag, outside = self.millis_behind_latest, self.outside_range
@@ -190,7 +180,7 @@ class ShardWorker:
     def _busy_since(self, progress: ShardProgress | None) -> int | None:
         """Epoch ms since which the oldest handler call under way has run, if that is longer than two commit
         periods (so a write is made only for a call that runs long, and once more when it ends)."""
-        started = progress.oldest_call_start() if progress is not None else None
+        started = handling_of(progress).oldest_call_start() if progress is not None else None
         if started is None or clock.monotonic() - started < 2 * self._rt.config.commit_frequency:
             return None
         if self._busy is None or self._busy[0] != started:  # a call not stored yet: its start, on the wall clock
@@ -481,7 +471,8 @@ class ShardWorker:
         try:
             finished = await self._io(
                 lambda: self.lease.release(
-                    final, finished=True, call=call, expired=progress.expired, outside_range=self.outside_range
+                    final, finished=True, call=call, expired=handling_of(progress).expired,
+                    outside_range=self.outside_range,
                 )
             )
         except Stopped:
@@ -540,7 +531,7 @@ class ShardWorker:
             try:
                 release = functools.partial(
                     self.lease.release, checkpoint, finished=False, call=call, careful=careful,
-                    expired=progress.expired, outside_range=self.outside_range,
+                    expired=handling_of(progress).expired, outside_range=self.outside_range,
                 )  # fmt: skip
                 return await self._io(release)
             except Exception as exc:  # noqa: BLE001
@@ -575,9 +566,8 @@ class ShardWorker:
         """Start ``process()``'s ``hook`` for the end of a capture it announced (once per capture); set when it
         returns. None if there is nothing to call."""
         lifecycle = self._rt.delivery.lifecycle
-        if lifecycle is None or not progress.announced:
+        if lifecycle is None or not handling_of(progress).take_announced():
             return None
-        progress.announced = False
         return lifecycle.start(hook, self.shard_id, self._poke)
 
 

@@ -119,14 +119,9 @@ class ShardProgress:
         "_version",
         "_waiting",
         "_watchers",
-        "announced",
-        "calls",
-        "expired",
-        "failed",
         "fresh_until",
-        "guard",
+        "handling",
         "paused",
-        "retrying",
         "revoked",
         "shard_id",
     )
@@ -151,36 +146,12 @@ class ShardProgress:
         self._released = False  # no more acknowledgements (shard given up)
         #: Monotonic time until which the shard's lease is known to be ours.
         self.fresh_until = math.inf
-        #: ``process()`` is calling a failing handler again: the attempts so far (None: it is not).
-        self.retrying: int | None = None
-        #: Records of this capture that ``process()`` sent to the sink as too old (``max_record_age``).
-        self.expired = 0
-        #: ``process()``'s crash-loop guard of this capture (a ``handling.guard.ShardGuard``, set by its shard's
-        #: worker: this layer knows nothing of process()); None for a capture made without one. It lives as long
-        #: as the capture: a map beside it kept every capture alive, its guard holding the capture's worker.
-        self.guard: object | None = None
-        #: ``process()`` told its ``on_assigned`` hook of this capture (so it tells revoked or lost too).
-        self.announced = False
-        #: A record of this capture failed for good in ``process()`` (RecordFailed): nothing more of
-        #: it is handled in this process; the shard's next owner tries the record again.
-        self.failed = False
         #: ``Kinsumer.pause()``: nothing more of this capture is handed out until it is resumed.
         self.paused = False
-        #: ``process()``'s handler calls under way on this capture's records: when each began (monotonic),
-        #: by the identity of its record (or batch). Changed without the lock (one item at a time).
-        self.calls: dict[int, float] = {}
-
-    def oldest_call(self) -> float | None:
-        """Seconds the oldest handler call under way on this capture has run; None if none is."""
-        started = self.oldest_call_start()
-        return None if started is None else max(0.0, clock.monotonic() - started)
-
-    def oldest_call_start(self) -> float | None:
-        """When (monotonic) the oldest handler call under way on this capture began; None if none is."""
-        try:
-            return min(list(self.calls.values()), default=None)
-        except RuntimeError:  # changed while copied (another thread): the next look sees it
-            return None
+        #: ``process()``'s state of this capture (a ``handling.capture.CaptureHandling``: this layer knows nothing
+        #: of process()), made when the shard is captured or process() first touches it. It lives as long as the
+        #: capture: a map beside it kept every capture alive, its crash-loop guard holding the capture's worker.
+        self.handling: object | None = None
 
     def confirm(self, fresh_until: float) -> None:
         """The shard's lease was confirmed: records may be delivered until ``fresh_until`` (monotonic)."""

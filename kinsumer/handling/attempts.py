@@ -29,8 +29,8 @@ from ..failure import Failure, Reason, describe
 from ..record import Record
 from ..stats import GuardedStats, StatReceiver
 from ..waiting import WAKE
+from .capture import guard_of, handling_of
 from .decoding import Undecodable
-from .guard import guard_of
 from .options import Options, Origin
 from .timeouts import HandlerTimedOut
 
@@ -99,7 +99,7 @@ class Attempts:
             attempt += 1
             if self.max_age is not None and self.expired(record, progress, attempt - 1):
                 return "done"
-            calls, traced = progress.calls, self._traced
+            calls, traced = handling_of(progress).calls, self._traced
             try:
                 if exclusive:
                     started = calls[id(record)] = time.monotonic()
@@ -144,7 +144,7 @@ class Attempts:
         age = _now() - record.approximate_arrival_timestamp.timestamp()
         if age <= max_age:
             return False
-        progress.expired += 1
+        handling_of(progress).expired += 1
         self._stats.record_expired(progress.shard_id, age)
         self.retried(progress, calls + 1)  # after a failed call, its note goes
         why = f"{age:.1f} s old when its turn came, older than max_record_age ({max_age:g} s)"
@@ -217,14 +217,14 @@ class Attempts:
     @staticmethod
     def retried(progress: ShardProgress, attempts: int) -> None:
         """A record is done after ``attempts`` calls: if it was retried, the note of it goes."""
-        progress.retrying = None
+        handling_of(progress).retrying = None
         guard = guard_of(progress) if attempts > 1 else None
         if guard is not None:
             guard.note_retrying(None)
 
     def _retry_later(self, progress: ShardProgress, attempt: int, note: str) -> bool:
         """Count a failed call and wait before the next; False if the consumer stops or the shard goes."""
-        progress.retrying = attempt
+        handling_of(progress).retrying = attempt
         guard = guard_of(progress)
         if guard is not None:
             guard.note_retrying(attempt, note)
@@ -234,5 +234,5 @@ class Attempts:
                  progress.shard_id, attempt, self._options.max_attempts, delay)  # fmt: skip
         if self.pause(delay, progress):
             return True
-        progress.retrying = None
+        handling_of(progress).retrying = None
         return False

@@ -22,6 +22,7 @@ from ..record import Record
 from ..stats import StatReceiver
 from ..waiting import WAKE
 from .attempts import Attempts
+from .capture import handling_of
 from .decoding import Undecodable
 from .options import BatchHandler
 from .scheduler import Scheduler
@@ -105,7 +106,7 @@ class Batches:
             at = live[0]
             records = [items[i][0] for i in live]
             reason: Reason
-            calls = items[at][1].calls
+            calls = handling_of(items[at][1]).calls
             try:
                 with self._scheduler.section():
                     started = calls[id(records)] = time.monotonic()

@@ -14,6 +14,7 @@ from ..delivery.delivery import Delivery, ExplicitHolder, age_of
 from ..delivery.progress import HANDED, STALE, Run
 from ..errors import NoRecordWithin
 from .attempts import Attempts, Outcome
+from .capture import handling_of
 from .guard import ShardGuard
 from .options import Handler, RunSpans, no_run_spans
 from .shard_jobs import ShardJobs, blocked
@@ -108,7 +109,7 @@ class FastPath:
         progress, records, base = run.progress, run.records, run.base
         hand, handler, delivery = guard.hand, self._handler, self._delivery
         monotonic = delivery.monotonic  # the clock of the lease's fresh_until
-        calls, shard_id, attempts = progress.calls, progress.shard_id, self._attempts
+        calls, shard_id, attempts = handling_of(progress).calls, progress.shard_id, self._attempts
         expired = attempts.expired if attempts.max_age is not None else None
         stats, delivered, handled = attempts.stats, attempts.wants_deliveries, attempts.wants_handled
         delivered_in_run, handled_in_run = attempts.deliveries_per_run, attempts.handled_per_run

@@ -22,11 +22,10 @@ from typing import Protocol
 import attrs
 
 from .. import clock
-from ..delivery.progress import ShardProgress
 from ..reading.position import Position
 from .careful import MIN_WINDOW, NO_EPISODE, Episode, Reservation, Walk, key, window_after
 
-__all__ = ["GuardIO", "GuardedRow", "ShardGuard", "attach_guard", "guard_of"]
+__all__ = ["GuardIO", "GuardedRow", "ShardGuard"]
 
 
 class GuardedRow(Protocol):
@@ -274,14 +273,3 @@ class ShardGuard:
                 return done
             if not self._wait(0.25):
                 return False
-
-
-def attach_guard(progress: ShardProgress, guard: ShardGuard) -> None:
-    """Make ``guard`` the crash-loop guard of the capture ``progress`` keeps the deliveries of."""
-    progress.guard = guard
-
-
-def guard_of(progress: ShardProgress) -> ShardGuard | None:
-    """The capture's crash-loop guard; None for a capture made without one (tests that build deliveries by hand)."""
-    guard = progress.guard
-    return guard if isinstance(guard, ShardGuard) else None

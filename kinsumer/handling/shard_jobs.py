@@ -21,8 +21,9 @@ from ..errors import RecordFailed
 from ..reading.position import Position
 from .attempts import Attempts
 from .batches import Batches
+from .capture import guard_of, handling_of
 from .careful_mode import handle_carefully, position_of
-from .guard import ShardGuard, guard_of
+from .guard import ShardGuard
 from .hooks import Lifecycle
 from .options import Options, Origin, RunSpans, no_run_spans
 from .scheduler import LANE_SEPARATOR, Scheduler
@@ -82,7 +83,7 @@ class ShardJobs:
         except RecordFailed as failed:
             for record, progress, _ in job.current:
                 if record is failed.failure.record:
-                    progress.failed = True
+                    handling_of(progress).failed = True
             raise
         finally:
             give_back(job.current)
@@ -161,8 +162,7 @@ class ShardJobs:
             guard = _UNGUARDED
         elif not guard.began and not guard.begin(self._options.max_attempts):
             return None
-        if not progress.announced and self._lifecycle is not None and not progress.revoked:
-            progress.announced = True
+        if self._lifecycle is not None and not progress.revoked and handling_of(progress).announce():
             self._lifecycle.call("on_assigned", progress.shard_id)
         return guard
 
@@ -192,7 +192,7 @@ class ShardJobs:
 
 def blocked(progress: ShardProgress) -> bool:
     """A record of this capture failed for good here (RecordFailed): nothing more of it is handled."""
-    return progress.failed
+    return handling_of(progress).failed
 
 
 def in_shard_order(taken: Taken) -> bool:

@@ -42,8 +42,9 @@ from kinsumer.delivery.delivery import Delivery
 from kinsumer.delivery.progress import ShardProgress
 from kinsumer.errors import NoRecordWithin
 from kinsumer.handling import shard_jobs
+from kinsumer.handling.capture import guard_of
 from kinsumer.handling.careful import Reservation
-from kinsumer.handling.guard import ShardGuard, guard_of
+from kinsumer.handling.guard import ShardGuard
 from kinsumer.handling.processor import Options, Origin, Processor
 from kinsumer.reading.position import Position
 from kinsumer.reading.shard_loop import ShardLoop

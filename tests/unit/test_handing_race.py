@@ -18,7 +18,7 @@ import threading
 from kinsumer import Record, StatReceiver
 from kinsumer.delivery.delivery import Delivery
 from kinsumer.delivery.progress import ShardProgress
-from kinsumer.handling.guard import attach_guard
+from kinsumer.handling.capture import attach_guard
 from kinsumer.handling.options import Options, Origin
 from kinsumer.handling.processor import Processor
 from kinsumer.handling.shard_jobs import _Unguarded
