@@ -25,7 +25,7 @@ from ..errors import HandlerStuck
 from ..failure import describe
 from ..record import Record
 
-__all__ = ["HandlerTimedOut", "TimedHandler"]
+__all__ = ["HandlerTimedOut", "TimedHandler", "call_abandoned"]
 
 log = logging.getLogger("kinsumer.process")
 
@@ -43,7 +43,7 @@ class HandlerTimedOut(Exception):
 class _Call:
     """One handler call handed to a caller thread."""
 
-    __slots__ = ("args", "context", "done", "error", "result", "shard_id", "started")
+    __slots__ = ("abandoned", "args", "context", "done", "error", "result", "shard_id", "started")
 
     def __init__(self, args: tuple[Any, ...], shard_id: str) -> None:
         self.args = args
@@ -53,6 +53,7 @@ class _Call:
         self.done = threading.Event()
         self.result: Any = None
         self.error: BaseException | None = None
+        self.abandoned = False  # it went past its timeout: the record was tried again without it
 
     def outcome(self) -> Any:
         """What the call returned, or raise what it raised."""
@@ -84,7 +85,7 @@ class _Caller:
         with self._cond:
             if call.done.is_set():
                 return False
-            self.abandoned = True
+            self.abandoned = call.abandoned = True
             then()
             return True
 
@@ -102,6 +103,7 @@ class _Caller:
                 call, self._call = self._call, None
             if call is None:
                 return
+            _running.call = call
             try:
                 call.result = call.context.run(self._function, *call.args)
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting worker (or logged if abandoned)
@@ -180,6 +182,18 @@ class TimedHandler:
         outcome = "returned" if call.error is None else f"raised {describe(call.error)}"
         log.warning("a handler call on a record of %s that timed out %s after %.1f s; ignored",
                     call.shard_id, outcome, time.monotonic() - call.started)  # fmt: skip
+
+
+_running = threading.local()  # a caller thread's call (the last it made)
+
+
+def call_abandoned() -> Callable[[], bool] | None:
+    """For a handler call made under ``process()``'s ``timeout``, asked on its own thread: a function saying
+    whether kinsumer abandoned the call (it ran past the timeout; the record was tried again meanwhile); None for
+    a call made without a timeout. The testing kit's ledger asks it, so that the late return of an abandoned
+    call does not count as a record kinsumer handed out twice."""
+    call: _Call | None = getattr(_running, "call", None)
+    return None if call is None else (lambda: call.abandoned)
 
 
 def shard_of_record(record: Record) -> str:

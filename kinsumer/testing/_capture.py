@@ -9,6 +9,7 @@ records past the checkpoint are then delivered again where the shard goes, and t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import attrs
@@ -24,8 +25,14 @@ RecordKey = tuple[str, str, int]
 #: - ``"handoff timed out"``: its handoff took longer than ``handoff_timeout`` (``StatReceiver.handoff`` with
 #:   ``clean=False``; on a loaded machine, with :data:`~kinsumer.testing.FAST_CONFIG`'s 1 s, it happens);
 #: - ``"taken"``: another client took the shard from it, having found it silent for longer than
-#:   ``client_record_max_age`` (a stalled process, as a crashed one; or a release that could not be stored).
-Reason = Literal["crash", "handoff timed out", "taken"]
+#:   ``client_record_max_age`` (a stalled process, as a crashed one; or a release that could not be stored);
+#:
+#: and, of one call rather than a capture:
+#:
+#: - ``"call timed out"``: a handler call ran past ``process()``'s ``timeout``; kinsumer abandoned it (a sync call
+#:   cannot be stopped: it goes on in the background) and tried the record again, and the abandoned call
+#:   returned too.
+Reason = Literal["crash", "handoff timed out", "taken", "call timed out"]
 
 
 @attrs.define(eq=False)
@@ -69,6 +76,13 @@ class Handling:
     started: int
     ended: int
     dead_lettered: bool = False
+    #: Under ``process()``'s ``timeout``: whether kinsumer abandoned the call (asked when the report is made).
+    abandoned: Callable[[], bool] | None = None
+
+    @property
+    def timed_out(self) -> bool:
+        """kinsumer abandoned the call past its ``timeout`` (it returned late)."""
+        return self.abandoned is not None and self.abandoned()
 
 
 def repeat_reason(earlier: Handling, later: Handling) -> Reason | None:
@@ -77,9 +91,12 @@ def repeat_reason(earlier: Handling, later: Handling) -> Reason | None:
 
     Allowed: ``earlier``'s capture ended without a clean handoff (its records past the checkpoint go again to
     the next owner); or ``later`` is a late return of a capture that ended so (a handler still running when its
-    handoff timed out, or when the shard was taken) that had started before ``earlier`` returned. Never within
-    one capture: a capture hands each record out once.
+    handoff timed out, or when the shard was taken) that had started before ``earlier`` returned; or either call
+    ran past ``process()``'s ``timeout`` (kinsumer tried the record again without it). Else never within one
+    capture: a capture hands each record out once.
     """
+    if earlier.timed_out or later.timed_out:
+        return "call timed out"
     if earlier.capture is later.capture:
         return None
     if earlier.capture.reason is not None:

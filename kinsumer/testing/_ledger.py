@@ -30,12 +30,16 @@ from typing import Any
 
 from ..failure import Failure
 from ..handling.batches import first_failed
+from ..handling.timeouts import call_abandoned
 from ..record import Record
 from ._capture import Capture, Handling, Reason, RecordKey, repeat_reason
 from ._report import HookViolation, Report, build_report
 from ._stream import StoredRecord
 
 __all__ = ["Ledger"]
+
+#: A call begun: its capture, its tick, and (under ``process()``'s ``timeout``) whether kinsumer abandoned it.
+_Started = tuple[Capture, int, "Callable[[], bool] | None"]
 
 
 class Ledger:
@@ -108,16 +112,19 @@ class Ledger:
 
         return dead_letter
 
-    def _begin(self, client: str, records: list[Record]) -> tuple[Capture, int] | None:
-        """A call on ``records`` (all of one shard) begins: its capture and tick; None if there is none to record
-        (no record) or nothing more of ``client`` is called (it crashed, meanwhile too: a paused one waits here)."""
+    def _begin(self, client: str, records: list[Record]) -> _Started | None:
+        """A call on ``records`` (all of one shard) begins: its capture and tick (and, under ``process()``'s
+        ``timeout``, how to learn whether kinsumer abandoned it); None if there is none to record (no record) or
+        nothing more of ``client`` is called (it crashed, meanwhile too: a paused one waits here)."""
         if not records:
             return None
         started = self._start(client, records[0].shard_id)
-        return started if started is not None and self._through(client) else None
+        if started is None or not self._through(client):
+            return None
+        return (*started, call_abandoned())
 
     def _did(
-        self, client: str, records: list[Record], result: object, started: tuple[Capture, int], batches: bool
+        self, client: str, records: list[Record], result: object, started: _Started, batches: bool
     ) -> None:
         """The call on ``records`` returned ``result``: record what it did (a batch call: up to its first failed)."""
         first = first_failed(result, records) if batches else None
@@ -221,12 +228,14 @@ class Ledger:
                 return None
             return self._current(client, shard_id), self._next()
 
-    def _done(self, client: str, record: Record, started: tuple[Capture, int], dead_lettered: bool) -> None:
+    def _done(self, client: str, record: Record, started: _Started, dead_lettered: bool) -> None:
         key = (record.shard_id, record.sequence_number, record.sub_sequence_number or 0)
-        capture, tick = started
+        capture, tick, abandoned = started
         with self._lock:
             if client not in self._dead:
-                handling = Handling(key, record.partition_key, client, capture, tick, self._next(), dead_lettered)
+                handling = Handling(
+                    key, record.partition_key, client, capture, tick, self._next(), dead_lettered, abandoned
+                )
                 self._handlings.append(handling)
                 self._distinct.add(key)
                 self._lock.notify_all()

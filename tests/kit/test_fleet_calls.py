@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from kinsumer import Record
 from kinsumer.testing import Fleet, LocalAWS
 from kinsumer.testing._handlers import Call
+from tests.helpers import wait_until
 
 
 def handler_for(call: Call, fail_once: set[str]) -> Any:
@@ -75,3 +77,27 @@ def test_a_fleet_of_any_call_through_a_join_a_leave_and_a_crash_loses_nothing_an
 def test_a_fleet_refuses_a_call_it_does_not_know() -> None:
     with pytest.raises(ValueError, match="call: one of process, process_batches, aprocess, aprocess_batches"):
         Fleet(LocalAWS(), "clicks", "app", print, call="next")  # type: ignore[arg-type]
+
+
+def test_the_late_return_of_a_call_past_its_timeout_is_a_duplicate_of_a_timed_out_call() -> None:
+    """process(timeout=...) abandons a call that runs too long and tries its record again; the abandoned call
+    goes on and returns later. Both count as handlings: the report allows the repeat ("call timed out") and
+    says so, and holds every other record to once."""
+    aws = LocalAWS()
+    stream = aws.stream("clicks", shards=2)
+    slow, released = {"7"}, threading.Event()
+
+    def handler(record: Record) -> None:
+        if record.data.decode() in slow:
+            slow.discard(record.data.decode())
+            released.wait(10)  # past the timeout: abandoned; it returns once the retry is done
+
+    with Fleet(aws, "clicks", "app", handler, timeout=0.2, backoff=0.01, max_backoff=0.01) as fleet:
+        fleet.start(1)
+        stream.put_all((str(n), f"key-{n % 5}") for n in range(20))
+        fleet.wait_handled()
+        released.set()
+        wait_until(lambda: fleet.report().duplicates, 10, "the abandoned call to return")
+        report = fleet.report()
+    assert report.ok, report
+    assert report.duplicates_by_reason == {"call timed out": 1}, report
