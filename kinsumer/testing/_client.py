@@ -24,7 +24,10 @@ from botocore.validate import validate_parameters
 
 from ._errors import SimError, client_error, exceptions, service_model
 
-__all__ = ["ServiceClient"]
+__all__ = ["CUT_OFF", "ServiceClient"]
+
+#: What a call of a client cut off (its process crashed: :meth:`ServiceClient.cut`) is refused with.
+CUT_OFF = "this client was cut off (kinsumer.testing: its process crashed)"
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 #: The codes that come with a server's status (5xx) rather than 400.
@@ -126,7 +129,7 @@ class ServiceClient:
         service = self.SERVICE
         self._running.wait()
         if self._cut:
-            error = SimError("AccessDeniedException", "this client was cut off (kinsumer.testing: its process crashed)")
+            error = SimError("AccessDeniedException", CUT_OFF)
             raise client_error(error, operation, {"HTTPHeaders": {}, "RetryAttempts": 0}, service)
         model = self.meta.service_model.operation_model(operation)
         context: dict[str, Any] = {"client_region": self._region, "client_config": None, "has_streaming_input": False}

@@ -20,6 +20,7 @@ from ._handlers import CALLS, Call, PerClient, for_client
 from ._kinesis import LocalKinesis
 from ._ledger import Ledger
 from ._local import LocalAWS
+from ._quiet import QuietCrashes
 from ._report import Report
 from ._tables import LocalDynamoDB
 from ._watch import fleet_stats, watch_takeovers
@@ -95,6 +96,8 @@ class Fleet:
         self._stoppers: list[threading.Thread] = []
         self._tables_made = False
         self._ids: dict[str, str] = {}  # client ID -> name, for the takeovers the ledger is told of
+        self._quiet = QuietCrashes()  # what crashed clients log of their cut-off calls is not news
+        self._quiet.install()
 
     @property
     def members(self) -> list[str]:
@@ -236,10 +239,13 @@ class Fleet:
 
     def close(self) -> None:
         """Stop every running client cleanly and end the crashed ones' threads."""
-        for name in self.members:
-            self.leave(name)
-        for stopper in self._stoppers:
-            stopper.join(_STOP_WAIT)
+        try:
+            for name in self.members:
+                self.leave(name)
+            for stopper in self._stoppers:
+                stopper.join(_STOP_WAIT)
+        finally:
+            self._quiet.remove()
         self.check()
 
     def __enter__(self) -> Fleet:

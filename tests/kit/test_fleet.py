@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections import Counter
@@ -13,9 +14,13 @@ import pytest
 
 from kinsumer import Failure, Record, StatReceiver
 from kinsumer.testing import FAST_CONFIG, Fleet, LocalAWS, PerClient
+from kinsumer.testing._client import CUT_OFF
 
 
-def test_a_fleet_of_3_through_a_join_a_leave_a_crash_and_a_split_loses_nothing_repeats_only_after_the_crash() -> None:
+def test_a_fleet_of_3_through_a_join_a_leave_a_crash_and_a_split_loses_nothing_repeats_only_after_the_crash(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kinsumer")
     aws = LocalAWS()
     aws.kinesis.add_stream("clicks", shards=4)
     numbers = itertools.count()
@@ -43,6 +48,10 @@ def test_a_fleet_of_3_through_a_join_a_leave_a_crash_and_a_split_loses_nothing_r
         put(300)
         report = fleet.wait_handled()
         assert len(fleet.members) == 2
+    # the crashed client met its cut-off calls as it died (its stop() could not deregister it, at least), and
+    # what it logged of them was dropped: the crash is the test's doing
+    assert fleet._quiet.dropped > 0
+    assert not [r for r in caplog.records if CUT_OFF in r.getMessage()]
     assert report.put == 1500 and report.lost == ()
     assert report.unexplained_duplicates == ()
     # what the crashed client handled; on a loaded machine a handoff may also time out (1 s), and say so
