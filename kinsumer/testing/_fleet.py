@@ -89,7 +89,8 @@ class Fleet:
             raise ValueError("config: a fleet's clients each have their own client_id; leave Config.client_id unset")
         self.aws, self.stream, self.application = aws, stream, application
         self.config = config
-        self.ledger = Ledger()
+        by_key = options.get("ordering") == "key" and options.get("concurrency", 1) > 1  # per key order only
+        self.ledger = Ledger(shard_order=not by_key)
         self._handler, self._options, self._call = handler, options, call
         self._members: dict[str, _Member] = {}
         self._names = (f"client-{i}" for i in itertools.count(1))

@@ -45,7 +45,10 @@ _Started = tuple[Capture, int, "Callable[[], bool] | None"]
 class Ledger:
     """Records each handling of a fleet's clients, their captures and crashes (thread-safe)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, shard_order: bool = True) -> None:
+        """``shard_order``: each shard's records are handled in the shard's order (False: per key only, as
+        ``process(ordering="key")`` with several workers promises; the report then checks per key only)."""
+        self._shard_order = shard_order
         self._lock = threading.Condition()
         self._tick = 0
         self._handlings: list[Handling] = []
@@ -314,7 +317,7 @@ class Ledger:
         with self._lock:
             handlings, orphans, hooks = list(self._handlings), list(self._orphans), self._hooks
             captures = [c for cs in self._captures.values() for c in cs]
-            return build_report(put, handlings, captures, orphans, hooks)
+            return build_report(put, handlings, captures, orphans, hooks, self._shard_order)
 
 
 def _records_of(argument: Any, batches: bool) -> list[Record]:

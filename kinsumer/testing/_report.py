@@ -117,9 +117,10 @@ class Report:
 
 def build_report(
     put: Iterable[StoredRecord], handlings: Sequence[Handling], captures: Sequence[Capture],
-    orphans: Sequence[HookViolation], hooks_checked: bool,
+    orphans: Sequence[HookViolation], hooks_checked: bool, shard_order: bool = True,
 ) -> Report:  # fmt: skip
-    """The report of ``handlings`` (in the order they returned) against the records ``put``."""
+    """The report of ``handlings`` (in the order they returned) against the records ``put``; per shard order only
+    with ``shard_order`` (``process(ordering="key")`` with several workers promises it per key only)."""
     expected = _user_records(put)
     order = {key: i for i, (key, _) in enumerate(expected)}
     keys = dict(expected)
@@ -138,7 +139,7 @@ def build_report(
         handled=len(calls),
         lost=tuple(key for key, _ in expected if key not in seen),
         duplicates=tuple(duplicates),
-        shards_out_of_order=_out_of_order([(key[0], order[key]) for key in firsts]),
+        shards_out_of_order=_out_of_order([(key[0], order[key]) for key in firsts]) if shard_order else (),
         keys_out_of_order=_out_of_order([(keys[key], order[key]) for key in firsts]),
         dead_lettered=tuple(dict.fromkeys(h.key for h in handlings if h.dead_lettered)),
         stranded=tuple(key for key, hs in seen.items() if all(h.capture.reason is not None for h in hs)),

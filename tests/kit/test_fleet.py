@@ -135,6 +135,44 @@ def test_hooks_come_in_order_through_a_join_a_leave_and_a_split_dead_letters_cou
     assert len(stats.shards) >= 4  # every client's captures reach your receiver
 
 
+def test_hooks_come_in_order_with_several_workers_by_key_through_a_join_a_leave_a_crash_and_a_split() -> None:
+    """With concurrency > 1 and ordering="key", a capture's records go to several workers at once: on_assigned
+    still comes before any of them is handled, and on_revoked (or on_lost) after the last, per capture."""
+    aws = LocalAWS()
+    aws.kinesis.add_stream("clicks", shards=4)
+    numbers = itertools.count()
+
+    def put(count: int) -> None:
+        aws.kinesis.put_records(StreamName="clicks", Records=[
+            {"Data": str(n).encode(), "PartitionKey": f"key-{n % 17}"} for n in itertools.islice(numbers, count)
+        ])  # fmt: skip
+
+    def handler(record: Record) -> None:
+        time.sleep(0.001)  # records in flight on several workers when a handoff comes
+
+    def nothing(shard_id: str) -> None:
+        pass
+
+    options = {"on_assigned": nothing, "on_revoked": nothing, "on_lost": nothing}
+    with Fleet(aws, "clicks", "app", handler, concurrency=4, ordering="key", **options) as fleet:
+        fleet.start(2)
+        put(400)
+        fleet.wait_handled()
+        fleet.join()
+        put(400)
+        fleet.ledger.wait_for(fleet.ledger.distinct + 100, timeout=30)  # records flowing as it leaves
+        fleet.leave(fleet.members[0])
+        put(400)
+        fleet.ledger.wait_for(fleet.ledger.distinct + 100, timeout=30)  # and as one crashes
+        fleet.crash(fleet.members[0])
+        aws.kinesis.split("clicks", aws.kinesis.open_shards("clicks")[0])
+        put(400)
+        report = fleet.wait_handled()
+    assert report.put == 1600 and report.lost == ()
+    assert report.hook_violations == () and report.ok, str(report)
+    assert set(report.duplicates_by_reason) <= {"crash", "handoff timed out", "taken"}
+
+
 class Counting:
     def __init__(self, client: str) -> None:
         self.client, self.handled = client, 0
