@@ -55,10 +55,16 @@ class _Member:
     paused: bool = False
 
 
+async def _each_async(k: Kinsumer, handler: Callable[..., Any]) -> None:
+    async for record in k:
+        await handler(record)
+
+
 class Fleet:
     """Clients of ``application`` on ``stream``, each calling ``handler`` through ``process(**options)`` (``call``:
     or ``process_batches``, ``aprocess``, ``aprocess_batches``, with a handler to match: a batch handler, an async
-    one); a :class:`~kinsumer.testing.PerClient` in place of ``handler`` makes a handler (and hooks) for each
+    one; or ``"next"``, ``"anext"``: a loop over the client's records, ``for record in k`` or ``async for``, with no
+    options); a :class:`~kinsumer.testing.PerClient` in place of ``handler`` makes a handler (and hooks) for each
     client.
 
     Every handling is recorded in :attr:`ledger` (see :class:`~kinsumer.testing.Ledger`), and :meth:`report`
@@ -85,6 +91,8 @@ class Fleet:
     ) -> None:
         if call not in CALLS:
             raise ValueError(f"call: one of {', '.join(CALLS)}, not {call!r}")
+        if call in ("next", "anext") and options:
+            raise ValueError(f"{', '.join(sorted(options))}: options of process(); a loop over next() takes none")
         if config.client_id is not None:
             raise ValueError("config: a fleet's clients each have their own client_id; leave Config.client_id unset")
         self.aws, self.stream, self.application = aws, stream, application
@@ -134,12 +142,20 @@ class Fleet:
         return name
 
     def _process(self, member: _Member) -> None:
-        call = getattr(member.kinsumer, self._call)
+        k, handler = member.kinsumer, member.handler
         try:
-            if self._call.startswith("a"):  # on an event loop of the client's own, as a process runs one
-                asyncio.run(call(member.handler, **member.options))
+            if self._call == "next":
+                for record in k:  # until stop(); asking for the next counts the one in hand processed
+                    handler(record)
+            elif self._call.startswith("a"):  # on an event loop of the client's own, as a process runs one
+                loop = (
+                    _each_async(k, handler)
+                    if self._call == "anext"
+                    else getattr(k, self._call)(handler, **member.options)
+                )
+                asyncio.run(loop)
             else:
-                call(member.handler, **member.options)
+                getattr(k, self._call)(handler, **member.options)
         except BaseException as exc:  # noqa: BLE001 - kept for check(), which raises it unless the client crashed
             member.error = exc
 

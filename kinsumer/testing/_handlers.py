@@ -13,9 +13,11 @@ from ._ledger import Ledger
 __all__ = ["CALLS", "HOOKS", "Call", "PerClient", "for_client"]
 
 HOOKS = ("on_assigned", "on_revoked", "on_lost")
-#: The Kinsumer call a fleet's clients run the handler with.
-Call = Literal["process", "process_batches", "aprocess", "aprocess_batches"]
-CALLS: tuple[Call, ...] = ("process", "process_batches", "aprocess", "aprocess_batches")
+#: The Kinsumer call a fleet's clients run the handler with: one of the ``process*()`` calls, or a loop over the
+#: client's records (``"next"``: ``for record in k: handler(record)``; ``"anext"``: ``async for record in k: await
+#: handler(record)``, which count a record processed when the next is asked for).
+Call = Literal["process", "process_batches", "aprocess", "aprocess_batches", "next", "anext"]
+CALLS: tuple[Call, ...] = ("process", "process_batches", "aprocess", "aprocess_batches", "next", "anext")
 
 
 @attrs.frozen
@@ -58,6 +60,6 @@ def for_client(
         for hook in HOOKS:
             options[hook] = ledger.wrap_hook(client, hook, options.get(hook))
     batches = call.endswith("_batches")
-    if call.startswith("a"):
+    if call.startswith("a"):  # aprocess*(), anext
         return ledger.wrap_async(client, handle_with, batches=batches), options
     return ledger.wrap(client, handle_with, batches=batches), options

@@ -75,8 +75,8 @@ def test_a_fleet_of_any_call_through_a_join_a_leave_and_a_crash_loses_nothing_an
 
 
 def test_a_fleet_refuses_a_call_it_does_not_know() -> None:
-    with pytest.raises(ValueError, match="call: one of process, process_batches, aprocess, aprocess_batches"):
-        Fleet(LocalAWS(), "clicks", "app", print, call="next")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="call: one of process, process_batches, aprocess, aprocess_batches, next"):
+        Fleet(LocalAWS(), "clicks", "app", print, call="nex")  # type: ignore[arg-type]
 
 
 def test_the_late_return_of_a_call_past_its_timeout_is_a_duplicate_of_a_timed_out_call() -> None:
@@ -101,3 +101,47 @@ def test_the_late_return_of_a_call_past_its_timeout_is_a_duplicate_of_a_timed_ou
         report = fleet.report()
     assert report.ok, report
     assert report.duplicates_by_reason == {"call timed out": 1}, report
+
+
+@pytest.mark.parametrize("call", ["next", "anext"])
+def test_a_fleet_of_next_or_async_for_loops_through_a_join_a_leave_and_a_crash(call: Call) -> None:
+    """Clients that loop over their records (``for record in k``, ``async for record in k``): a record counts as
+    processed when the next is asked for; a clean leave repeats nothing, a crash only what it held."""
+    aws = LocalAWS()
+    stream = aws.stream("clicks", shards=4)
+    seen: list[str] = []
+
+    def handler(record: Record) -> None:
+        seen.append(record.shard_id)
+
+    async def handler_async(record: Record) -> None:
+        await asyncio.sleep(0)
+        handler(record)
+
+    def put(count: int) -> None:
+        first = len(stream.records())
+        stream.put_all((str(n), f"key-{n % 11}") for n in range(first, first + count))
+
+    with Fleet(aws, "clicks", "app", handler if call == "next" else handler_async, call=call) as fleet:
+        fleet.start(2)
+        put(200)
+        fleet.wait_handled()
+        fleet.join()
+        put(200)
+        fleet.leave(fleet.members[0])
+        put(200)
+        fleet.ledger.wait_for(fleet.ledger.distinct + 50, timeout=30)
+        crashed = fleet.members[0]
+        fleet.crash(crashed)
+        put(200)
+        report = fleet.wait_handled()
+    assert report.put == 800 and report.ok, report
+    assert set(report.duplicates_by_reason) <= {"crash", "handoff timed out", "taken"}, report
+    assert all(d.clients[0] == crashed for d in report.duplicates if d.reason == "crash")
+
+
+def test_a_loop_over_next_takes_no_process_options() -> None:
+    aws = LocalAWS()
+    aws.stream("clicks")
+    with pytest.raises(ValueError, match="max_attempts: options of process"):
+        Fleet(aws, "clicks", "app", lambda record: None, call="next", max_attempts=2)
