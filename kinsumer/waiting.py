@@ -19,7 +19,9 @@ from collections.abc import Callable
 
 from . import clock
 
-__all__ = ["WAKE", "Deadline", "acquire", "join_thread", "nap", "slice_of", "wait_condition", "wait_event"]
+__all__ = [
+    "WAKE", "Deadline", "acquire", "join_thread", "nap", "sleep_unless", "slice_of", "wait_condition", "wait_event",
+]  # fmt: skip
 
 #: The longest a caller's thread sleeps in one go (seconds).
 WAKE = 0.2
@@ -90,6 +92,18 @@ def acquire(lock: threading.Lock, deadline: Deadline, given_up: Callable[[], boo
         if given_up() or deadline.passed() or _virtual(deadline):
             return False
     return True
+
+
+def sleep_unless(seconds: float, stop: Callable[[], bool], wake: threading.Event) -> bool:
+    """Let ``seconds`` pass, looking at ``stop()`` whenever ``wake`` is set and every :data:`WAKE` seconds; False
+    if it turned true first (a stop-aware sleep)."""
+    deadline = Deadline(seconds)
+    while not stop():
+        if deadline.passed():
+            return True
+        if not _virtual(deadline):
+            wake.wait(deadline.slice())
+    return False
 
 
 def join_thread(thread: threading.Thread, timeout: float | None) -> bool:

@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Literal
 
+from .. import clock
 from ..delivery.progress import ShardProgress
 from ..errors import RecordFailed
 from ..failure import Failure, Reason, describe
 from ..record import Record
 from ..stats import GuardedStats, StatReceiver
-from ..waiting import WAKE
+from ..waiting import sleep_unless
 from .capture import guard_of, handling_of
 from .decoding import Undecodable
 from .options import Options, Origin
@@ -38,7 +38,7 @@ __all__ = ["Attempts", "Outcome", "SpanIds"]
 
 log = logging.getLogger("kinsumer.process")
 
-_now = time.time  # the clock a record's age is read on (a module global: tests set their own)
+_now = clock.wall  # the clock a record's age is read on (a module global: tests set their own)
 
 #: A span's trace and span IDs (hex), or (None, None)
 SpanIds = tuple[str | None, str | None]
@@ -102,11 +102,11 @@ class Attempts:
             calls, traced = handling_of(progress).calls, self._traced
             try:
                 if exclusive:
-                    started = calls[id(record)] = time.monotonic()
+                    started = calls[id(record)] = clock.monotonic()
                     self._call(record) if traced is None else traced(record, attempt)
                 else:
                     with self._section():
-                        started = calls[id(record)] = time.monotonic()
+                        started = calls[id(record)] = clock.monotonic()
                         self._call(record) if traced is None else traced(record, attempt)
             except Undecodable as exc:
                 self.undecodable(record, progress, attempt, exc.error)
@@ -120,7 +120,7 @@ class Attempts:
             else:
                 self.retried(progress, attempt)
                 if self.wants_handled:
-                    self._stats.record_handled(progress.shard_id, time.monotonic() - started)
+                    self._stats.record_handled(progress.shard_id, clock.monotonic() - started)
                 return "done"
             finally:
                 calls.pop(id(record), None)  # a call that raised past Exception (HandlerStuck, Ctrl-C) too
@@ -205,14 +205,7 @@ class Attempts:
 
     def pause(self, seconds: float, progress: ShardProgress) -> bool:
         """Wait before trying again; False if the wait was cut short (see the constructor)."""
-        deadline = time.monotonic() + seconds
-        while True:
-            if self._cut_short(progress):
-                return False
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return True
-            self._woken.wait(min(WAKE, left))
+        return sleep_unless(seconds, lambda: self._cut_short(progress), self._woken)
 
     @staticmethod
     def retried(progress: ShardProgress, attempts: int) -> None:

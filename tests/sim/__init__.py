@@ -18,9 +18,10 @@ By default no record is written or read (an idle stream), so no checkpoint moves
 a lease; the readers are the simulation's (:mod:`.reader`). With ``Cluster(records="next" | "process")`` records
 flow (:mod:`.flow`): the testing kit's LocalKinesis on virtual time, kinsumer's polling readers, its delivery, and
 each client's caller (:mod:`.consumer`: ``next()``'s hand-over, or ``process()``'s one worker), checked by the
-kit's ledger; :mod:`.churn` runs an hour of joins, leaves, crashes, pauses and splits so, in seconds. Not
-simulated: HTTP (the clients call the in-memory services directly), ``process()`` with several workers, batches,
-handlers that fail (their retries wait on threads), lifecycle hooks (each runs on a thread of its own).
+kit's ledger; :mod:`.churn` runs an hour of joins, leaves, crashes, pauses and splits so, in seconds. A handler
+that fails is retried, its backoff passing as virtual time (as a throttled call's: the whole simulation waits).
+Not simulated: HTTP (the clients call the in-memory services directly), ``process()`` with several workers,
+batches, ``timeout`` and lifecycle hooks (each runs on threads of its own).
 """
 
 from kinsumer.testing._dynamodb import Limits, SimDynamoDB

@@ -9,6 +9,7 @@ import attrs
 import pytest
 
 from kinsumer.config import Config
+from kinsumer.record import Record
 from tests.sim.churn import Churn, Handoffs, churn, first_handled
 from tests.sim.cluster import Cluster
 from tests.sim.consumer import Call
@@ -98,3 +99,31 @@ def test_ten_minutes_of_churn_through_next() -> None:
     with _cluster(4, "next", handoffs, first, seed=2) as cluster:
         result = churn(cluster, 600.0, handoffs=handoffs, first=first)
     _figures(result, 600.0)
+
+
+def test_a_handler_that_fails_is_retried_on_virtual_time_through_a_crash() -> None:
+    """process()'s retries wait on kinsumer.clock: in the simulation their backoff passes as virtual time, and
+    every record is handled (once the handler stops failing on it), none twice but after the crash."""
+    handoffs, first, failing = Handoffs(), {}, set(range(0, 2000, 97))
+    with _cluster(4, "process", handoffs, first, seed=5) as cluster:
+        noted = cluster.handler
+
+        def handler(record: Record) -> None:
+            number = int(record.data)
+            if number in failing:
+                failing.discard(number)
+                raise ValueError("not yet")
+            noted(record)
+
+        cluster.handler = handler
+        assert cluster.start(2)
+        cluster.produce(40)
+        cluster.run(30)
+        cluster.crash(cluster.live()[-1])
+        cluster.run(20)
+        cluster.stop_producing()
+        assert cluster.run(120, cluster.drained)
+        report = cluster.report()
+    assert not failing  # each failed once, then was done
+    assert report.ok, report
+    assert set(report.duplicates_by_reason) <= {"crash"}, report
