@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from kinsumer import Record
-from kinsumer.testing import Fleet, LocalAWS
+from kinsumer.testing import Fleet, LocalAWS, Report
 from kinsumer.testing._handlers import Call
 from tests.helpers import wait_until
 
@@ -41,6 +42,23 @@ def handler_for(call: Call, fail_once: set[str]) -> Any:
     return {"process_batches": batch, "aprocess": one_async, "aprocess_batches": batch_async}[call]
 
 
+def join_leave_crash(fleet: Fleet, put: Callable[[int], None], batch: int, last: int) -> tuple[str, Report]:
+    """Two clients start, a third joins, the first leaves, then one crashes with records flowing, ``batch``
+    records put before each event and ``last`` after the crash; the crashed client's name and the report."""
+    fleet.start(2)
+    put(batch)
+    fleet.wait_handled()
+    fleet.join()
+    put(batch)
+    fleet.leave(fleet.members[0])
+    put(batch)
+    fleet.ledger.wait_for(fleet.ledger.distinct + 50, timeout=30)
+    crashed = fleet.members[0]
+    fleet.crash(crashed)
+    put(last)
+    return crashed, fleet.wait_handled()
+
+
 @pytest.mark.parametrize("call", ["process_batches", "aprocess", "aprocess_batches"])
 def test_a_fleet_of_any_call_through_a_join_a_leave_and_a_crash_loses_nothing_and_repeats_only_where_allowed(
     call: Call,
@@ -57,21 +75,11 @@ def test_a_fleet_of_any_call_through_a_join_a_leave_and_a_crash_loses_nothing_an
     if call.endswith("_batches"):
         options.update(max_records=20, max_wait=0.05)
     with Fleet(aws, "clicks", "app", handler_for(call, fail_once), call=call, **options) as fleet:
-        fleet.start(2)
-        put(300)
-        fleet.wait_handled()
-        fleet.join()
-        put(300)
-        fleet.leave(fleet.members[0])
-        put(300)
-        fleet.ledger.wait_for(fleet.ledger.distinct + 50, timeout=30)
-        crashed = fleet.members[0]
-        fleet.crash(crashed)
-        put(200)
-        report = fleet.wait_handled()
+        crashed, report = join_leave_crash(fleet, put, 300, 200)
     assert report.put == 1100 and report.lost == () and fail_once == set()  # each failed once, then done
     assert report.unexplained_duplicates == () and report.ok, str(report)
     assert set(report.duplicates_by_reason) <= {"crash", "handoff timed out", "taken"}
+    assert all(d.clients[0] == crashed for d in report.duplicates if d.reason == "crash")
 
 
 def test_a_fleet_refuses_a_call_it_does_not_know() -> None:
@@ -123,18 +131,7 @@ def test_a_fleet_of_next_or_async_for_loops_through_a_join_a_leave_and_a_crash(c
         stream.put_all((str(n), f"key-{n % 11}") for n in range(first, first + count))
 
     with Fleet(aws, "clicks", "app", handler if call == "next" else handler_async, call=call) as fleet:
-        fleet.start(2)
-        put(200)
-        fleet.wait_handled()
-        fleet.join()
-        put(200)
-        fleet.leave(fleet.members[0])
-        put(200)
-        fleet.ledger.wait_for(fleet.ledger.distinct + 50, timeout=30)
-        crashed = fleet.members[0]
-        fleet.crash(crashed)
-        put(200)
-        report = fleet.wait_handled()
+        crashed, report = join_leave_crash(fleet, put, 200, 200)
     assert report.put == 800 and report.ok, report
     assert set(report.duplicates_by_reason) <= {"crash", "handoff timed out", "taken"}, report
     assert all(d.clients[0] == crashed for d in report.duplicates if d.reason == "crash")
