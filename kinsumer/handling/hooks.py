@@ -12,8 +12,11 @@
 
 Revoked or lost is called only for a capture whose assigned was called (a shard that never handed
 out a record is not announced). Revoked and lost run on a thread of their own each: a hook that
-hangs holds its thread, never the shard loop. A hook that raises is logged and counted
-(:meth:`~kinsumer.StatReceiver.hook_failed`), and changes nothing else.
+hangs holds its thread, never the shard loop. A client that captures a shard again calls its
+``on_assigned`` only once the end hook of its capture before has returned (``on_lost`` is not waited
+for by the handoff, and the shard may come back at once), waiting at most :data:`END_HOOK_WAIT`
+seconds: state the hooks keep per shard is never reset under an end hook still running. A hook that
+raises is logged and counted (:meth:`~kinsumer.StatReceiver.hook_failed`), and changes nothing else.
 """
 
 from __future__ import annotations
@@ -27,12 +30,16 @@ import attrs
 
 from ..failure import describe
 from ..stats import StatReceiver
+from ..waiting import wait_event
 
-__all__ = ["Hook", "Lifecycle"]
+__all__ = ["END_HOOK_WAIT", "Hook", "Lifecycle"]
 
 log = logging.getLogger("kinsumer.process")
 
 Hook = Literal["on_assigned", "on_revoked", "on_lost"]
+
+#: Seconds a capture's ``on_assigned`` waits at most for the end hook of the client's capture of the shard before.
+END_HOOK_WAIT = 30.0
 
 
 @attrs.frozen
@@ -43,12 +50,21 @@ class Lifecycle:
     on_revoked: Callable[[str], Any] | None
     on_lost: Callable[[str], Any] | None
     stats: StatReceiver
+    #: The end hooks under way, by shard: set when each returns.
+    _ending: dict[str, threading.Event] = attrs.field(factory=dict, init=False)
+    _ending_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
     def call(self, hook: Hook, shard_id: str) -> None:
-        """Call ``hook`` (if given) here; an exception it raises is logged and counted."""
+        """Call ``hook`` (if given) here; an exception it raises is logged and counted. ``on_assigned`` comes
+        after the shard's end hook under way, if there is one (see the module's description)."""
         function = getattr(self, hook)
         if function is None:
             return
+        with self._ending_lock:
+            ending = self._ending.get(shard_id) if hook == "on_assigned" else None
+        if ending is not None and not wait_event(ending, END_HOOK_WAIT):
+            log.warning("on_assigned(%r) goes on while the end hook of its capture before still runs after %g s",
+                        shard_id, END_HOOK_WAIT)  # fmt: skip
         try:
             function(shard_id)
         except Exception as exc:  # the user's hook: logged and counted, nothing else
@@ -61,12 +77,17 @@ class Lifecycle:
         if getattr(self, hook) is None:
             return None
         finished = threading.Event()
+        with self._ending_lock:
+            self._ending[shard_id] = finished
 
         def run() -> None:
             try:
                 self.call(hook, shard_id)
             finally:
                 finished.set()
+                with self._ending_lock:
+                    if self._ending.get(shard_id) is finished:
+                        del self._ending[shard_id]
                 done()
 
         threading.Thread(target=run, name=f"kinsumer-{hook}-{shard_id}", daemon=True).start()
