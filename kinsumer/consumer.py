@@ -22,6 +22,8 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
+from . import admin
+from .admin import as_kinsumer_error
 from .asyncio_front import AsyncFront
 from .aws import records_parser
 from .aws.assumed_role import assumed_role_session
@@ -30,13 +32,13 @@ from .aws.error_codes import to_kinsumer_error
 from .aws.first_contact import FirstContact
 from .aws.kinesis import ensure_stream_active
 from .aws.retry import retry_call
-from .aws.stream_consumers import deregister_stream_consumer, ensure_stream_consumer, stream_arn
+from .aws.stream_consumers import ensure_stream_consumer, stream_arn
 from .aws.stream_ref import StreamRef, distinct_names, reading_region
-from .aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
+from .aws.tables import Tables, ensure_tables_ready
 from .config import Config, validate_names
 from .coordination.coordinator import Coordinator
 from .coordination.home_stream import establish_home_stream
-from .coordination.rewind import ResetPlan, apply_reset, plan_reset
+from .coordination.rewind import ResetPlan
 from .coordination.runtime import Runtime
 from .coordination.shard_worker import ShardWorker
 from .coordination.streams import SEPARATOR as STREAM_SEPARATOR
@@ -215,9 +217,9 @@ class Kinsumer:
     def create_required_tables(self) -> None:
         """Create the application's three DynamoDB tables if missing; wait until ACTIVE."""
         cfg = self.config
-        _admin(
+        as_kinsumer_error(
             "create_required_tables",
-            lambda: create_tables(
+            lambda: admin.create_tables(
                 self._dynamodb,
                 self.tables,
                 billing_mode=cfg.billing_mode,
@@ -228,7 +230,7 @@ class Kinsumer:
 
     def delete_tables(self) -> None:
         """Delete the application's tables (and with them every checkpoint); wait until gone."""
-        _admin("delete_tables", lambda: delete_tables(self._dynamodb, self.tables))
+        as_kinsumer_error("delete_tables", lambda: admin.delete_tables(self._dynamodb, self.tables))
 
     def reset(
         self, to: str | dt.datetime, *, shards: Sequence[str] | None = None, stream: str | None = None
@@ -246,14 +248,11 @@ class Kinsumer:
         if stream not in self.streams:
             raise ConfigError("stream", f"must be one of this Kinsumer's streams {list(self.streams)}", stream)
         max_age = self.config.effective_client_record_max_age
-        plan = _admin(
+        return as_kinsumer_error(
             "reset",
-            lambda: plan_reset(self._kinesis, self._dynamodb, self._refs[stream].text, self.application_name, to,
-                               shards=shards, max_age=max_age),
+            lambda: admin.reset(self._kinesis, self._dynamodb, self._refs[stream].text, self.application_name, to,
+                                shards=shards, max_age=max_age),
         )  # fmt: skip
-        _admin("reset", lambda: apply_reset(self._dynamodb, self.application_name, plan, max_age=max_age))
-        log.info("reset %s on %s to %s (%d shards)", self.application_name, stream, to, len(plan.shards))
-        return plan
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -366,15 +365,10 @@ class Kinsumer:
         name = self.config.efo_consumer_name
         if name is None:
             raise ConfigError("Config.efo_consumer_name", "names no consumer to deregister", None)
-
-        def deregister() -> bool:
-            found = False
-            for ref in self._refs.values():
-                arn = stream_arn(ensure_stream_active(self._kinesis, ref.text))
-                found = deregister_stream_consumer(self._kinesis, arn, name) or found
-            return found
-
-        return _admin("deregister_stream_consumer", deregister)
+        streams = [ref.text for ref in self._refs.values()]
+        return as_kinsumer_error(
+            "deregister_stream_consumer", lambda: admin.deregister_stream_consumer(self._kinesis, streams, name)
+        )
 
     def stop(self) -> None:
         """Stop reading, hand every shard off and leave. Idempotent; bounded in time.
@@ -817,13 +811,3 @@ def _check_client_region(kinesis: KinesisClient, refs: Sequence[StreamRef]) -> N
             f"with region_name={arn_region!r}, or leave kinesis= out and kinsumer makes it there"
         )
         raise ConfigError("kinesis", rule, [ref.text for ref in refs if ref.region])
-
-
-def _admin(operation: str, action: Callable[[], T]) -> T:
-    """Run an admin action and return its result, raising every failure as a KinsumerError."""
-    try:
-        return action()
-    except KinsumerError:
-        raise
-    except Exception as exc:
-        raise to_kinsumer_error(exc, operation) from exc

@@ -16,8 +16,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kinsumer"
 DIRECT = re.compile(r"\btime\.(?:monotonic|sleep|time|time_ns|perf_counter)\b|(?<!\bclock)\.wait\(")
-#: The modules where time is read or waited on directly, and how often (2026-12-06: 122 in 41 modules; then the record path
-#: moved onto kinsumer.clock and kinsumer.waiting: 99 in 37).
+#: The modules where time is read or waited on directly, and how often (2026-12-06: 122 in 41 modules; then the record
+#: path moved onto kinsumer.clock and kinsumer.waiting: 99 in 37).
 ALLOWED = {
     # the test kit: a fleet runs on real threads; its waits are the test's, its clocks default to the system's
     "kinsumer.testing._client": 3,
