@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from threading import get_ident
@@ -12,15 +11,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Unpack
 
 import boto3
-import botocore.config
-import botocore.exceptions
 
 from . import admin
 from .admin import as_kinsumer_error
 from .asyncio_front import AsyncFront
-from .aws import records_parser
-from .aws.assumed_role import assumed_role_session
-from .aws.stream_ref import StreamRef, distinct_names, reading_region
+from .aws.consumer_clients import consumer_clients
+from .aws.stream_ref import StreamRef, distinct_names
 from .aws.tables import Tables
 from .config import Config, validate_names
 from .coordination.rewind import ResetPlan
@@ -40,18 +36,6 @@ if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
 
 __all__ = ["Kinsumer"]
-
-_BOTO_CONFIG = botocore.config.Config(
-    max_pool_connections=64,
-    connect_timeout=5,
-    read_timeout=20,
-    retries={"mode": "standard", "max_attempts": 3},
-    user_agent_extra="kinsumer",
-)
-
-#: With enhanced fan-out each owned shard holds a connection: more than 64 shards per client overflow
-#: the default pool (urllib3 then discards the extra connections as they come back, with a warning each).
-_FAN_OUT_CONFIG = _BOTO_CONFIG.merge(botocore.config.Config(max_pool_connections=2048))
 
 _CALLS_FOR = {  # manual_checkpointing -> the calls that work
     False: "next() or next_record()",
@@ -124,28 +108,9 @@ class Kinsumer:
         #: This client's identity: ``Config.client_id``, or a random UUID made for this Kinsumer.
         self.client_id: str = config.client_id or str(uuid.uuid4())
         self.tables = Tables.for_application(application_name)
-        if config.role_arn is not None and kinesis is not None:
-            rule = "assumes the role for a Kinesis client kinsumer makes: pass either it or kinesis="
-            raise ConfigError("Config.role_arn", rule, config.role_arn)
-        if kinesis is not None:
-            _check_client_region(kinesis, refs)
-        if kinesis is None or dynamodb is None:
-            session = session or boto3.Session()
-            try:
-                # enhanced fan-out: a connection per shard for minutes, so the pool keeps as many as come back
-                reading = _BOTO_CONFIG if config.efo_consumer_name is None else _FAN_OUT_CONFIG
-                region = reading_region(refs, session.region_name)  # an ARN's, else the session's
-                if kinesis is None and config.role_arn is not None:  # the stream's account: its role
-                    name = config.role_session_name or _session_name(client_name)
-                    role = assumed_role_session(session, config.role_arn, name, config.external_id)
-                    kinesis = role.client("kinesis", region_name=region, config=reading)
-                kinesis = kinesis or session.client("kinesis", region_name=region, config=reading)
-                dynamodb = dynamodb or session.client("dynamodb", config=_BOTO_CONFIG)
-            except botocore.exceptions.NoRegionError as exc:
-                raise ConfigError(
-                    "region", "must be set: export AWS_DEFAULT_REGION or pass clients or a session", None
-                ) from exc
-        records_parser.install(kinesis)  # GetRecords parsed in one pass: see records_parser
+        kinesis, dynamodb = consumer_clients(
+            refs, config, client_name, kinesis=kinesis, dynamodb=dynamodb, session=session
+        )
         self._kinesis: KinesisClient = kinesis
         self._dynamodb: DynamoDBClient = dynamodb
         self._stats = GuardedStats(config.stats)
@@ -531,11 +496,6 @@ class Kinsumer:
         self._check_started(called)
 
 
-def _session_name(client_name: str) -> str:
-    """The role session's default name: kinsumer-<client name>, in the characters and length STS takes."""
-    return re.sub(r"[^\w+=,.@-]", "-", f"kinsumer-{client_name}")[:64]
-
-
 def _stream_refs(given: object) -> tuple[StreamRef, ...]:
     """The constructor's stream (a name or an ARN) or streams (a non-empty list of streams of distinct names)."""
     if isinstance(given, str):
@@ -546,15 +506,3 @@ def _stream_refs(given: object) -> tuple[StreamRef, ...]:
         return refs
     rule = "must be a stream name or ARN, or a non-empty list of stream names or ARNs"
     raise ConfigError("stream_name", rule, given)
-
-
-def _check_client_region(kinesis: KinesisClient, refs: Sequence[StreamRef]) -> None:
-    """Refuse a Kinesis client given for a stream ARN of another region: it would look for the stream in its own."""
-    region = getattr(getattr(kinesis, "meta", None), "region_name", None)  # a client of one's own making may have none
-    arn_region = reading_region(refs, region)
-    if isinstance(region, str) and arn_region is not None and arn_region != region:
-        rule = (
-            f"is a client of region {region}, and the stream is in {arn_region} (its ARN says so): make the client "
-            f"with region_name={arn_region!r}, or leave kinesis= out and kinsumer makes it there"
-        )
-        raise ConfigError("kinesis", rule, [ref.text for ref in refs if ref.region])
