@@ -43,7 +43,16 @@ KplOutsideShard = Literal["deliver", "drop"]
 #: The spans of process*()'s handler calls: one per run of a shard's records, one per call, or none.
 HandlerSpans = Literal["run", "call", "off"]
 
-__all__ = ["STREAM_NAME", "BesideGo", "Config", "HandlerSpans", "InitialPosition", "KplOutsideShard", "validate_names"]
+__all__ = [
+    "STREAM_NAME",
+    "BesideGo",
+    "Config",
+    "HandlerSpans",
+    "InitialPosition",
+    "KplOutsideShard",
+    "validate_application_name",
+    "validate_names",
+]
 
 InitialPosition = Literal["TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"]
 _POSITIONS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
@@ -360,11 +369,16 @@ def validate_names(stream_name: object, application_name: object, client_name: o
     """Check the constructor's names, raising ConfigError naming the argument."""
     if not isinstance(stream_name, str) or not STREAM_NAME.fullmatch(stream_name):
         raise ConfigError("stream_name", "must be 1-128 characters of A-Z a-z 0-9 _ . -", stream_name)
+    validate_application_name(application_name)
+    if not isinstance(client_name, str) or not client_name:
+        raise ConfigError("client_name", "must be a non-empty string", client_name)
+
+
+def validate_application_name(application_name: object) -> None:
+    """Check an application's name (its tables' prefix), raising ConfigError naming it."""
     if not isinstance(application_name, str) or not _TABLE_PREFIX.fullmatch(application_name):
         raise ConfigError(
             "application_name",
             "must be 1-240 characters of A-Z a-z 0-9 _ . - (it prefixes the DynamoDB table names)",
             application_name,
         )
-    if not isinstance(client_name, str) or not client_name:
-        raise ConfigError("client_name", "must be a non-empty string", client_name)

@@ -52,7 +52,7 @@ sys.path.insert(0, str(REPO))
 
 from demo.servers import LocalServer, moto_server  # noqa: E402
 from kinsumer import Config, Kinsumer  # noqa: E402
-from kinsumer.consumer import _STOP_GRACE  # noqa: E402
+from kinsumer.running import _STOP_GRACE  # noqa: E402
 from tests.procs.harness import ClientProcess, Deployment, ProcessAudit  # noqa: E402
 
 DEFAULTS = Config()

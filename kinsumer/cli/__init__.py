@@ -24,16 +24,17 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
+from .. import admin
 from .._version import __version__
 from ..aws.kinesis import ensure_stream_active, list_shards, stream_exists
 from ..aws.stream_ref import StreamRef
-from ..aws.tables import Tables, create_tables, delete_tables, ensure_tables_ready
+from ..aws.tables import Tables, ensure_tables_ready
 from ..config import Config, InitialPosition, validate_names
 from ..consumer import Kinsumer
 from ..coordination import checkpoints_table, clients_table, metadata_table
 from ..coordination.home_stream import stream_scope
 from ..coordination.kcl_import import apply_import, check_import, plan_import
-from ..coordination.rewind import apply_reset, plan_reset
+from ..coordination.rewind import ResetPlan
 from ..coordination.streams import agreed_streams, listed_streams
 from ..errors import KinsumerError
 from ..reading.position import StartPosition
@@ -234,10 +235,9 @@ def _positive(name: str, value: float | None, minimum: float = 1) -> None:
 
 
 def _create_tables(args: argparse.Namespace) -> int:
-    validate_names("stream", args.app, "cli")
+    tables = admin.application_tables(args.app)
     _, dynamodb = clients(args)
-    tables = Tables.for_application(args.app)
-    create_tables(
+    admin.create_tables(
         dynamodb,
         tables,
         billing_mode=args.billing_mode,
@@ -263,14 +263,13 @@ def _create_stream(args: argparse.Namespace) -> int:
 
 
 def _delete_tables(args: argparse.Namespace) -> int:
-    validate_names("stream", args.app, "cli")
-    tables = Tables.for_application(args.app)
+    tables = admin.application_tables(args.app)
     question = f"delete {tables.clients}, {tables.checkpoints} and {tables.metadata}?"
     if not confirmed(question, f"deleting the tables of {args.app} loses every checkpoint", args.yes):
         print("nothing deleted")
         return 0
     _, dynamodb = clients(args)
-    delete_tables(dynamodb, tables)
+    admin.delete_tables(dynamodb, tables)
     print(f"tables of {args.app} are deleted")
     return 0
 
@@ -304,13 +303,18 @@ def _reset(args: argparse.Namespace) -> int:
     validate_names(_name(args.stream), args.app, "cli")
     to = _reset_target(args.to)
     kinesis, dynamodb = clients(args, args.stream)
-    plan = plan_reset(kinesis, dynamodb, args.stream, args.app, to, shards=args.shard, max_age=args.max_age)
-    print(plan.describe())
-    question = f"reset {len(plan.shards)} shards of {args.app}?"
-    if not confirmed(question, f"resetting {args.app} moves its checkpoints", args.yes):
+
+    def confirm(plan: ResetPlan) -> bool:
+        print(plan.describe())
+        question = f"reset {len(plan.shards)} shards of {args.app}?"
+        return confirmed(question, f"resetting {args.app} moves its checkpoints", args.yes)
+
+    plan = admin.reset(
+        kinesis, dynamodb, args.stream, args.app, to, shards=args.shard, max_age=args.max_age, confirm=confirm
+    )
+    if plan is None:
         print("nothing changed")
         return 0
-    apply_reset(dynamodb, args.app, plan, max_age=args.max_age)
     print(f"{args.app} is reset: its next clients start each shard as shown")
     return 0
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from .. import admin
 from ..aws.kinesis import ensure_stream_active
-from ..aws.stream_consumers import deregister_stream_consumer, ensure_stream_consumer, stream_arn
+from ..aws.stream_consumers import ensure_stream_consumer, stream_arn
 from ..aws.stream_ref import StreamRef
 from ..config import validate_names
 from .aws import add_aws_options, clients
@@ -37,15 +39,20 @@ def add_efo_commands(efo: argparse.ArgumentParser) -> None:
     sub.set_defaults(run=_deregister)
 
 
-def _stream(args: argparse.Namespace) -> tuple[object, str]:
+def _kinesis(args: argparse.Namespace) -> Any:
     validate_names(StreamRef(args.stream, field="stream").name, "efo", "cli")
     kinesis, _ = clients(args, args.stream)
+    return kinesis
+
+
+def _stream(args: argparse.Namespace) -> tuple[Any, str]:
+    kinesis = _kinesis(args)
     return kinesis, stream_arn(ensure_stream_active(kinesis, args.stream))
 
 
 def _list(args: argparse.Namespace) -> int:
     kinesis, stream = _stream(args)
-    found = kinesis.list_stream_consumers(StreamARN=stream).get("Consumers", [])  # type: ignore[attr-defined]
+    found = kinesis.list_stream_consumers(StreamARN=stream).get("Consumers", [])
     for consumer in sorted(found, key=lambda c: c["ConsumerName"]):
         print(f"{consumer['ConsumerName']}\t{consumer['ConsumerStatus']}\t{consumer['ConsumerARN']}")
     if not found:
@@ -55,7 +62,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _register(args: argparse.Namespace) -> int:
     kinesis, stream = _stream(args)
-    arn = ensure_stream_consumer(kinesis, stream, args.name)  # type: ignore[arg-type]
+    arn = ensure_stream_consumer(kinesis, stream, args.name)
     print(f"consumer {args.name} of {args.stream} is ACTIVE: {arn}")
     return 0
 
@@ -65,8 +72,7 @@ def _deregister(args: argparse.Namespace) -> int:
     if not confirmed(question, f"deregistering {args.name} stops every client reading through it", args.yes):
         print("nothing deregistered")
         return 0
-    kinesis, stream = _stream(args)
-    if deregister_stream_consumer(kinesis, stream, args.name):  # type: ignore[arg-type]
+    if admin.deregister_stream_consumer(_kinesis(args), [args.stream], args.name):
         print(f"consumer {args.name} of {args.stream} is being deregistered")
     else:
         print(f"{args.stream} has no consumer named {args.name}")

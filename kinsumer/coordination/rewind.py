@@ -1,9 +1,9 @@
 """Rewinding (or fast-forwarding) an application: every shard starts over at a position an operator names.
 
-``kinsumer reset`` and :meth:`kinsumer.Kinsumer.reset` plan first (:func:`plan_reset`: per shard,
-where it stands and where it will start), then apply (:func:`apply_reset`). A reset is refused
-while any client of the application is live: a live owner would overwrite it with its next
-commit.
+``kinsumer reset`` and :meth:`kinsumer.Kinsumer.reset` (both through :func:`kinsumer.admin.reset`) plan
+first (:func:`plan_reset`: per shard, where it stands and where it will start), then apply
+(:func:`apply_reset`). A reset is refused while any client of the application is live: a live owner
+would overwrite it with its next commit.
 
 In an application of several streams a reset is of one stream (its rows, its shard cache).
 Each shard of the stream's listing (or those named) gets a row with no checkpoint, not finished,

@@ -606,8 +606,8 @@ def test_an_idle_shard_writes_nothing_and_stays_owned_through_heartbeats(kinesis
     with make(kinesis, db, attrs.evolve(FAST, client_record_max_age=3.0)) as k:
         first = k.next_record(timeout=10)
         assert first is not None and k.next(timeout=10) == b"b"  # a is processed: one commit; b stays in hand
-        assert k._runtime is not None
-        liveness = k._runtime.liveness
+        assert k._client.runtime is not None
+        liveness = k._client.runtime.liveness
         liveness.subscribe(lambda epoch, _: epochs.append(epoch))
         before = liveness.epoch  # the commit of a, written after this, confirms the lease in this epoch
         wait_until(lambda: stored_checkpoint(db).sequence_number == first.sequence_number, 10, "a committed")  # type: ignore[union-attr]

@@ -13,8 +13,8 @@ import attrs
 import pytest
 
 from kinsumer import Config, ConfigError, Failure, Kinsumer, KinsumerError, NotStarted, Record, RecordFailed
-from kinsumer.consumer import _STOP_GRACE
 from kinsumer.coordination import checkpoints_table
+from kinsumer.running import _STOP_GRACE
 from tests.aws.conftest import FAST as AWS_FAST
 from tests.faults import FaultPlan
 from tests.helpers import CountingStats, wait_until

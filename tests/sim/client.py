@@ -144,7 +144,7 @@ class SimClient:
         self.consumer: SimConsumer | None = None  # its caller (records flowing), set by the cluster
         self.rounds = 1  # the first, in start()
 
-    def _on_fatal(self, error: KinsumerError) -> None:  # as Kinsumer's: stop
+    def _on_fatal(self, error: KinsumerError) -> None:  # as RunningClient's: stop
         self.errors.append(error)
         coordinator: Coordinator | None = getattr(self, "coordinator", None)
         if coordinator is not None:

@@ -10,7 +10,7 @@ The layers, from the bottom (docs/how-it-works.md draws them):
 5. ``delivery``: from the readers to ``next*()`` (the queue, progress and checkpoints);
 6. ``handling``: ``process()`` (attempts, the scheduler, the crash-loop guard, hooks);
 7. ``coordination``: who reads which shard (membership, leases, the shard workers);
-8. the front: the public class and what sits beside it (``consumer``, ``asyncio_front``,
+8. the front: the public class and what sits beside it (``consumer``, ``running``, ``admin``, ``asyncio_front``,
    ``dead_letter``, ``status``, ``metrics``, ``health``, the package itself);
 9. the applications: the command line, the Spark source and sink, and the testing kit.
 
@@ -36,9 +36,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("delivery", ("kinsumer.delivery",)),
     ("handling", ("kinsumer.handling", "kinsumer.handling.tracing")),
     ("coordination", ("kinsumer.coordination",)),
-    ("front", ("kinsumer", "kinsumer.consumer", "kinsumer.asyncio_front", "kinsumer.dead_letter",
-               "kinsumer.dead_letters", "kinsumer.status", "kinsumer.metrics", "kinsumer.otel_metrics",
-               "kinsumer.health", "kinsumer.processing")),
+    ("front", ("kinsumer", "kinsumer.consumer", "kinsumer.running", "kinsumer.admin", "kinsumer.asyncio_front",
+               "kinsumer.dead_letter", "kinsumer.dead_letters", "kinsumer.status", "kinsumer.metrics",
+               "kinsumer.otel_metrics", "kinsumer.health", "kinsumer.processing")),
     ("applications", ("kinsumer.cli", "kinsumer.spark", "kinsumer.testing", "kinsumer.__main__")),
 ]  # fmt: skip
 
