@@ -73,10 +73,13 @@ def spark(call_log: pathlib.Path, warnings_log: pathlib.Path) -> Iterator[Any]:
         os.environ.update(saved)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
     """A Spark Connect server (local[2]) on 127.0.0.1. Its Python workers import kinsumer from this repository
-    and have AWS settings of their own: only the server's environment reaches them, never the client's."""
+    and have AWS settings of their own: only the server's environment reaches them, never the client's.
+
+    For a module: only test_connect's tests use it, and its JVM stops once they have run, not at the end of
+    the session."""
     no_aws: dict[str, str | None] = {name: None for name in os.environ if name.startswith("AWS_")}
     env = {
         **no_aws,
