@@ -23,6 +23,16 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 # 2-core machine. Measured on the cluster's availableNow test: 107 s of CPU and 135 s of wall time
 # without, 61 s and 100 s with.
 LEAN_JVM = {"JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+# The local session's settings. A trigger that runs no batch reports progress only once per
+# noDataProgressEventInterval (Spark's default: 10 s); the tests that wait for such a report (the
+# batches after the last records, the lag at the tip, a data loss told) waited that long for each.
+# At 1 s, a query keeps its last 300 reports (Spark's default: 100) so that recentProgress still
+# holds its first batches after as long an idle as a test can last (pytest's timeout: 300 s).
+SESSION_CONF = {
+    "spark.sql.streaming.stopTimeout": "30s",
+    "spark.sql.streaming.noDataProgressEventInterval": "1s",
+    "spark.sql.streaming.numRecentProgressUpdates": "300",
+}
 
 
 @pytest.fixture(scope="session")
@@ -54,7 +64,7 @@ def spark(call_log: pathlib.Path, warnings_log: pathlib.Path) -> Iterator[Any]:
         SPARK_LOCAL_IP="127.0.0.1",
         **LEAN_JVM,
     )
-    session = kinsumer.spark.local_session("kinsumer-tests", conf={"spark.sql.streaming.stopTimeout": "30s"})
+    session = kinsumer.spark.local_session("kinsumer-tests", conf=SESSION_CONF)
     try:
         yield session
     finally:
@@ -63,10 +73,13 @@ def spark(call_log: pathlib.Path, warnings_log: pathlib.Path) -> Iterator[Any]:
         os.environ.update(saved)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
     """A Spark Connect server (local[2]) on 127.0.0.1. Its Python workers import kinsumer from this repository
-    and have AWS settings of their own: only the server's environment reaches them, never the client's."""
+    and have AWS settings of their own: only the server's environment reaches them, never the client's.
+
+    For a module: only test_connect's tests use it, and its JVM stops once they have run, not at the end of
+    the session."""
     no_aws: dict[str, str | None] = {name: None for name in os.environ if name.startswith("AWS_")}
     env = {
         **no_aws,

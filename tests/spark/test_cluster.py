@@ -30,7 +30,7 @@ from tests.spark.test_source import assert_reshard_order
 pytestmark = pytest.mark.server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # only this module's tests use it: its JVMs stop once they have run
 def cluster() -> Iterator[SparkCluster]:
     no_aws: dict[str, str | None] = {name: None for name in os.environ if name.startswith("AWS_")}
     with standalone_cluster(workers=2, cores=1, memory="1g", env={**no_aws, **LEAN_JVM}) as running:

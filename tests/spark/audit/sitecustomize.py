@@ -5,31 +5,21 @@ One line per call to $KINSUMER_TEST_CALL_LOG: ``pid operation parent-command lim
 ``Limit`` parameter of a GetRecords call, else ``-``), so a test
 can tell the driver's Python processes from the executors' workers (children of
 pyspark.daemon).
+
+Each module is wrapped as it is first imported, not here: a Python worker Spark starts must connect
+back to the JVM within 10 s (hard-coded in PythonWorkerFactory.createSimpleWorker; the source's
+python_streaming_source_runner is one, for each query started), and importing botocore and kinsumer
+here took 0.35 s of CPU in each, as much again as the worker's own imports, all before it connects.
 """
 
 import os
+import sys
 
 _LOG = os.environ.get("KINSUMER_TEST_CALL_LOG")
 
 if _LOG:
-    import botocore.client
-
-    _original = botocore.client.BaseClient._make_api_call
-
-    def _logged(self, operation_name, api_params):  # type: ignore[no-untyped-def]
-        _logged_only(operation_name, api_params if operation_name == "GetRecords" else {})
-        return _original(self, operation_name, api_params)
-
-    botocore.client.BaseClient._make_api_call = _logged
-
-    # kinsumer sends most GetRecords itself (kinsumer/aws/lean_get_records.py): logged the same way
-    import kinsumer.aws.lean_get_records as _lean
-
-    _lean_get_records = _lean.LeanGetRecords.get_records
-
-    def _lean_logged(self, shard_iterator, limit, stream_arn=None):  # type: ignore[no-untyped-def]
-        _logged_only("GetRecords", {"Limit": limit})
-        return _lean_get_records(self, shard_iterator, limit, stream_arn)
+    import importlib.abc
+    import importlib.machinery
 
     def _logged_only(operation_name, api_params):  # type: ignore[no-untyped-def]
         try:
@@ -40,18 +30,64 @@ if _LOG:
         with open(_LOG, "a") as f:
             f.write(f"{os.getpid()} {operation_name} {parent.replace(' ', '_')} {api_params.get('Limit', '-')}\n")
 
-    _lean.LeanGetRecords.get_records = _lean_logged
+    def _wrap_botocore(module):  # type: ignore[no-untyped-def]
+        original = module.BaseClient._make_api_call
+
+        def _logged(self, operation_name, api_params):  # type: ignore[no-untyped-def]
+            _logged_only(operation_name, api_params if operation_name == "GetRecords" else {})
+            return original(self, operation_name, api_params)
+
+        module.BaseClient._make_api_call = _logged
+
+    # kinsumer sends most GetRecords itself (kinsumer/aws/lean_get_records.py): logged the same way
+    def _wrap_lean_get_records(module):  # type: ignore[no-untyped-def]
+        original = module.LeanGetRecords.get_records
+
+        def _lean_logged(self, shard_iterator, limit, stream_arn=None):  # type: ignore[no-untyped-def]
+            _logged_only("GetRecords", {"Limit": limit})
+            return original(self, shard_iterator, limit, stream_arn)
+
+        module.LeanGetRecords.get_records = _lean_logged
 
     # and its subscriptions too (kinsumer/aws/subscription_http.py): each request made is one call
-    import kinsumer.aws.subscription_http as _subscription_http
+    def _wrap_subscription_http(module):  # type: ignore[no-untyped-def]
+        original = module.LeanSubscriber.request
 
-    _subscription_request = _subscription_http.LeanSubscriber.request
+        def _subscription_logged(self, params):  # type: ignore[no-untyped-def]
+            _logged_only("SubscribeToShard", {})
+            return original(self, params)
 
-    def _subscription_logged(self, params):  # type: ignore[no-untyped-def]
-        _logged_only("SubscribeToShard", {})
-        return _subscription_request(self, params)
+        module.LeanSubscriber.request = _subscription_logged
 
-    _subscription_http.LeanSubscriber.request = _subscription_logged
+    _WRAPS = {
+        "botocore.client": _wrap_botocore,
+        "kinsumer.aws.lean_get_records": _wrap_lean_get_records,
+        "kinsumer.aws.subscription_http": _wrap_subscription_http,
+    }
+
+    class _WrapOnImport(importlib.abc.MetaPathFinder):
+        """Finds the modules of _WRAPS as the path finder does; each is wrapped once its loader has run it."""
+
+        def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+            wrap = _WRAPS.get(name)
+            if wrap is None:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+            if spec is None or spec.loader is None:
+                return spec
+            exec_module = spec.loader.exec_module
+
+            def exec_and_wrap(module):  # type: ignore[no-untyped-def]
+                exec_module(module)
+                wrap(module)
+
+            spec.loader.exec_module = exec_and_wrap  # this spec's own loader (one per found module)
+            return spec
+
+    for _name, _wrap in _WRAPS.items():  # imported before this ran (none is, at start-up): wrapped at once
+        if _name in sys.modules:
+            _wrap(sys.modules[_name])
+    sys.meta_path.insert(0, _WrapOnImport())
 
 # kinsumer's warnings (and worse) also go to $KINSUMER_TEST_WARNINGS, one line each, so a test can
 # see what the driver's Python process logged (they still go to stderr, as without a handler)
