@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -13,6 +14,7 @@ def collected(marks: str) -> list[str]:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", "-m", marks],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},  # the listing's own options only
     )  # fmt: skip
     return [line for line in done.stdout.splitlines() if "::" in line]
 
