@@ -48,6 +48,8 @@ class Capture:
     assigned_again: bool = False
     #: The end hook called for it (``"on_revoked"`` or ``"on_lost"``) and its tick; None: none yet.
     end_hook: tuple[str, int] | None = None
+    #: The tick at which that end hook returned; None: not (yet).
+    end_hook_returned: int | None = None
     #: The tick of ``shard_lost``; None while it holds the shard.
     closed: int | None = None
     #: Why it ended without a clean handoff; None: it did not (or has not ended yet).

@@ -143,9 +143,16 @@ class Ledger:
             self._hooks = True
 
         def call(shard_id: str) -> object:
-            if not self._through(client) or not self._hooked(client, hook, shard_id):
+            if not self._through(client):
                 return None
-            return None if function is None else function(shard_id)
+            go, ending = self._hooked(client, hook, shard_id)
+            if not go:
+                return None
+            try:
+                return None if function is None else function(shard_id)
+            finally:
+                if ending is not None:
+                    self._hook_returned(ending)
 
         return call
 
@@ -243,18 +250,19 @@ class Ledger:
                 self._distinct.add(key)
                 self._lock.notify_all()
 
-    def _hooked(self, client: str, hook: str, shard_id: str) -> bool:
-        """Record ``hook`` for ``shard_id``; False if ``client`` is dead (the hook is not called)."""
+    def _hooked(self, client: str, hook: str, shard_id: str) -> tuple[bool, Capture | None]:
+        """Record ``hook`` for ``shard_id``: whether to call it (not if ``client`` is dead), and for an end hook the
+        capture it ends (its return is recorded too)."""
         with self._lock:
             if client in self._dead:
-                return False
+                return False, None
             if hook == "on_assigned":
                 capture = self._current(client, shard_id)
                 if capture.assigned is not None:
                     capture.assigned_again = True
                 else:
                     capture.assigned = self._next()
-                return True
+                return True, None
             # an end hook runs on a thread of its own: it ends the earliest announced capture not yet ended
             captures = self._captures.get((client, shard_id), [])
             announced = next((c for c in captures if c.assigned is not None and c.end_hook is None), None)
@@ -262,7 +270,11 @@ class Ledger:
                 self._orphans.append(HookViolation(client, shard_id, f"{hook} without on_assigned"))
             else:
                 announced.end_hook = (hook, self._next())
-            return True
+            return True, announced
+
+    def _hook_returned(self, capture: Capture) -> None:
+        with self._lock:
+            capture.end_hook_returned = self._next()
 
     # ----------------------------------------------------------------- reading it
 

@@ -162,8 +162,9 @@ def _hook_violations(
     captures: Sequence[Capture], handlings: Sequence[Handling], hooks_checked: bool
 ) -> list[HookViolation]:
     """Per capture: ``on_assigned`` once, before its first record; ``on_revoked`` after its last record is done
-    (``on_lost`` is not waited for: records may still be in handlers, as the docs say). An end hook with no
-    announced capture left to end is one of the ledger's orphans."""
+    (``on_lost`` is not waited for: records may still be in handlers, as the docs say); and per client and shard,
+    a capture's ``on_assigned`` after the end hook of the capture before returned (hooks of one shard never
+    overlap). An end hook with no announced capture left to end is one of the ledger's orphans."""
     by_capture: dict[int, list[Handling]] = {}
     for h in handlings:
         by_capture.setdefault(id(h.capture), []).append(h)
@@ -188,6 +189,26 @@ def _hook_violations(
                 violation("a record handled after on_revoked")
             elif any(h.ended > at for h in hs):
                 violation("on_revoked called before the capture's last record was done")
+    if hooks_checked:
+        found += _overlapping_hooks(captures)
+    return found
+
+
+def _overlapping_hooks(captures: Sequence[Capture]) -> list[HookViolation]:
+    """Captures of one shard by one client whose ``on_assigned`` came before the end hook of the capture before
+    it had returned (or had even begun)."""
+    by_shard: dict[tuple[str, str], list[Capture]] = {}
+    for capture in captures:
+        by_shard.setdefault((capture.client, capture.shard), []).append(capture)
+    found = []
+    for group in by_shard.values():
+        announced = sorted((c for c in group if c.assigned is not None), key=lambda c: c.gained)
+        for before, after in itertools.pairwise(announced):
+            assert after.assigned is not None
+            returned = before.end_hook_returned
+            if before.end_hook is not None and (returned is None or returned > after.assigned):
+                problem = f"on_assigned while the {before.end_hook[0]} of the capture before had not returned"
+                found.append(HookViolation(after.client, after.shard, problem))
     return found
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
+import pytest
+
 from kinsumer import Failure, Record
 from kinsumer.testing import Ledger, LocalKinesis, StoredRecord
 
@@ -227,6 +229,42 @@ def test_the_hooks_come_in_order_per_client_and_shard_or_the_report_says_how_not
     assert [v.problem for v in inside.report(put).hook_violations] == [
         "on_revoked called before the capture's last record was done",
     ]
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_hooks_of_one_shard_must_not_overlap_across_a_clients_captures(overlap: bool) -> None:
+    """on_lost runs on a thread of its own: a capture that comes back to the client while it still runs gets its
+    on_assigned after it returned, or the report says so (state kept per shard would be reset under it)."""
+    _, put = stream(2)
+    shard = put[0].shard_id
+    ledger, order, later = Ledger(), [], []
+    on_assigned = ledger.wrap_hook("a", "on_assigned", lambda shard_id: order.append("assigned"))
+
+    def on_lost_body(shard_id: str) -> None:
+        if overlap:  # the next capture is announced while this hook still runs
+            later.pop()()
+        order.append("lost")
+
+    def second_capture() -> None:
+        on_assigned(shard)
+        handle(ledger, "a", put[1])
+
+    on_lost = ledger.wrap_hook("a", "on_lost", on_lost_body)
+    ledger.gained("a", shard)
+    on_assigned(shard)
+    handle(ledger, "a", put[0])
+    ledger.lost("a", shard)
+    ledger.gained("a", shard)  # the shard back
+    later.append(second_capture)
+    on_lost(shard)
+    if not overlap:
+        later.pop()()
+    problems = [v.problem for v in ledger.report(put).hook_violations]
+    if overlap:
+        assert order == ["assigned", "assigned", "lost"]
+        assert problems == ["on_assigned while the on_lost of the capture before had not returned"]
+    else:
+        assert order == ["assigned", "lost", "assigned"] and problems == []
 
 
 def test_a_crashed_clients_hooks_are_neither_called_nor_recorded() -> None:
