@@ -6,6 +6,7 @@ tests and the benchmarks.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 
@@ -13,7 +14,11 @@ from demo.servers import LocalServer, ServerError
 
 __all__ = ["KINESALITE_DIR", "start_kinesalite"]
 
-KINESALITE_DIR = pathlib.Path(__file__).resolve().parents[1] / "kinesalite"
+#: Where its npm install is: tests/kinesalite, or $KINSUMER_KINESALITE_DIR (a git worktree can use its main
+#: checkout's install instead of one of its own).
+KINESALITE_DIR = pathlib.Path(
+    os.environ.get("KINSUMER_KINESALITE_DIR") or pathlib.Path(__file__).resolve().parents[1] / "kinesalite"
+)
 
 
 def start_kinesalite(log_path: pathlib.Path, directory: pathlib.Path = KINESALITE_DIR) -> LocalServer:

@@ -19,7 +19,10 @@ from demo.servers import LocalServer, ServerError, free_port
 
 __all__ = ["KINESIS_MOCK_DIR", "start_kinesis_mock"]
 
-KINESIS_MOCK_DIR = pathlib.Path(__file__).resolve().parents[1] / "kinesis_mock"
+#: Where its npm install is: tests/kinesis_mock, or $KINSUMER_KINESIS_MOCK_DIR (as KINESALITE_DIR).
+KINESIS_MOCK_DIR = pathlib.Path(
+    os.environ.get("KINSUMER_KINESIS_MOCK_DIR") or pathlib.Path(__file__).resolve().parents[1] / "kinesis_mock"
+)
 _START_TIMEOUT = 60.0
 
 
