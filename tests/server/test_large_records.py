@@ -87,9 +87,11 @@ def seen(record: Record) -> tuple[int, str, int]:
 
 
 @pytest.mark.parametrize("aggregate", [False, True])
-def test_records_up_to_10_mib_are_written_and_read_by_next_whole_and_in_order(
+def test_records_up_to_10_mib_are_written_and_read_by_next_whole_and_in_order_and_by_process(
     source: Source, aggregate: bool
 ) -> None:
+    """Written once (kinesis-mock takes many seconds a 10 MiB record): read by next(), and, written plain, by
+    process() too, in an application of its own."""
     kinesis = source.kinesis.client("kinesis")
     stream = large_stream(kinesis)
     digests = written(kinesis, stream, aggregate)
@@ -102,12 +104,12 @@ def test_records_up_to_10_mib_are_written_and_read_by_next_whole_and_in_order(
     assert [rid for rid, _, _ in got] == [rid for rid, _ in SIZES]  # one key: in the order written
     assert {rid: digest for rid, digest, _ in got} == digests
     assert max(size for _, _, size in got) == LARGEST
+    if not aggregate:
+        assert handled_by_process(source, stream) == digests
 
 
-def test_process_hands_a_10_mib_record_to_its_handler(source: Source) -> None:
-    kinesis = source.kinesis.client("kinesis")
-    stream = large_stream(kinesis)
-    digests = written(kinesis, stream, aggregate=False)
+def handled_by_process(source: Source, stream: str) -> dict[int, str]:
+    """What process() hands its handler of ``stream`` (every record of SIZES), by id: its data's MD5."""
     handled: list[tuple[int, str, int]] = []
     lock = threading.Lock()
     with source.client(stream) as k:
@@ -119,7 +121,7 @@ def test_process_hands_a_10_mib_record_to_its_handler(source: Source) -> None:
                     threading.Thread(target=k.stop, daemon=True).start()
 
         k.process(handler)
-    assert {rid: digest for rid, digest, _ in handled} == digests
+    return {rid: digest for rid, digest, _ in handled}
 
 
 def test_the_writer_keeps_to_the_stream_s_own_limit_read_from_its_description(kinesis_mock: LocalServer) -> None:
