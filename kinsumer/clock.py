@@ -7,9 +7,10 @@ coordination on virtual time (``tests/sim/cluster.py``) installs a clock of its 
 retry's backoff advances it instead of sleeping. The membership rounds, the heartbeat, the leader, the
 table code, the shard workers' capture, handoff and waits and the commit clock read time through here. A
 lease's freshness (``fresh_until``) is compared on the same clock where records are handed over
-(:func:`monotonic_source`, bound when the delivery is made); the other per-record paths (reading, the
-delivery's own waits) read ``time`` directly, as the simulator does not run them (tests/unit/test_time_sources.py
-keeps the list of such uses from growing).
+(:func:`monotonic_source`, bound when the delivery is made), and the record path's waits (the polling
+reader's pace, the delivery's deadlines, ``process()``'s retries) go through :mod:`kinsumer.waiting`, which
+reads this clock: the simulator runs records too. tests/unit/test_time_sources.py keeps the list of the
+direct uses left from growing.
 """
 
 from __future__ import annotations
