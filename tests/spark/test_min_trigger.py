@@ -31,9 +31,19 @@ def put(kinesis: Any, stream: str, *ids: int) -> float:
     return time.time()
 
 
+def reports_of(query: Any, batch: int) -> list[dict[str, Any]]:
+    """The progress reports of the trigger that ran ``batch`` with records.
+
+    An idle trigger's report carries the id of the batch to come (Spark counts a batch up only once it
+    ran), so a report with ``batchId == batch`` alone may come from before that batch ran.
+    """
+    return [p for p in query.recentProgress if p["batchId"] == batch and p["numInputRows"]]
+
+
 def started_at(query: Any, batch: int) -> float:
     """When the trigger that planned ``batch`` started (epoch s), from the query's progress."""
-    [stamp] = [p["timestamp"] for p in query.recentProgress if p["batchId"] == batch and p["numInputRows"]]
+    [report] = reports_of(query, batch)
+    stamp = report["timestamp"]
     return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
@@ -83,10 +93,10 @@ def test_with_fewer_records_a_batch_runs_once_max_trigger_delay_has_passed_since
         wait_for(query, lambda: sink.ids() == [0], "the first batch")
         put(kinesis, stream, 1)
         wait_for(query, lambda: sink.ids() == [0, 1], "a batch of one record, after the delay")
-        wait_for(query, lambda: any(p["batchId"] == 1 for p in query.recentProgress), "batch 1's progress")
+        wait_for(query, lambda: bool(reports_of(query, 1)), "batch 1's progress")
         put_at = put(kinesis, stream, 2)  # at once after batch 1: long before the delay is over
         wait_for(query, lambda: sink.ids() == [0, 1, 2], "the next batch of one record, after the delay")
-        wait_for(query, lambda: any(p["batchId"] == 2 for p in query.recentProgress), "batch 2's progress")
+        wait_for(query, lambda: bool(reports_of(query, 2)), "batch 2's progress")
     finally:
         query.stop()
     assert sorted(sink.attempts) == [0, 1, 2]
