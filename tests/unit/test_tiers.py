@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -10,19 +11,25 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def collected(marks: str) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", "-m", marks],
-        cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
-        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},  # the listing's own options only
+def marks_of_every_test(tmp_path: pathlib.Path) -> dict[str, set[str]]:
+    """One collection of the whole suite (as ``make test`` collects it): each test's marks, by node ID."""
+    listing = tmp_path / "marks.jsonl"
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}  # the listing's own options only
+    env["KINSUMER_LIST_MARKS"] = str(listing)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", "-p", "tests.support.list_marks"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=True, env=env,
     )  # fmt: skip
-    return [line for line in done.stdout.splitlines() if "::" in line]
+    rows = [json.loads(line) for line in listing.read_text().splitlines()]
+    return {row["id"]: set(row["marks"]) for row in rows}
 
 
-def test_each_tier_is_a_marker_of_its_folder_and_spark_marks_every_test_that_runs_spark() -> None:
-    spark = collected("spark")
+def test_each_tier_is_a_marker_of_its_folder_and_spark_marks_every_test_that_runs_spark(tmp_path: pathlib.Path) -> None:
+    marks = marks_of_every_test(tmp_path)
+    spark = [t for t, names in marks.items() if "spark" in names]  # what `-m spark` selects
     assert spark and all(t.startswith("tests/spark/") or "spark" in t for t in spark)
     assert any(t.startswith("tests/server/test_docs_examples.py") for t in spark)  # a docs example that runs Spark
-    assert not [t for t in collected("not spark") if t.startswith("tests/spark/")]
-    unit = collected("unit")
+    assert all("spark" in marks[t] for t in marks if t.startswith("tests/spark/"))  # `-m "not spark"`: none of them
+    unit = [t for t, names in marks.items() if "unit" in names]
     assert unit and all(t.startswith("tests/unit/") for t in unit)
+    assert all("unit" in marks[t] for t in marks if t.startswith("tests/unit/"))
