@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -16,7 +17,7 @@ from ..config import Config
 from ..consumer import Kinsumer
 from ..record import Record
 from ._client import ServiceClient
-from ._handlers import CALLS, Call, PerClient, for_client
+from ._handlers import CALLS, LOOPS, Call, PerClient, for_client
 from ._kinesis import LocalKinesis
 from ._ledger import Ledger
 from ._local import LocalAWS
@@ -26,6 +27,8 @@ from ._tables import LocalDynamoDB
 from ._watch import fleet_stats, watch_takeovers
 
 __all__ = ["FAST_CONFIG", "Fleet"]
+
+log = logging.getLogger("kinsumer.testing")
 
 #: A configuration that makes a fleet's events take a second or two instead of the defaults' ten or more: a
 #: round (heartbeat, membership) every 0.25 s (``shard_check_frequency``), a client silent for 1 s counts as
@@ -53,6 +56,19 @@ class _Member:
     error: BaseException | None = None
     crashed: bool = False
     paused: bool = False
+
+
+def _each_with_checkpointer(k: Kinsumer, handler: Callable[..., Any], name: str) -> None:
+    """Manual mode: ``handler(record, checkpoint)`` for each record until stop(). A call that raises is logged and
+    the loop goes on, as a record processor's loop does: the record counts as not handled, and unless its
+    checkpoint was called it is delivered again once its shard moves (the stored checkpoint stays before it)."""
+    while (got := k.next_record_with_checkpointer()).checkpoint is not None:
+        try:
+            handler(got.value, got.checkpoint)
+        except Exception:  # the loop goes on; the ledger did not count the record
+            record = got.value
+            log.warning("%s: the handler failed on %s, %s; the loop goes on", name, record.shard_id,
+                        record.sequence_number, exc_info=True)  # fmt: skip
 
 
 async def _each_async(k: Kinsumer, handler: Callable[..., Any]) -> None:
@@ -91,10 +107,17 @@ class Fleet:
     ) -> None:
         if call not in CALLS:
             raise ValueError(f"call: one of {', '.join(CALLS)}, not {call!r}")
-        if call in ("next", "anext") and options:
-            raise ValueError(f"{', '.join(sorted(options))}: options of process(); a loop over next() takes none")
+        if call in LOOPS and options:
+            raise ValueError(f"{', '.join(sorted(options))}: options of process(); a loop over {call}() takes none")
         if config.client_id is not None:
             raise ValueError("config: a fleet's clients each have their own client_id; leave Config.client_id unset")
+        if config.manual_checkpointing and call != "next_with_checkpointer":
+            raise ValueError(
+                f"config: manual_checkpointing=True is for call='next_with_checkpointer' (this fleet's call is "
+                f"{call!r}); that call sets it for you"
+            )
+        if call == "next_with_checkpointer":
+            config = attrs.evolve(config, manual_checkpointing=True)
         self.aws, self.stream, self.application = aws, stream, application
         self.config = config
         by_key = options.get("ordering") == "key" and options.get("concurrency", 1) > 1  # per key order only
@@ -147,6 +170,8 @@ class Fleet:
             if self._call == "next":
                 for record in k:  # until stop(); asking for the next counts the one in hand processed
                     handler(record)
+            elif self._call == "next_with_checkpointer":
+                _each_with_checkpointer(k, handler, member.name)
             elif self._call.startswith("a"):  # on an event loop of the client's own, as a process runs one
                 loop = (
                     _each_async(k, handler)
