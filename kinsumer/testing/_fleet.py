@@ -80,8 +80,10 @@ class Fleet:
     """Clients of ``application`` on ``stream``, each calling ``handler`` through ``process(**options)`` (``call``:
     or ``process_batches``, ``aprocess``, ``aprocess_batches``, with a handler to match: a batch handler, an async
     one; or ``"next"``, ``"anext"``: a loop over the client's records, ``for record in k`` or ``async for``, with no
-    options); a :class:`~kinsumer.testing.PerClient` in place of ``handler`` makes a handler (and hooks) for each
-    client.
+    options; or ``"next_with_checkpointer"``: a loop that checkpoints by hand, in manual mode, calling
+    ``handler(record, checkpoint)`` for each record of ``next_record_with_checkpointer()``, which calls the record's
+    :class:`~kinsumer.Checkpoint` when it decides; a handler that raises is logged, and the loop goes on); a
+    :class:`~kinsumer.testing.PerClient` in place of ``handler`` makes a handler (and hooks) for each client.
 
     Every handling is recorded in :attr:`ledger` (see :class:`~kinsumer.testing.Ledger`), and :meth:`report`
     holds it against the records put. ``config``: every client's (:data:`FAST_CONFIG` by default; a ``client_id`` in
@@ -91,7 +93,8 @@ class Fleet:
     fleet's that tells it of captures and handoffs, then passes every call on to yours (``config.stats``); the
     ``dead_letter`` sink's calls count their records as handled; with any lifecycle hook given (``on_assigned``,
     ``on_revoked``, ``on_lost``) all three are recorded (those not given do nothing else), and their order
-    checked; a capture of a shard from a client that did not release it is seen in the checkpoint table.
+    checked; a capture of a shard from a client that did not release it is seen in the checkpoint table; with
+    ``"next_with_checkpointer"``, each checkpoint called, and whether it came while its shard was the client's.
     """
 
     def __init__(
