@@ -17,7 +17,7 @@ from ..config import Config
 from ..consumer import Kinsumer
 from ..record import Record
 from ._client import ServiceClient
-from ._handlers import CALLS, LOOPS, Call, PerClient, for_client
+from ._handlers import CALLS, LOOPS, MANUAL, Call, PerClient, for_client
 from ._kinesis import LocalKinesis
 from ._ledger import Ledger
 from ._local import LocalAWS
@@ -65,10 +65,24 @@ def _each_with_checkpointer(k: Kinsumer, handler: Callable[..., Any], name: str)
     while (got := k.next_record_with_checkpointer()).checkpoint is not None:
         try:
             handler(got.value, got.checkpoint)
-        except Exception:  # the loop goes on; the ledger did not count the record
-            record = got.value
-            log.warning("%s: the handler failed on %s, %s; the loop goes on", name, record.shard_id,
-                        record.sequence_number, exc_info=True)  # fmt: skip
+        except Exception:  # noqa: BLE001 - logged (_failed); the loop goes on, the record not counted
+            _failed(name, got.value)
+
+
+async def _each_async_with_checkpointer(k: Kinsumer, handler: Callable[..., Any], name: str) -> None:
+    """:func:`_each_with_checkpointer` on an event loop: ``await handler(record, checkpoint)``."""
+    while (got := await k.anext_record_with_checkpointer()).checkpoint is not None:
+        try:
+            await handler(got.value, got.checkpoint)
+        except Exception:  # noqa: BLE001 - logged (_failed); the loop goes on, the record not counted
+            _failed(name, got.value)
+
+
+def _failed(name: str, record: Record) -> None:
+    log.warning(
+        "%s: the handler failed on %s, %s; the loop goes on", name, record.shard_id, record.sequence_number,
+        exc_info=True,
+    )  # fmt: skip
 
 
 async def _each_async(k: Kinsumer, handler: Callable[..., Any]) -> None:
@@ -82,7 +96,8 @@ class Fleet:
     one; or ``"next"``, ``"anext"``: a loop over the client's records, ``for record in k`` or ``async for``, with no
     options; or ``"next_with_checkpointer"``: a loop that checkpoints by hand, in manual mode, calling
     ``handler(record, checkpoint)`` for each record of ``next_record_with_checkpointer()``, which calls the record's
-    :class:`~kinsumer.Checkpoint` when it decides; a handler that raises is logged, and the loop goes on); a
+    :class:`~kinsumer.Checkpoint` when it decides; a handler that raises is logged, and the loop goes on;
+    ``"anext_with_checkpointer"``: the same with an async handler, on an event loop of the client's own); a
     :class:`~kinsumer.testing.PerClient` in place of ``handler`` makes a handler (and hooks) for each client.
 
     Every handling is recorded in :attr:`ledger` (see :class:`~kinsumer.testing.Ledger`), and :meth:`report`
@@ -114,12 +129,12 @@ class Fleet:
             raise ValueError(f"{', '.join(sorted(options))}: options of process(); a loop over {call}() takes none")
         if config.client_id is not None:
             raise ValueError("config: a fleet's clients each have their own client_id; leave Config.client_id unset")
-        if config.manual_checkpointing and call != "next_with_checkpointer":
+        if config.manual_checkpointing and call not in MANUAL:
             raise ValueError(
-                f"config: manual_checkpointing=True is for call='next_with_checkpointer' (this fleet's call is "
-                f"{call!r}); that call sets it for you"
+                f"config: manual_checkpointing=True is for call='next_with_checkpointer' or "
+                f"'anext_with_checkpointer' (this fleet's call is {call!r}); those calls set it for you"
             )
-        if call == "next_with_checkpointer":
+        if call in MANUAL:
             config = attrs.evolve(config, manual_checkpointing=True)
         self.aws, self.stream, self.application = aws, stream, application
         self.config = config
@@ -176,11 +191,12 @@ class Fleet:
             elif self._call == "next_with_checkpointer":
                 _each_with_checkpointer(k, handler, member.name)
             elif self._call.startswith("a"):  # on an event loop of the client's own, as a process runs one
-                loop = (
-                    _each_async(k, handler)
-                    if self._call == "anext"
-                    else getattr(k, self._call)(handler, **member.options)
-                )
+                if self._call == "anext":
+                    loop = _each_async(k, handler)
+                elif self._call == "anext_with_checkpointer":
+                    loop = _each_async_with_checkpointer(k, handler, member.name)
+                else:
+                    loop = getattr(k, self._call)(handler, **member.options)
                 asyncio.run(loop)
             else:
                 getattr(k, self._call)(handler, **member.options)

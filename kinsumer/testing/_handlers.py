@@ -10,27 +10,35 @@ import attrs
 
 from ._ledger import Ledger
 
-__all__ = ["CALLS", "HOOKS", "LOOPS", "Call", "PerClient", "for_client"]
+__all__ = ["CALLS", "HOOKS", "LOOPS", "MANUAL", "Call", "PerClient", "for_client"]
 
 HOOKS = ("on_assigned", "on_revoked", "on_lost")
 #: The Kinsumer call a fleet's clients run the handler with: one of the ``process*()`` calls, or a loop over the
 #: client's records (``"next"``: ``for record in k: handler(record)``; ``"anext"``: ``async for record in k: await
 #: handler(record)``, which count a record processed when the next is asked for; ``"next_with_checkpointer"``:
 #: ``handler(record, checkpoint)`` for each of ``next_record_with_checkpointer()``, in manual mode, where a record
-#: counts as processed once its checkpoint, and those of the records of its shard before it, were called).
-Call = Literal["process", "process_batches", "aprocess", "aprocess_batches", "next", "anext", "next_with_checkpointer"]
+#: counts as processed once its checkpoint, and those of the records of its shard before it, were called;
+#: ``"anext_with_checkpointer"``: the same with ``anext_record_with_checkpointer()`` and an async handler).
+Call = Literal[
+    "process", "process_batches", "aprocess", "aprocess_batches", "next", "anext", "next_with_checkpointer",
+    "anext_with_checkpointer",
+]  # fmt: skip
 CALLS: tuple[Call, ...] = (
     "process", "process_batches", "aprocess", "aprocess_batches", "next", "anext", "next_with_checkpointer",
+    "anext_with_checkpointer",
 )  # fmt: skip
+#: The calls that checkpoint by hand (``Config.manual_checkpointing``).
+MANUAL: tuple[Call, ...] = ("next_with_checkpointer", "anext_with_checkpointer")
 #: The calls that loop over the client's records: no options, no lifecycle hooks (those are process()'s).
-LOOPS: tuple[Call, ...] = ("next", "anext", "next_with_checkpointer")
+LOOPS: tuple[Call, ...] = ("next", "anext", *MANUAL)
 
 
 @attrs.frozen
 class PerClient:
     """A handler made for each client of a fleet, as each process makes its own (state kept in memory is then
     the client's, as in production): ``make(client_name)`` returns an object with a ``handle(record)`` method
-    (``handle(record, checkpoint)`` for a fleet's ``call="next_with_checkpointer"``) and, if it has them,
+    (``handle(record, checkpoint)`` for a fleet's manual checkpoints, ``call="next_with_checkpointer"`` or
+    ``"anext_with_checkpointer"``) and, if it has them,
     ``on_assigned``, ``on_revoked`` and ``on_lost`` methods, ``process()``'s lifecycle hooks (a loop over the
     records calls none: with its calls, an object that has them is refused). Give it to
     :class:`~kinsumer.testing.Fleet` (or ``kinsumer_fleet``) in place of a handler."""
@@ -74,6 +82,8 @@ def for_client(
             options[hook] = ledger.wrap_hook(client, hook, options.get(hook))
     if call == "next_with_checkpointer":
         return ledger.wrap_manual(client, handle_with), options
+    if call == "anext_with_checkpointer":
+        return ledger.wrap_manual_async(client, handle_with), options
     batches = call.endswith("_batches")
     if call.startswith("a"):  # aprocess*(), anext
         return ledger.wrap_async(client, handle_with, batches=batches), options

@@ -117,18 +117,43 @@ class Ledger:
         shard, so that it counted. Once ``client`` crashed, neither the handler nor a checkpoint does anything."""
 
         def handle(record: Record, checkpoint: Checkpoint) -> object:
-            started = self._begin(client, [record])
-            if started is None:
+            delivered = self._delivered(client, record, checkpoint)
+            if delivered is None:
                 return None
-            capture, key = started[0], _key(record)
-            with self._lock:
-                capture.deliver(key)
-            noted = _Noted.of(checkpoint, lambda ack: self._checkpoint(client, capture, key, ack))
+            started, noted = delivered
             result = handler(record, noted)
             self._did(client, [record], result, started, batches=False)
             return result
 
         return handle
+
+    def wrap_manual_async(
+        self, client: str, handler: Callable[[Record, Checkpoint], Awaitable[object]]
+    ) -> Callable[[Record, Checkpoint], Awaitable[object]]:
+        """An async manual-checkpoint ``handler`` (a loop over ``anext_record_with_checkpointer()``) for ``client``,
+        recorded as :meth:`wrap_manual` records its (the checkpoint stays a plain call)."""
+
+        async def handle(record: Record, checkpoint: Checkpoint) -> object:
+            delivered = self._delivered(client, record, checkpoint)
+            if delivered is None:
+                return None
+            started, noted = delivered
+            result = await handler(record, noted)
+            self._did(client, [record], result, started, batches=False)
+            return result
+
+        return handle
+
+    def _delivered(self, client: str, record: Record, checkpoint: Checkpoint) -> tuple[_Started, _Noted] | None:
+        """Manual mode: ``record`` is delivered to ``client``'s handler with ``checkpoint``: the call begun (see
+        :meth:`_begin`; None: the handler is not called) and the checkpoint to give it, which the ledger records."""
+        started = self._begin(client, [record])
+        if started is None:
+            return None
+        capture, key = started[0], _key(record)
+        with self._lock:
+            capture.deliver(key)
+        return started, _Noted.of(checkpoint, lambda ack: self._checkpoint(client, capture, key, ack))
 
     def _checkpoint(self, client: str, capture: Capture, key: RecordKey, ack: Callable[[], bool]) -> None:
         """The checkpoint of ``key``, delivered in ``capture``, is called: ``ack()`` calls kinsumer's and says

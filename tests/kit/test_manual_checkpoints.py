@@ -5,6 +5,7 @@ where the shard goes ("not checkpointed", allowed); what was, never (a repeat of
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 
@@ -13,6 +14,7 @@ import pytest
 
 from kinsumer import Checkpoint, Config, Record
 from kinsumer.testing import FAST_CONFIG, Fleet, LocalAWS, LocalStream, PerClient, RecordKey, Report
+from kinsumer.testing._handlers import Call
 from tests.helpers import wait_until
 
 
@@ -36,6 +38,14 @@ class EveryN:
             self.pending.clear()
 
 
+class AsyncEveryN(EveryN):
+    """:class:`EveryN` for ``call="anext_with_checkpointer"``: an async handler (the checkpoint stays a plain call)."""
+
+    async def handle(self, record: Record, checkpoint: Checkpoint) -> None:  # type: ignore[override]
+        await asyncio.sleep(0)
+        EveryN.handle(self, record, checkpoint)
+
+
 def putter(stream: LocalStream) -> Callable[[int], None]:
     def put(count: int) -> None:
         first = len(stream.records())
@@ -44,16 +54,18 @@ def putter(stream: LocalStream) -> Callable[[int], None]:
     return put
 
 
-def fleet_of(n: int | None, config: Config = FAST_CONFIG) -> tuple[Fleet, Callable[[int], None], dict[str, EveryN]]:
+def fleet_of(
+    n: int | None, config: Config = FAST_CONFIG, call: Call = "next_with_checkpointer"
+) -> tuple[Fleet, Callable[[int], None], dict[str, EveryN]]:
     aws = LocalAWS()
     stream = aws.stream("clicks", shards=4)
     handlers: dict[str, EveryN] = {}
 
     def make(client: str) -> EveryN:
-        handlers[client] = EveryN(n)
+        handlers[client] = EveryN(n) if call == "next_with_checkpointer" else AsyncEveryN(n)
         return handlers[client]
 
-    fleet = Fleet(aws, "clicks", "app", PerClient(make), call="next_with_checkpointer", config=config)
+    fleet = Fleet(aws, "clicks", "app", PerClient(make), call=call, config=config)
     return fleet, putter(stream), handlers
 
 
@@ -90,12 +102,13 @@ def test_a_loop_that_checkpoints_every_record_repeats_nothing_through_a_join_and
     assert report.not_checkpointed == ()
 
 
-def test_a_loop_that_checkpoints_every_10_records_has_its_repeats_explained_as_not_checkpointed() -> None:
+@pytest.mark.parametrize("call", ["next_with_checkpointer", "anext_with_checkpointer"])
+def test_a_loop_that_checkpoints_every_10_records_has_its_repeats_explained_as_not_checkpointed(call: Call) -> None:
     """Checkpoints called 10 at a time: a client that leaves with some not called makes its handoff wait for them
     (1 s), then release the shard before them; they come again where the shard goes, "not checkpointed". What
     the last clients held unchecked when the fleet stopped is reported as not checkpointed: it would come again
-    at the next start."""
-    fleet, put, handlers = fleet_of(10)
+    at the next start. The same with asyncio (``anext_record_with_checkpointer()``, an async handler)."""
+    fleet, put, handlers = fleet_of(10, call=call)
 
     def leaving() -> str:  # a client with checkpoints not yet called (205 handled by two: one of them has some)
         return next(name for name in fleet.members if handlers[name].pending)
@@ -199,7 +212,7 @@ def test_a_fleet_of_manual_checkpoints_refuses_what_does_not_apply() -> None:
 
     with pytest.raises(ValueError, match=r"max_attempts: options of process\(\); a loop over next_with_checkpointer"):
         Fleet(aws, "clicks", "app", manual, call="next_with_checkpointer", max_attempts=2)
-    with pytest.raises(ValueError, match="config: manual_checkpointing=True is for call='next_with_checkpointer'"):
+    with pytest.raises(ValueError, match="config: manual_checkpointing=True is for call='next_with_checkpointer' or"):
         Fleet(aws, "clicks", "app", print, config=attrs.evolve(FAST_CONFIG, manual_checkpointing=True))
 
     class WithHooks(EveryN):
