@@ -109,7 +109,7 @@ class Fleet:
     ``dead_letter`` sink's calls count their records as handled; with any lifecycle hook given (``on_assigned``,
     ``on_revoked``, ``on_lost``) all three are recorded (those not given do nothing else), and their order
     checked; a capture of a shard from a client that did not release it is seen in the checkpoint table; with
-    ``"next_with_checkpointer"``, each checkpoint called, and whether it came while its shard was the client's.
+    manual checkpoints, each checkpoint called, and whether it came while its shard was the client's.
     """
 
     def __init__(

@@ -38,10 +38,9 @@ class PerClient:
     """A handler made for each client of a fleet, as each process makes its own (state kept in memory is then
     the client's, as in production): ``make(client_name)`` returns an object with a ``handle(record)`` method
     (``handle(record, checkpoint)`` for a fleet's manual checkpoints, ``call="next_with_checkpointer"`` or
-    ``"anext_with_checkpointer"``) and, if it has them,
-    ``on_assigned``, ``on_revoked`` and ``on_lost`` methods, ``process()``'s lifecycle hooks (a loop over the
-    records calls none: with its calls, an object that has them is refused). Give it to
-    :class:`~kinsumer.testing.Fleet` (or ``kinsumer_fleet``) in place of a handler."""
+    ``"anext_with_checkpointer"``) and, if it has them, ``on_assigned``, ``on_revoked`` and ``on_lost`` methods,
+    ``process()``'s lifecycle hooks (a loop over the records calls none: with its calls, an object that has them
+    is refused). Give it to :class:`~kinsumer.testing.Fleet` (or ``kinsumer_fleet``) in place of a handler."""
 
     make: Callable[[str], Any]
 
