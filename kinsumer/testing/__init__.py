@@ -5,11 +5,11 @@ against unchanged.
   with streams of N shards, records routed by their hash key, KPL aggregates, splits and merges;
 - :class:`LocalDynamoDB`: DynamoDB in memory with DynamoDB's rules (conditional writes, expressions, limits);
 - :class:`LocalAWS`: both, on one clock, and Kinsumers made on them; :class:`LocalStream`: one stream of it;
-- :class:`Fleet`: N clients of one application running your handler with ``process()``, which join, leave
-  cleanly, crash, pause or see their calls throttled or failing, on :data:`FAST_CONFIG` (a second or two per
-  event); its :class:`Ledger` reports records
-  lost, handled twice (and why that is allowed, :data:`Reason`, or not), order per shard and per key, and the
-  lifecycle hooks' order (:class:`Report`).
+- :class:`Fleet`: N clients of one application running your handler with ``process()`` (or a loop over their
+  records, checkpointing by hand with ``call="next_with_checkpointer"``), which join, leave cleanly, crash, pause
+  or see their calls throttled or failing, on :data:`FAST_CONFIG` (a second or two per event); its
+  :class:`Ledger` reports records lost, handled twice (and why that is allowed, :data:`Reason`, or not), order
+  per shard and per key, the lifecycle hooks' order, and records never checkpointed (:class:`Report`).
 
 With pytest, the fixtures ``kinsumer_stream`` (a :class:`LocalStream`) and ``kinsumer_fleet`` (makes a
 :class:`Fleet` on it) are there in every test: :mod:`kinsumer.testing.pytest_plugin`, loaded by pytest.

@@ -4,7 +4,9 @@ A *capture* is one client's hold on one shard, from ``StatReceiver.shard_gained`
 worker reports both, and the handoff's verdict between them, from one coroutine, so they come in order). Each
 handling belongs to the capture of its client and shard current when the handler was called: a capture hands
 out records only between the two. A capture that ends without a clean handoff says why (:data:`Reason`); its
-records past the checkpoint are then delivered again where the shard goes, and that explains a duplicate.
+records past the checkpoint are then delivered again where the shard goes, and that explains a duplicate. With
+manual checkpoints, a capture also keeps the records it delivered and those whose checkpoint was called in time:
+its end stores a checkpoint after the contiguous prefix of them, and only the records past it come again.
 """
 
 from __future__ import annotations
@@ -31,8 +33,17 @@ RecordKey = tuple[str, str, int]
 #:
 #: - ``"call timed out"``: a handler call ran past ``process()``'s ``timeout``; kinsumer abandoned it (a sync call
 #:   cannot be stopped: it goes on in the background) and tried the record again, and the abandoned call
-#:   returned too.
-Reason = Literal["crash", "handoff timed out", "taken", "call timed out"]
+#:   returned too;
+#:
+#: and, with manual checkpoints (a fleet's ``call="next_with_checkpointer"``), of one record in a capture that did
+#: not end in a crash or with the shard taken:
+#:
+#: - ``"not checkpointed"``: when the capture gave the shard up, the record's checkpoint had not been called, or
+#:   that of a record of its shard delivered before it (the stored checkpoint advances over the contiguous prefix
+#:   of records checkpointed). A handoff waits ``handoff_timeout`` for the checkpoints of the records delivered,
+#:   then releases the shard at that prefix (a handoff kinsumer reports as not clean): the records after it are
+#:   delivered again where the shard goes. A checkpoint called after the release does nothing.
+Reason = Literal["crash", "handoff timed out", "taken", "call timed out", "not checkpointed"]
 
 
 @attrs.define(eq=False)
@@ -54,11 +65,51 @@ class Capture:
     closed: int | None = None
     #: Why it ended without a clean handoff; None: it did not (or has not ended yet).
     reason: Reason | None = None
+    #: Its records came with checkpoints (manual mode): what its end committed is what they checkpointed.
+    manual: bool = False
+    #: Manual mode: the records delivered, in the order they were (the shard's), and where each is in it.
+    delivered: list[RecordKey] = attrs.field(factory=list, repr=False)
+    _position: dict[RecordKey, int] = attrs.field(factory=dict, repr=False)
+    #: Manual mode: the records whose checkpoint was called while the capture held the shard (it counted).
+    checkpointed: set[RecordKey] = attrs.field(factory=set, repr=False)
+    #: Manual mode: how many of :attr:`delivered`, from the first, were checkpointed (the contiguous prefix).
+    prefix: int = 0
 
     def end(self, reason: Reason) -> None:
         """It ended for ``reason``, unless it is known to have ended otherwise already (the first reason stays)."""
         if self.reason is None:
             self.reason = reason
+
+    def deliver(self, key: RecordKey) -> None:
+        """Manual mode: the record ``key`` was delivered (its handler is called with its checkpoint)."""
+        self.manual = True
+        if key not in self._position:
+            self._position[key] = len(self.delivered)
+            self.delivered.append(key)
+            self._advance()
+
+    def checkpoint(self, key: RecordKey) -> None:
+        """Manual mode: the checkpoint of ``key`` was called while the capture held the shard."""
+        self.checkpointed.add(key)
+        self._advance()
+
+    def _advance(self) -> None:
+        while self.prefix < len(self.delivered) and self.delivered[self.prefix] in self.checkpointed:
+            self.prefix += 1
+
+    def committed(self, key: RecordKey) -> bool:
+        """Manual mode: ``key`` and every record delivered before it were checkpointed while the capture held the
+        shard: the capture's end (a release) stored a checkpoint at or past it."""
+        position = self._position.get(key)
+        return position is not None and position < self.prefix
+
+    def may_repeat(self, key: RecordKey) -> Reason | None:
+        """Why the record ``key``, handled in this capture, may be delivered again after it: its :attr:`reason`;
+        in manual mode, unless the client crashed or the shard was taken, ``"not checkpointed"`` if the record was
+        past the checkpoints called, else nothing (its end stored a checkpoint past it)."""
+        if self.manual and self.reason not in ("crash", "taken"):
+            return None if self.committed(key) else "not checkpointed"
+        return self.reason
 
     @property
     def settled(self) -> bool:
@@ -91,18 +142,20 @@ def repeat_reason(earlier: Handling, later: Handling) -> Reason | None:
     """Why a record handled in ``earlier`` may be handled again in ``later`` (they ended in that order); None if
     nothing allows it.
 
-    Allowed: ``earlier``'s capture ended without a clean handoff (its records past the checkpoint go again to
-    the next owner); or ``later`` is a late return of a capture that ended so (a handler still running when its
-    handoff timed out, or when the shard was taken) that had started before ``earlier`` returned; or either call
-    ran past ``process()``'s ``timeout`` (kinsumer tried the record again without it). Else never within one
-    capture: a capture hands each record out once.
+    Allowed: ``earlier``'s capture ended without a clean handoff (its records past the checkpoint go again to the
+    next owner), or, in manual mode, before the record was checkpointed; or ``later`` is a late return of a capture
+    that ended so (a handler still running when its handoff timed out, or when the shard was taken) that had started
+    before ``earlier`` returned; or either call ran past ``process()``'s ``timeout`` (kinsumer tried the record
+    again without it). Else never within one capture: a capture hands each record out once.
     """
     if earlier.timed_out or later.timed_out:
         return "call timed out"
     if earlier.capture is later.capture:
         return None
-    if earlier.capture.reason is not None:
-        return earlier.capture.reason
-    if later.capture.reason is not None and later.started < earlier.ended:
-        return later.capture.reason
+    reason = earlier.capture.may_repeat(earlier.key)
+    if reason is not None:
+        return reason
+    reason = later.capture.may_repeat(later.key)
+    if reason is not None and later.started < earlier.ended:
+        return reason
     return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -16,7 +17,7 @@ from ..config import Config
 from ..consumer import Kinsumer
 from ..record import Record
 from ._client import ServiceClient
-from ._handlers import CALLS, Call, PerClient, for_client
+from ._handlers import CALLS, LOOPS, MANUAL, Call, PerClient, for_client
 from ._kinesis import LocalKinesis
 from ._ledger import Ledger
 from ._local import LocalAWS
@@ -26,6 +27,8 @@ from ._tables import LocalDynamoDB
 from ._watch import fleet_stats, watch_takeovers
 
 __all__ = ["FAST_CONFIG", "Fleet"]
+
+log = logging.getLogger("kinsumer.testing")
 
 #: A configuration that makes a fleet's events take a second or two instead of the defaults' ten or more: a
 #: round (heartbeat, membership) every 0.25 s (``shard_check_frequency``), a client silent for 1 s counts as
@@ -55,6 +58,33 @@ class _Member:
     paused: bool = False
 
 
+def _each_with_checkpointer(k: Kinsumer, handler: Callable[..., Any], name: str) -> None:
+    """Manual mode: ``handler(record, checkpoint)`` for each record until stop(). A call that raises is logged and
+    the loop goes on, as a record processor's loop does: the record counts as not handled, and unless its
+    checkpoint was called it is delivered again once its shard moves (the stored checkpoint stays before it)."""
+    while (got := k.next_record_with_checkpointer()).checkpoint is not None:
+        try:
+            handler(got.value, got.checkpoint)
+        except Exception:  # noqa: BLE001 - logged (_failed); the loop goes on, the record not counted
+            _failed(name, got.value)
+
+
+async def _each_async_with_checkpointer(k: Kinsumer, handler: Callable[..., Any], name: str) -> None:
+    """:func:`_each_with_checkpointer` on an event loop: ``await handler(record, checkpoint)``."""
+    while (got := await k.anext_record_with_checkpointer()).checkpoint is not None:
+        try:
+            await handler(got.value, got.checkpoint)
+        except Exception:  # noqa: BLE001 - logged (_failed); the loop goes on, the record not counted
+            _failed(name, got.value)
+
+
+def _failed(name: str, record: Record) -> None:
+    log.warning(
+        "%s: the handler failed on %s, %s; the loop goes on", name, record.shard_id, record.sequence_number,
+        exc_info=True,
+    )  # fmt: skip
+
+
 async def _each_async(k: Kinsumer, handler: Callable[..., Any]) -> None:
     async for record in k:
         await handler(record)
@@ -64,8 +94,11 @@ class Fleet:
     """Clients of ``application`` on ``stream``, each calling ``handler`` through ``process(**options)`` (``call``:
     or ``process_batches``, ``aprocess``, ``aprocess_batches``, with a handler to match: a batch handler, an async
     one; or ``"next"``, ``"anext"``: a loop over the client's records, ``for record in k`` or ``async for``, with no
-    options); a :class:`~kinsumer.testing.PerClient` in place of ``handler`` makes a handler (and hooks) for each
-    client.
+    options; or ``"next_with_checkpointer"``: a loop that checkpoints by hand, in manual mode, calling
+    ``handler(record, checkpoint)`` for each record of ``next_record_with_checkpointer()``, which calls the record's
+    :class:`~kinsumer.Checkpoint` when it decides; a handler that raises is logged, and the loop goes on;
+    ``"anext_with_checkpointer"``: the same with an async handler, on an event loop of the client's own); a
+    :class:`~kinsumer.testing.PerClient` in place of ``handler`` makes a handler (and hooks) for each client.
 
     Every handling is recorded in :attr:`ledger` (see :class:`~kinsumer.testing.Ledger`), and :meth:`report`
     holds it against the records put. ``config``: every client's (:data:`FAST_CONFIG` by default; a ``client_id`` in
@@ -75,7 +108,8 @@ class Fleet:
     fleet's that tells it of captures and handoffs, then passes every call on to yours (``config.stats``); the
     ``dead_letter`` sink's calls count their records as handled; with any lifecycle hook given (``on_assigned``,
     ``on_revoked``, ``on_lost``) all three are recorded (those not given do nothing else), and their order
-    checked; a capture of a shard from a client that did not release it is seen in the checkpoint table.
+    checked; a capture of a shard from a client that did not release it is seen in the checkpoint table; with
+    manual checkpoints, each checkpoint called, and whether it came while its shard was the client's.
     """
 
     def __init__(
@@ -91,10 +125,17 @@ class Fleet:
     ) -> None:
         if call not in CALLS:
             raise ValueError(f"call: one of {', '.join(CALLS)}, not {call!r}")
-        if call in ("next", "anext") and options:
-            raise ValueError(f"{', '.join(sorted(options))}: options of process(); a loop over next() takes none")
+        if call in LOOPS and options:
+            raise ValueError(f"{', '.join(sorted(options))}: options of process(); a loop over {call}() takes none")
         if config.client_id is not None:
             raise ValueError("config: a fleet's clients each have their own client_id; leave Config.client_id unset")
+        if config.manual_checkpointing and call not in MANUAL:
+            raise ValueError(
+                f"config: manual_checkpointing=True is for call='next_with_checkpointer' or "
+                f"'anext_with_checkpointer' (this fleet's call is {call!r}); those calls set it for you"
+            )
+        if call in MANUAL:
+            config = attrs.evolve(config, manual_checkpointing=True)
         self.aws, self.stream, self.application = aws, stream, application
         self.config = config
         by_key = options.get("ordering") == "key" and options.get("concurrency", 1) > 1  # per key order only
@@ -147,12 +188,15 @@ class Fleet:
             if self._call == "next":
                 for record in k:  # until stop(); asking for the next counts the one in hand processed
                     handler(record)
+            elif self._call == "next_with_checkpointer":
+                _each_with_checkpointer(k, handler, member.name)
             elif self._call.startswith("a"):  # on an event loop of the client's own, as a process runs one
-                loop = (
-                    _each_async(k, handler)
-                    if self._call == "anext"
-                    else getattr(k, self._call)(handler, **member.options)
-                )
+                if self._call == "anext":
+                    loop = _each_async(k, handler)
+                elif self._call == "anext_with_checkpointer":
+                    loop = _each_async_with_checkpointer(k, handler, member.name)
+                else:
+                    loop = getattr(k, self._call)(handler, **member.options)
                 asyncio.run(loop)
             else:
                 getattr(k, self._call)(handler, **member.options)

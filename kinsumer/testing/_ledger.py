@@ -9,8 +9,10 @@ calls), of a shard taken from a client found silent, of crashes, and of the life
 
 - which records were never handled (lost: kinsumer promises none, ever);
 - which were handled more than once, and why that is allowed (:data:`~kinsumer.testing.Reason`: the earlier
-  capture ended in a crash, a handoff that timed out, or the shard taken from a silent client) or not (a clean
-  handoff, a clean stop: kinsumer promises no duplicate then);
+  capture ended in a crash, a handoff that timed out, or the shard taken from a silent client; with manual
+  checkpoints, :meth:`Ledger.wrap_manual`, the record was past the checkpoints called when its shard moved) or not
+  (a clean handoff, a clean stop: kinsumer promises no duplicate then; with manual checkpoints, a record
+  checkpointed before its shard moved);
 - order: each record's first handling, per shard in the shard's order, and per partition key in the order the
   records were put (across splits and merges: children after their parents);
 - the lifecycle hooks per client and shard: ``on_assigned`` before a capture's first record, ``on_revoked``
@@ -28,6 +30,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+import attrs
+
+from ..delivery.progress import Checkpoint
 from ..failure import Failure
 from ..handling.batches import first_failed
 from ..handling.timeouts import call_abandoned
@@ -102,6 +107,64 @@ class Ledger:
 
         return handle
 
+    def wrap_manual(
+        self, client: str, handler: Callable[[Record, Checkpoint], object]
+    ) -> Callable[[Record, Checkpoint], object]:
+        """A manual-checkpoint ``handler`` (``handler(record, checkpoint)``, a loop over
+        ``next_record_with_checkpointer()``) for ``client``: each call that returns is a handling, as with
+        :meth:`wrap`; the record counts as delivered when the call begins, and the ``checkpoint`` the handler gets
+        (a :class:`~kinsumer.Checkpoint` still) records its calls: whether each came while the capture held the
+        shard, so that it counted. Once ``client`` crashed, neither the handler nor a checkpoint does anything."""
+
+        def handle(record: Record, checkpoint: Checkpoint) -> object:
+            delivered = self._delivered(client, record, checkpoint)
+            if delivered is None:
+                return None
+            started, noted = delivered
+            result = handler(record, noted)
+            self._did(client, [record], result, started, batches=False)
+            return result
+
+        return handle
+
+    def wrap_manual_async(
+        self, client: str, handler: Callable[[Record, Checkpoint], Awaitable[object]]
+    ) -> Callable[[Record, Checkpoint], Awaitable[object]]:
+        """An async manual-checkpoint ``handler`` (a loop over ``anext_record_with_checkpointer()``) for ``client``,
+        recorded as :meth:`wrap_manual` records its (the checkpoint stays a plain call)."""
+
+        async def handle(record: Record, checkpoint: Checkpoint) -> object:
+            delivered = self._delivered(client, record, checkpoint)
+            if delivered is None:
+                return None
+            started, noted = delivered
+            result = await handler(record, noted)
+            self._did(client, [record], result, started, batches=False)
+            return result
+
+        return handle
+
+    def _delivered(self, client: str, record: Record, checkpoint: Checkpoint) -> tuple[_Started, _Noted] | None:
+        """Manual mode: ``record`` is delivered to ``client``'s handler with ``checkpoint``: the call begun (see
+        :meth:`_begin`; None: the handler is not called) and the checkpoint to give it, which the ledger records."""
+        started = self._begin(client, [record])
+        if started is None:
+            return None
+        capture, key = started[0], _key(record)
+        with self._lock:
+            capture.deliver(key)
+        return started, _Noted.of(checkpoint, lambda ack: self._checkpoint(client, capture, key, ack))
+
+    def _checkpoint(self, client: str, capture: Capture, key: RecordKey, ack: Callable[[], bool]) -> None:
+        """The checkpoint of ``key``, delivered in ``capture``, is called: ``ack()`` calls kinsumer's and says
+        whether it counted (the capture held the shard). A paused client's call waits; a dead one's does nothing."""
+        if not self._through(client):
+            return
+        if ack():
+            with self._lock:
+                if client not in self._dead:
+                    capture.checkpoint(key)
+
     def wrap_sink(self, client: str, sink: Callable[[Failure], object]) -> Callable[[Failure], object]:
         """The dead-letter ``sink`` for ``client``: each call that returns counts its record as handled."""
 
@@ -126,9 +189,7 @@ class Ledger:
             return None
         return (*started, call_abandoned())
 
-    def _did(
-        self, client: str, records: list[Record], result: object, started: _Started, batches: bool
-    ) -> None:
+    def _did(self, client: str, records: list[Record], result: object, started: _Started, batches: bool) -> None:
         """The call on ``records`` returned ``result``: record what it did (a batch call: up to its first failed)."""
         first = first_failed(result, records) if batches else None
         for record in records if first is None else records[:first]:
@@ -239,7 +300,7 @@ class Ledger:
             return self._current(client, shard_id), self._next()
 
     def _done(self, client: str, record: Record, started: _Started, dead_lettered: bool) -> None:
-        key = (record.shard_id, record.sequence_number, record.sub_sequence_number or 0)
+        key = _key(record)
         capture, tick, abandoned = started
         with self._lock:
             if client not in self._dead:
@@ -330,6 +391,34 @@ class Ledger:
             handlings, orphans, hooks = list(self._handlings), list(self._orphans), self._hooks
             captures = [c for cs in self._captures.values() for c in cs]
             return build_report(put, handlings, captures, orphans, hooks, self._shard_order)
+
+
+def _key(record: Record) -> RecordKey:
+    return (record.shard_id, record.sequence_number, record.sub_sequence_number or 0)
+
+
+@attrs.frozen
+class _Noted(Checkpoint):
+    """A record's :class:`~kinsumer.Checkpoint` whose calls go through the ledger: ``noted(ack)`` is called with
+    the call of kinsumer's checkpoint, which says whether it counted (came while its capture held the shard).
+    That is sure when the capture was released neither before the call nor after it; a release during the call
+    leaves it unknown, and it is taken as not (the record, if handled again, counts as not checkpointed rather
+    than as a fault)."""
+
+    _noted: Callable[[Callable[[], bool]], object] = attrs.field(kw_only=True, repr=False, eq=False)
+
+    @classmethod
+    def of(cls, checkpoint: Checkpoint, noted: Callable[[Callable[[], bool]], object]) -> _Noted:
+        fields: dict[str, Any] = {str(f.alias): getattr(checkpoint, f.name) for f in attrs.fields(Checkpoint)}
+        return cls(**fields, noted=noted)
+
+    def __call__(self) -> None:
+        self._noted(self._ack)
+
+    def _ack(self) -> bool:
+        released_before = self._progress.released
+        Checkpoint.__call__(self)
+        return not released_before and not self._progress.released
 
 
 def _records_of(argument: Any, batches: bool) -> list[Record]:

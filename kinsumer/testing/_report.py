@@ -63,7 +63,8 @@ class Report:
     dead_lettered: tuple[RecordKey, ...] = ()
     #: Records handled only in captures that ended without a clean handoff (a crash, a handoff that timed out,
     #: the shard taken), and never again: what a handler kept of them in memory, not yet written out, is gone,
-    #: and kinsumer does not deliver them again (the checkpoint had passed them).
+    #: and kinsumer does not deliver them again (the checkpoint had passed them; with manual checkpoints, those
+    #: the handler checkpointed: the others are :attr:`not_checkpointed`).
     stranded: tuple[RecordKey, ...] = ()
     #: Lifecycle hooks out of order: a record handled before ``on_assigned`` or after ``on_revoked``,
     #: ``on_revoked`` before the capture's last record was done, ``on_assigned`` twice for one capture, an end
@@ -80,6 +81,11 @@ class Report:
     captures_by_end: Mapping[str, int] = attrs.field(factory=dict)
     #: The partition key of each record put.
     partition_keys: Mapping[RecordKey, str] = attrs.field(factory=dict, repr=False)
+    #: Manual checkpoints (``call="next_with_checkpointer"``): records handled whose checkpoint never counted (not
+    #: called, or called only after the shard had moved, or a record of the shard before them never checkpointed):
+    #: the next owner of their shard delivers them again, as it would after a stop. Not a fault of kinsumer's
+    #: (:attr:`ok` does not look at it): the handler's choice, or its bug. Empty in other calls.
+    not_checkpointed: tuple[RecordKey, ...] = ()
 
     @property
     def unexplained_duplicates(self) -> tuple[Duplicate, ...]:
@@ -112,6 +118,7 @@ class Report:
             f"{len(self.lost)} lost, {len(self.duplicates)} handled more than once ({reasons}), "
             f"{len(self.stranded)} stranded, {len(self.shards_out_of_order)} shards and "
             f"{len(self.keys_out_of_order)} keys out of order, {len(self.hook_violations)} hook violations"
+            + (f", {len(self.not_checkpointed)} not checkpointed" if self.not_checkpointed else "")
         )
 
 
@@ -134,6 +141,10 @@ def build_report(
         if len(hs) > 1
     ]
     firsts = [key for _, key in sorted(((hs[0].ended, key) for key, hs in seen.items() if key in order))]
+    not_checkpointed = tuple(
+        key for key, hs in seen.items() if hs[0].capture.manual and not any(h.capture.committed(h.key) for h in hs)
+    )
+    unchecked = set(not_checkpointed)
     return Report(
         put=len(expected),
         handled=len(calls),
@@ -142,11 +153,14 @@ def build_report(
         shards_out_of_order=_out_of_order([(key[0], order[key]) for key in firsts]) if shard_order else (),
         keys_out_of_order=_out_of_order([(keys[key], order[key]) for key in firsts]),
         dead_lettered=tuple(dict.fromkeys(h.key for h in handlings if h.dead_lettered)),
-        stranded=tuple(key for key, hs in seen.items() if all(h.capture.reason is not None for h in hs)),
+        stranded=tuple(
+            key for key, hs in seen.items() if key not in unchecked and all(h.capture.reason is not None for h in hs)
+        ),
         hook_violations=(*orphans, *_hook_violations(captures, handlings, hooks_checked)),
         revoked_by_key=dict(collections.Counter(h.partition_key for h in calls if _revoked(h.capture))),
         captures_by_end=dict(collections.Counter(_end(c) for c in captures)),
         partition_keys=keys,
+        not_checkpointed=not_checkpointed,
     )
 
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from kinsumer import Failure, Record
+from kinsumer import Checkpoint, Failure, Record
+from kinsumer.delivery.progress import ShardProgress
 from kinsumer.testing import Ledger, LocalKinesis, StoredRecord
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -280,3 +281,61 @@ def test_a_crashed_clients_hooks_are_neither_called_nor_recorded() -> None:
     on_lost(shard)
     assert calls == [shard]
     assert ledger.report(put).hook_violations == ()
+
+
+def test_with_manual_checkpoints_a_repeat_past_the_checkpoints_called_is_not_checkpointed_and_one_before_a_fault() -> (
+    None
+):
+    """A capture releases its shard at the contiguous prefix of the records checkpointed (a handoff waits for the
+    others, then gives up on them): records past it are delivered again, "not checkpointed"; a record within it
+    handled again is a fault. A checkpoint called after the release does not count."""
+    _, put = stream(4)
+    shard = put[0].shard_id
+    ledger = Ledger()
+    progress = ShardProgress(shard, None)
+    late: list[Checkpoint] = []
+
+    def a(record: Record, checkpoint: Checkpoint) -> None:
+        if record.sequence_number != put[1].sequence_number:  # put[1]'s is held back, so put[2]'s is not enough
+            checkpoint()
+        else:
+            late.append(checkpoint)
+
+    ledger.gained("a", shard)
+    handler = ledger.wrap_manual("a", a)
+    for n, stored in enumerate(put[:3]):
+        handler(as_record(stored), Checkpoint(shard, stored.sequence_number, None, progress, n, "s"))
+    progress.release()  # the handoff ends: it stores the checkpoint after put[0]
+    late[0]()  # too late: it does nothing
+    ledger.handoff("a", shard, clean=False)
+    ledger.lost("a", shard)
+    ledger.gained("b", shard)
+    b = ledger.wrap_manual("b", lambda record, checkpoint: checkpoint())
+    b_progress = ShardProgress(shard, None)
+    for n, stored in enumerate(put):  # b starts at put[0] again: a fault for put[0], allowed for put[1] and put[2]
+        b(as_record(stored), Checkpoint(shard, stored.sequence_number, None, b_progress, n, "s"))
+    report = ledger.report(put)
+    assert {d.key[1]: d.reason for d in report.duplicates} == {
+        put[0].sequence_number: None, put[1].sequence_number: "not checkpointed",
+        put[2].sequence_number: "not checkpointed",
+    }  # fmt: skip
+    assert report.duplicates_by_reason == {"unexplained": 1, "not checkpointed": 2}
+    assert not report.ok and report.not_checkpointed == ()  # b checkpointed each: all is committed
+    assert report.stranded == ()  # a timed-out handoff stranded nothing: put[0] came again, the others were due
+
+
+def test_records_a_manual_handler_never_checkpointed_are_reported_so_and_not_as_stranded() -> None:
+    _, put = stream(3)
+    shard = put[0].shard_id
+    ledger = Ledger()
+    ledger.gained("a", shard)
+    handler = ledger.wrap_manual("a", lambda record, checkpoint: None)
+    progress = ShardProgress(shard, None)
+    for n, stored in enumerate(put):
+        handler(as_record(stored), Checkpoint(shard, stored.sequence_number, None, progress, n, "s"))
+    ledger.handoff("a", shard, clean=False)
+    ledger.lost("a", shard)
+    report = ledger.report(put)
+    assert report.ok and report.stranded == ()  # nothing lost: the shard's next owner delivers them again
+    assert report.not_checkpointed == tuple((r.shard_id, r.sequence_number, 0) for r in put)
+    assert str(report).endswith(", 3 not checkpointed")
