@@ -236,7 +236,8 @@ class ShardWorker:
         return progress
 
     async def _give_up(self, progress: ShardProgress) -> None:
-        """Reading stopped before the shard's end: hand it off, or drop it if another client owns it."""
+        """Reading stopped before the shard's end (or reached it with records given back): hand it off, or
+        drop it if another client owns it."""
         if self.lease.state is LeaseState.LOST:
             self._abandon(progress)
         else:
@@ -464,6 +465,10 @@ class ShardWorker:
         try:
             await self._wait_for(progress.all_processed, None)
         except Stopped:
+            return False
+        if progress.gave_back():  # its checkpoint stops before them: finished, they would never come again
+            log.warning("%s reached its end with records given back; released unfinished, to be read again from "
+                        "its checkpoint", self.shard_id)  # fmt: skip
             return False
         await self._revoked(progress, clock.monotonic() + self._rt.config.handoff_timeout)
         final = progress.release()

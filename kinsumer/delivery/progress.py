@@ -276,9 +276,20 @@ class ShardProgress:
             return self._outstanding() == 0
 
     def all_processed(self) -> bool:
-        """Every pushed record was delivered and acknowledged."""
+        """Every pushed record was delivered, handed over and acknowledged (or given back: see
+        :meth:`gave_back`). Records of a run not handed over yet count as not processed: a shard at its
+        end is finished only once its holder has had them all (:meth:`all_acknowledged`, for a handoff,
+        leaves them out: they are given back)."""
         with self._lock:
-            return self._delivered == self._pushed and self._outstanding() == 0
+            for run in self._runs:
+                self._fold(run)
+            return self._delivered == self._pushed and self._tracker.outstanding == 0
+
+    def gave_back(self) -> bool:
+        """Records of this capture were given back (never to be acknowledged here): the checkpoint
+        stops before the first of them, and only a next capture delivers them again."""
+        with self._lock:
+            return self._tracker.retracted > 0
 
     # ----------------------------------------------------------------- with the lock held
 

@@ -47,6 +47,11 @@ class CheckpointTracker(Generic[T]):
         """Delivered records neither acknowledged nor retracted."""
         return len(self._pending) - len(self._acked) - len(self._retracted)
 
+    @property
+    def retracted(self) -> int:
+        """Registered records retracted (never to be acknowledged): the prefix ends at the first of them."""
+        return len(self._retracted)
+
     def deliver(self, record: T) -> int:
         """Register the next delivered record; returns its token for :meth:`ack`."""
         self._pending.append(record)

@@ -333,6 +333,34 @@ def test_a_holders_run_counts_in_the_checkpoint_as_the_holder_goes() -> None:
     assert progress.all_processed()
 
 
+def test_a_run_s_records_not_handed_over_yet_are_not_processed_so_a_shard_at_its_end_is_not_finished() -> None:
+    """Every record handed over is acknowledged, but the run still holds two: the shard is not all processed
+    (its end would be stored past records nobody had; found by a fleet: finished at its first record)."""
+    progress = ShardProgress("s", None)
+    progress.pushed(3)
+    run = progress.start_run([record(i) for i in range(1, 4)])
+    assert run is not None
+    run.handed = run.processed = 1  # as a holder goes: the first handed over and done
+    assert progress.checkpoint == ("1", None) and progress.all_acknowledged()  # a handoff need not wait for them
+    assert not progress.all_processed()
+    run.handed = 3
+    assert not progress.all_processed()
+    run.processed = 3
+    assert progress.all_processed() and not progress.gave_back()
+    assert progress.checkpoint == ("3", None)
+
+
+def test_records_given_back_are_told_so_a_shard_at_its_end_is_read_again_rather_than_finished() -> None:
+    progress = ShardProgress("s", None)
+    progress.pushed(2)
+    first, second = deliver(progress, 1), deliver(progress, 2)
+    assert first is not None and second is not None
+    progress.retract(first)  # given back: never acknowledged here
+    progress.ack(second)
+    assert progress.all_processed() and progress.gave_back()
+    assert progress.checkpoint is None  # it stops before the record given back
+
+
 def test_a_handoff_mid_run_waits_only_for_the_record_in_hand() -> None:
     d = delivery(buffer_size=1024)
     progress, other = d.open_shard("s", None), d.open_shard("t", None)
