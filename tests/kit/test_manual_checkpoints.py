@@ -79,14 +79,21 @@ def join_leave_crash(fleet: Fleet, put: Callable[[int], None], leaving: Callable
     put(200)
     fleet.wait_handled()
     fleet.leave(leaving())
+    crashed = crash_with_records_flowing(fleet, put)
+    fleet.close()
+    return crashed, fleet.report()
+
+
+def crash_with_records_flowing(fleet: Fleet, put: Callable[[int], None]) -> str:
+    """200 records put, one client crashes once 50 of them are handled, 200 more put; every record handled.
+    The crashed client's name."""
     put(200)
     fleet.ledger.wait_for(fleet.ledger.distinct + 50, timeout=30)
     crashed = fleet.members[0]
     fleet.crash(crashed)
     put(200)
     fleet.wait_handled()
-    fleet.close()
-    return crashed, fleet.report()
+    return crashed
 
 
 def test_a_loop_that_checkpoints_every_record_repeats_nothing_through_a_join_and_a_leave_only_at_a_crash() -> None:
@@ -120,12 +127,7 @@ def test_a_loop_that_checkpoints_every_10_records_has_its_repeats_explained_as_n
         fleet.leave(leaving())
         wait_until(lambda: "not checkpointed" in fleet.report().duplicates_by_reason, 10, "the unchecked records again")
         fleet.join()
-        put(200)
-        fleet.ledger.wait_for(fleet.ledger.distinct + 50, timeout=30)
-        crashed = fleet.members[0]
-        fleet.crash(crashed)
-        put(200)
-        fleet.wait_handled()
+        crash_with_records_flowing(fleet, put)
     report = fleet.report()
     assert report.put == 605 and report.ok, report
     assert "not checkpointed" in report.duplicates_by_reason, report
