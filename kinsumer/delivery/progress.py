@@ -5,6 +5,16 @@ counts what it pushes, ``next*()`` registers what it delivers (a :class:`Run` at
 and each record's :class:`Checkpoint` (or, in auto mode, the caller's next call)
 acknowledges it. It is thread-safe and never blocks for long: every method holds one short
 lock.
+
+A record handed out is known in one of three shapes, by how it is acknowledged, and on purpose:
+a position in a :class:`Run` (``next()`` in auto mode, ``process()``'s one worker: acknowledged
+in order by moving ``processed``, nothing made per record), a ``Taken`` tuple of the record, its
+progress and its token (``process()``'s workers, and manual mode before its Checkpoint: by token,
+in any order), and the caller's :class:`Checkpoint`. One shape for all (the Go library's record
+carries its checkpointer) costs an object per record where the runs make none: a Checkpoint
+takes 0.95 µs to make, a two-slot object 0.12 µs, against 3.3 µs of CPU per record for all of
+``next()`` (in-memory bench, 2026-12-06); ``(run, index)`` in place of ``Taken`` costs the same
+tuple but keeps a parked record's whole chunk (up to 64 records, out of the byte budget) alive.
 """
 
 from __future__ import annotations
