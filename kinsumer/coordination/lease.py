@@ -28,6 +28,7 @@ import attrs
 
 from ..aws.kinesis import created_at
 from ..aws.tables import now_ms
+from ..delivery.phase import CALLED_OFF, CAPTURING, LOST, Phase, ShardPhase
 from ..reading.position import Position, position_order
 from . import checkpoints_table
 from .checkpoints_table import CheckpointRow
@@ -91,6 +92,8 @@ class Commit:
 
 
 class LeaseState(enum.Enum):
+    """The row's side of the shard's :class:`~kinsumer.delivery.phase.Phase` (:attr:`ShardLease.state`, a view)."""
+
     UNCLAIMED = "unclaimed"  # not captured (yet)
     OWNED = "owned"  # captured: the client's heartbeat keeps it alive
     RELEASED = "released"  # given back with its final checkpoint
@@ -98,11 +101,23 @@ class LeaseState(enum.Enum):
     LOST = "lost"  # a conditional write failed: another client owns the shard now
 
 
+_LEASE_STATE = {
+    Phase.CAPTURING: LeaseState.UNCLAIMED, Phase.CALLED_OFF: LeaseState.UNCLAIMED,
+    Phase.READING: LeaseState.OWNED, Phase.FINISHING: LeaseState.OWNED, Phase.HANDING_OFF: LeaseState.OWNED,
+    Phase.RELEASED: LeaseState.RELEASED, Phase.FINISHED: LeaseState.FINISHED, Phase.LOST: LeaseState.LOST,
+}  # fmt: skip
+
+
 class ShardLease:
     """The checkpoint row of one shard, as far as this client owns it."""
 
     def __init__(
-        self, runtime: Runtime, shard_id: str, parents: tuple[str, ...] = (), scope: StreamScope | None = None
+        self,
+        runtime: Runtime,
+        shard_id: str,
+        parents: tuple[str, ...] = (),
+        scope: StreamScope | None = None,
+        phase: ShardPhase | None = None,
     ) -> None:
         #: The row's key: the shard ID, or ``<stream>/<shard ID>`` for a stream not the home one.
         self.shard_id = shard_id
@@ -114,11 +129,17 @@ class ShardLease:
         self._epoch = -1  # the heartbeat epoch in which a write last confirmed the lease
         self._busy_since: int | None = None  # as stored in the row (a capture removes it)
         self._oldest_arrival: int | None = None  # as stored in the row (a capture removes it)
-        self.state = LeaseState.UNCLAIMED
+        #: The shard's phase, which the lease moves (under its lock) as it captures, releases or loses the row.
+        self.phase = phase if phase is not None else ShardPhase()
         #: The checkpoint stored in the row (as captured, then as last written by us).
         self.committed: Position | None = None
         #: Told, after each successful capture or commit, until when the lease is fresh (monotonic).
         self.on_confirmed: Callable[[float], None] = lambda fresh_until: None
+
+    @property
+    def state(self) -> LeaseState:
+        """The row's ownership, as the shard's phase says."""
+        return _LEASE_STATE[self.phase.value]
 
     def read_row(self, call: Call) -> CheckpointRow | None:
         """The row as stored now (to learn why a capture failed)."""
@@ -134,8 +155,8 @@ class ShardLease:
         """
         rt = self._rt
         with self._lock:
-            if self.state is not LeaseState.UNCLAIMED:
-                raise AssertionError(f"capture of {self.shard_id} in state {self.state}")
+            if self.phase.value not in (CAPTURING, CALLED_OFF):
+                raise AssertionError(f"capture of {self.shard_id} in phase {self.phase.value}")
             epoch = self._liveness.epoch
             row: CheckpointRow | None = call(
                 lambda: checkpoints_table.capture(
@@ -160,7 +181,7 @@ class ShardLease:
                 )  # fmt: skip
                 row = row.without_progress() if reset else None  # not reset: taken meanwhile, not ours
             if row is not None:
-                self.state = LeaseState.OWNED
+                self.phase.captured()
                 self.committed = row.checkpoint
                 self._busy_since = None
                 self._oldest_arrival = None
@@ -176,7 +197,7 @@ class ShardLease:
 
     def _heartbeat(self, epoch: int, fresh_until: float) -> None:
         """The client heartbeated: the lease stays fresh if the chain it was confirmed in goes on."""
-        if self.state is LeaseState.OWNED and epoch == self._epoch:
+        if self.phase.owned and epoch == self._epoch:
             self.on_confirmed(fresh_until)
 
     @property
@@ -186,11 +207,11 @@ class ShardLease:
 
     def fresh(self) -> bool:
         """Owned, confirmed in the current heartbeat chain, and that chain vouches for now."""
-        return self.state is LeaseState.OWNED and self._epoch == self._liveness.epoch and self._liveness.fresh()
+        return self.phase.owned and self._epoch == self._liveness.epoch and self._liveness.fresh()
 
     def needs_confirming(self) -> bool:
         """Owned, but last confirmed before the heartbeat chain broke: a write must confirm it."""
-        return self.state is LeaseState.OWNED and self._epoch != self._liveness.epoch
+        return self.phase.owned and self._epoch != self._liveness.epoch
 
     def needs_commit(self, commit: Commit) -> bool:
         """Whether :meth:`commit` would write anything now (the decision it takes, without the write)."""
@@ -198,7 +219,7 @@ class ShardLease:
             guard = commit.guard
             more = (guard is not None and guard.reservation_due()) or commit.busy_since != self._busy_since
             more = more or self._held_unstored(commit)
-            return self.state is LeaseState.OWNED and self._to_write(commit.checkpoint, more, commit.holds_records)[2]
+            return self.phase.owned and self._to_write(commit.checkpoint, more, commit.holds_records)[2]
 
     def _held_unstored(self, commit: Commit) -> bool:
         """The row says no record is held while one has been for longer than two commit periods (lock held)."""
@@ -230,8 +251,8 @@ class ShardLease:
         owned; True without a write once released."""
         rt = self._rt
         with self._lock:
-            if self.state is not LeaseState.OWNED:
-                return self.state is not LeaseState.LOST
+            if not self.phase.owned:
+                return self.phase.value is not LOST
             commit = latest()
             checkpoint, millis_behind_latest, guard = commit.checkpoint, commit.lag, commit.guard
             reservation = guard.reservation() if guard is not None else None
@@ -263,7 +284,7 @@ class ShardLease:
         checkpoint (if it moved forward), and a reservation if given. False once not owned."""
         rt = self._rt
         with self._lock:
-            if self.state is not LeaseState.OWNED:
+            if not self.phase.owned:
                 return False
             new = self._forward(checkpoint)
             epoch = self._liveness.epoch
@@ -311,7 +332,7 @@ class ShardLease:
         :mod:`.checkpoints_table`); False once not owned."""
         rt = self._rt
         with self._lock:
-            if self.state is not LeaseState.OWNED:
+            if not self.phase.owned:
                 return False
             return self._owned_write(
                 call,
@@ -333,8 +354,8 @@ class ShardLease:
         False if it was not ours."""
         rt = self._rt
         with self._lock:
-            if self.state is not LeaseState.OWNED:
-                return self.state is not LeaseState.LOST
+            if not self.phase.owned:
+                return self.phase.value is not LOST
             moved = checkpoint if checkpoint != self.committed or finished else None
             if not self._owned_write(
                 call,
@@ -344,7 +365,7 @@ class ShardLease:
                 ),
             ):  # fmt: skip
                 return False
-            self.state = LeaseState.FINISHED if finished else LeaseState.RELEASED
+            self.phase.released(finished=finished)
             self._liveness.unsubscribe(self._heartbeat)
             if checkpoint is not None and checkpoint != self.committed:
                 self.committed = checkpoint
@@ -355,13 +376,13 @@ class ShardLease:
         """Run a write conditional on ``OwnerID = me`` (lock held); a failed condition loses the lease."""
         if call(write, "UpdateItem"):
             return True
-        self.state = LeaseState.LOST
+        self.phase.lost()
         self._liveness.unsubscribe(self._heartbeat)
         return False
 
     def abandon(self) -> None:
         """No more writes: a release could not be written as this client left; its row is taken once old."""
         with self._lock:
-            if self.state is LeaseState.OWNED:
-                self.state = LeaseState.RELEASED
+            if self.phase.owned:
+                self.phase.released(finished=False)
                 self._liveness.unsubscribe(self._heartbeat)

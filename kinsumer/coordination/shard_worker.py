@@ -24,6 +24,7 @@ from ..aws.retry import Stopped
 from ..aws.tables import now_ms
 from ..delivery.budget import ByteBudget, Ticket
 from ..delivery.delivery import EndHook
+from ..delivery.phase import CALLED_OFF, CAPTURING, LOST, ShardPhase
 from ..delivery.progress import ShardProgress
 from ..handling.capture import CaptureHandling, attach_guard, guard_of, handling_of
 from ..handling.guard import ShardGuard
@@ -34,7 +35,7 @@ from ..record import Record
 from ..waiting import wait_event
 from .checkpoints_table import CheckpointRow
 from .committer import Commit, Committer
-from .lease import Call, LeaseState, ShardLease
+from .lease import Call, ShardLease
 from .row_reads import RowReads
 from .runtime import Runtime
 from .streams import StreamScope
@@ -72,7 +73,10 @@ class ShardWorker:
         self.scope = scope
         #: The shard's ID in its stream.
         self.stream_shard_id = scope.shard_id(shard_id) or shard_id
-        self.lease = ShardLease(runtime, shard_id, parents, scope)
+        #: The shard's phase in this client (:mod:`kinsumer.delivery.phase`): the lease, the delivery and this
+        #: worker move it; its ``stopping`` and ``ended`` events are what the worker's waits end on.
+        self.phase = ShardPhase()
+        self.lease = ShardLease(runtime, shard_id, parents, scope, self.phase)
         self.millis_behind_latest: int | None = None  # from the last page read
         #: User records of KPL aggregates read outside the shard's hash key range (delivered or dropped), this capture
         self.outside_range = 0
@@ -82,8 +86,6 @@ class ShardWorker:
         self._readers = readers
         self._loop = loop
         self._rows = rows
-        self._stop = threading.Event()
-        self._ended = threading.Event()
         self._poke = loop.poke()  # any change this worker may be waiting for (a stop, room, a page)
         self._progress: ShardProgress | None = None
         self._started = False
@@ -96,10 +98,10 @@ class ShardWorker:
 
     def request_stop(self) -> None:
         """Hand the shard off: stop reading, wait for acknowledgements, release."""
-        self._stop.set()
+        self.phase.revoke()  # no more deliveries from now on; the worker's waits end
         progress = self._progress
         if progress is not None:
-            progress.revoke()  # no more deliveries from now on
+            progress.revoke()  # so its waiters look again
         self._poke()
 
     def ownership_lost(self) -> None:
@@ -107,15 +109,15 @@ class ShardWorker:
         self.request_stop()
 
     def is_alive(self) -> bool:
-        return self._started and not self._ended.is_set()
+        return self._started and not self.phase.ended.is_set()
 
     def join(self, timeout: float | None) -> None:
         if self._started:
-            wait_event(self._ended, math.inf if timeout is None else timeout)
+            wait_event(self.phase.ended, math.inf if timeout is None else timeout)
 
     @property
     def captured(self) -> bool:
-        return self.lease.state is not LeaseState.UNCLAIMED
+        return self.phase.value not in (CAPTURING, CALLED_OFF)
 
     @property
     def checkpoint(self) -> Position | None:
@@ -145,7 +147,7 @@ class ShardWorker:
         log); None if it failed (a failed note is logged and left, not tried again) or a stop came."""
         rt = self._rt
         try:
-            return write(rt.call_until(clock.monotonic() + rt.config.commit_frequency, self._stop))
+            return write(rt.call_until(clock.monotonic() + rt.config.commit_frequency, self.phase.stopping))
         except Stopped:
             return None
         except Exception as exc:  # noqa: BLE001 - only for operators: a failed note is logged and left
@@ -203,7 +205,7 @@ class ShardWorker:
         except Exception as exc:  # noqa: BLE001 - a bug here must not end the shard's coroutine silently
             self._rt.fail(exc, f"the consumer of {self.shard_id}")
         finally:
-            self._ended.set()
+            self.phase.end()
 
     async def _own(self, row: CheckpointRow) -> None:
         progress = self._open(row)
@@ -219,15 +221,15 @@ class ShardWorker:
     def _open(self, row: CheckpointRow) -> ShardProgress:
         """The shard was captured as ``row``: its delivery bookkeeping and crash-loop guard, and commits."""
         rt = self._rt
-        self._progress = progress = rt.delivery.open_shard(self.shard_id, row.checkpoint)
-        writes = _GuardWrites(rt, self.lease, self._stop, functools.partial(self._committer.commit, self), self.note)
+        self._progress = progress = rt.delivery.open_shard(self.shard_id, row.checkpoint, self.phase)
+        writes = _GuardWrites(
+            rt, self.lease, self.phase.stopping, functools.partial(self._committer.commit, self), self.note
+        )
         guard = ShardGuard(row, writes, self._wait_unless_stopping, rt.config.commit_frequency)
         attach_guard(progress, guard)
         progress.confirm(self.lease.fresh_until)
         progress.watch(self._poke)  # acknowledgements, for the handoff's and the end's waits
         self.lease.on_confirmed = progress.confirm  # deliveries wait while the lease is not confirmed
-        if self._stop.is_set():
-            progress.revoke()
         self._committer.add(self)
         rt.stats.shard_gained(self.shard_id)
         recorded = f"StartAt {row.start_at} ms" if row.start_at is not None else None
@@ -238,7 +240,7 @@ class ShardWorker:
     async def _give_up(self, progress: ShardProgress) -> None:
         """Reading stopped before the shard's end (or reached it with records given back): hand it off, or
         drop it if another client owns it."""
-        if self.lease.state is LeaseState.LOST:
+        if self.phase.value is LOST:
             self._abandon(progress)
         else:
             await self._hand_off(progress)
@@ -250,15 +252,15 @@ class ShardWorker:
 
     def _call(self, fn: Callable[[], Any], operation: str) -> Any:
         """An AWS call (on the loop's pool): transient faults retried until a stop request."""
-        return self._rt.call(fn, operation, sleep=self._blocking_sleep, should_stop=self._stop.is_set)
+        return self._rt.call(fn, operation, sleep=self._blocking_sleep, should_stop=self.phase.stopping.is_set)
 
     def _blocking_sleep(self, seconds: float) -> None:
-        if clock.wait(self._stop, seconds):
+        if clock.wait(self.phase.stopping, seconds):
             raise Stopped(self.shard_id)
 
     def _wait_unless_stopping(self, seconds: float) -> bool:
         """Wait ``seconds`` (a caller's thread); False (at once) if the shard is being given up."""
-        return not clock.wait(self._stop, seconds)
+        return not clock.wait(self.phase.stopping, seconds)
 
     async def _io(self, fn: Callable[[], T], *, first: bool = True) -> T:
         """``fn()`` on the loop's pool: the lease's calls go ahead of the reads waiting for a thread (``first``),
@@ -288,7 +290,7 @@ class ShardWorker:
         deadline = math.inf if timeout is None else clock.monotonic() + timeout
         while True:
             self._poke.clear()
-            if stoppable and self._stop.is_set():
+            if stoppable and self.phase.stopping.is_set():
                 raise Stopped(self.shard_id)
             now, when = clock.monotonic(), due()
             if when <= now:
@@ -313,7 +315,7 @@ class ShardWorker:
         rt, lease, call = self._rt, self.lease, self._call
         first_poll = poll = rt.config.throttle_delay
         attempt = False
-        while not self._stop.is_set():
+        while not self.phase.stopping.is_set():
             if not rt.liveness.fresh():
                 await self._sleep(first_poll)
                 continue
@@ -375,7 +377,7 @@ class ShardWorker:
         reader: ShardReader | None = None
         pages = _PageBytes(rt.delivery.budget)
         try:
-            reader = self._readers(self.stream_shard_id, start, self._stop)
+            reader = self._readers(self.stream_shard_id, start, self.phase.stopping)
             reader.on_ready(self._poke)
             while True:
                 await self._until_ready(reader)
@@ -428,7 +430,7 @@ class ShardWorker:
                 start += delivery.offer(progress, records, start, self._poke)  # asks for a call if not all fit
                 if start < len(records):  # until there is room (or a stop, or the lease changes); then offer again
                     await self._poke.wait(_LOOK_AGAIN)
-                    if self._stop.is_set():
+                    if self.phase.stopping.is_set():
                         return False
             return True
         except Stopped:
@@ -439,9 +441,9 @@ class ShardWorker:
 
     async def _confirm_lease(self) -> bool:
         """Return at once if the lease is fresh; else commit now. False if it is lost (or a stop came)."""
-        rt, lease = self._rt, self.lease
+        rt, lease, phase = self._rt, self.lease, self.phase
         while not lease.fresh():
-            if self._stop.is_set() or lease.state is not LeaseState.OWNED:
+            if phase.revoked:  # a stop, a handoff, or the row given back or lost
                 return False
             if not rt.liveness.fresh():  # our heartbeat is late: the others may count us dead
                 await self._sleep(rt.config.throttle_delay)
@@ -455,13 +457,14 @@ class ShardWorker:
                 return False
             if confirmed is None:  # failed: try again shortly (a stop ends the wait)
                 await self._sleep(rt.config.throttle_delay)
-        return not self._stop.is_set()
+        return not phase.revoked
 
     # ----------------------------------------------------------------- giving the shard up
 
     async def _finish(self, progress: ShardProgress) -> bool:
         """The shard is closed and read to its end: once all is processed, mark it Finished."""
         log.info("%s reached its end; finishing once its records are processed", self.shard_id)
+        self.phase.reached_end()  # unless a stop came meanwhile: then the wait below ends at once
         try:
             await self._wait_for(progress.all_processed, None)
         except Stopped:
@@ -479,7 +482,7 @@ class ShardWorker:
                     final, finished=True, call=call, expired=handling_of(progress).expired,
                     outside_range=self.outside_range,
                 )
-            )
+            )  # fmt: skip
         except Stopped:
             return False
         except Exception as exc:  # noqa: BLE001
@@ -616,26 +619,26 @@ class _PageBytes:
 
 class _GuardWrites:
     """The crash-loop guard's writes, through a worker's lease (see :class:`~kinsumer.handling.guard.GuardIO`):
-    made by the worker with what they need (its runtime, lease, stop event, commit and note)."""
+    made by the worker with what they need (its runtime, lease, its phase's ``stopping`` event, commit and note)."""
 
     def __init__(
         self,
         runtime: Runtime,
         lease: ShardLease,
-        stop: threading.Event,
+        stopping: threading.Event,
         commit: Callable[[float, threading.Event], bool | None],
         note: Callable[[Callable[[Call], bool], str], bool | None],
     ) -> None:
         self._rt = runtime
         self._lease = lease
-        self._stop = stop
+        self._stopping = stopping
         self._commit = commit
         self._note = note
 
     def write(self, careful: str, checkpoint: Position | None, handed: str | None = None) -> bool | None:
         rt, shard_id = self._rt, self._lease.shard_id
         try:
-            call = rt.call_until(clock.monotonic() + rt.config.commit_frequency, self._stop)
+            call = rt.call_until(clock.monotonic() + rt.config.commit_frequency, self._stopping)
             return self._lease.guard(checkpoint, careful, call, handed)
         except Stopped:
             return False  # the shard is being given up
@@ -650,7 +653,7 @@ class _GuardWrites:
         return self._note(write, f"that a record of {self._lease.shard_id} is being retried")
 
     def given_up(self) -> bool:
-        return self._stop.is_set()
+        return self._stopping.is_set()
 
     def commit_now(self) -> bool | None:
-        return self._commit(clock.monotonic() + self._rt.config.commit_frequency, self._stop)
+        return self._commit(clock.monotonic() + self._rt.config.commit_frequency, self._stopping)

@@ -36,6 +36,7 @@ from ..record import Record
 from ..stats import GuardedStats
 from ..waiting import Deadline, acquire
 from .budget import ByteBudget
+from .phase import ShardPhase
 from .progress import HANDED, STALE, STOPPED, Checkpoint, Checkpointed, Run, ShardProgress, Stopped
 from .record_queue import CLOSED, Closed, RecordQueue
 
@@ -126,10 +127,10 @@ class Delivery:
 
     # ----------------------------------------------------------------- the shard workers' side
 
-    def open_shard(self, shard_id: str, checkpoint: Position | None) -> ShardProgress:
+    def open_shard(self, shard_id: str, checkpoint: Position | None, phase: ShardPhase | None = None) -> ShardProgress:
         """The bookkeeping of one capture of a shard, starting at its stored checkpoint (held, if the
-        shard is paused)."""
-        progress = ShardProgress(shard_id, checkpoint)
+        shard is paused); ``phase``: the shard's (its worker's), else one of its own, captured."""
+        progress = ShardProgress(shard_id, checkpoint, phase)
         with self._pausing:
             with self._hand_lock:
                 self._open[shard_id] = progress
@@ -343,7 +344,7 @@ class Delivery:
         """The next chunk of the queue as a run of ``holder`` (registered as delivered), for it to hand
         over itself (``run.handed``) and count processed (``run.processed``) in order; None once closed.
 
-        The holder checks ``run.progress.revoked``, ``paused`` and ``fresh_until`` before each record, as
+        The holder checks ``run.progress.phase.revoked``, ``paused`` and ``fresh_until`` before each record, as
         :meth:`next_auto` does, begins at ``run.handed`` (a run set aside at a pause and resumed goes on
         where it stopped), and ends the run with :meth:`end_run`. Raises :class:`NoRecordWithin` after
         ``timeout`` s without one, and the error the delivery was closed with.
@@ -365,7 +366,7 @@ class Delivery:
             if run is None:
                 return
             progress = run.progress
-            if progress.paused and run.handed < run.end and not progress.revoked and not self._closed:
+            if progress.paused and run.handed < run.end and not progress.phase.revoked and not self._closed:
                 self._set_aside(run)
             else:
                 progress.end_run(run)
@@ -414,7 +415,7 @@ class Delivery:
                         return run, i
                     if offered is STALE:
                         waiting_for = progress
-                    elif i < run.end and not progress.revoked and progress.paused:  # the rest waits for resume()
+                    elif i < run.end and not progress.phase.revoked and progress.paused:  # the rest waits for resume()
                         self._next_run(holder)
                         self._set_aside(run)
                         continue

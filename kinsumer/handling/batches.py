@@ -80,7 +80,7 @@ class Batches:
                     self._scheduler.put_back(lane, more[len(same) :])
                     return items
             left = deadline - time.monotonic()
-            if len(items) >= most or left <= 0 or self._stopping.is_set() or progress.revoked:
+            if len(items) >= most or left <= 0 or self._stopping.is_set() or progress.phase.revoked:
                 return items
             if self._take_lock.acquire(timeout=min(WAKE, left)):
                 try:

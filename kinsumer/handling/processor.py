@@ -160,7 +160,7 @@ class Processor:
     def _given_up(self, progress: ShardProgress) -> bool:
         """A wait between calls on a record of ``progress`` ends (ordering by shard): process() ends, the
         consumer stops, or the shard is being given up."""
-        return self._stopping.is_set() or self._delivery.closed or progress.revoked
+        return self._stopping.is_set() or self._delivery.closed or progress.phase.revoked
 
     def _released(self, progress: ShardProgress) -> bool:
         """The same by key: process() failed, or the shard was released (its handoff over)."""
@@ -252,7 +252,7 @@ class Processor:
             return None
         if not self._by_key:
             return shard
-        if progress.revoked or self._jobs.begun(progress) is None:
+        if progress.phase.revoked or self._jobs.begun(progress) is None:
             give_back([taken])
             return None
         return self._scheduler.lane(shard, taken, in_shard_order(taken))

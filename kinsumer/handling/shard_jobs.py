@@ -101,7 +101,7 @@ class ShardJobs:
             run = [taken for taken in items if taken[1] is progress]  # one capture's records (a shard may be
             rest = [taken for taken in items if taken[1] is not progress]  # given up and taken again meanwhile)
             guard = self.begun(progress)
-            if guard is None or blocked(progress) or (progress.revoked and not self._by_key):
+            if guard is None or blocked(progress) or (progress.phase.revoked and not self._by_key):
                 give_back(run)  # its next owner delivers them
                 run = []
             elif self._ending(progress):
@@ -120,7 +120,7 @@ class ShardJobs:
                     if done and self._ending(progress):
                         left = self._owed(left)
                         job.current = left + rest
-                    elif done == 0 or progress.revoked or self._stopping.is_set():
+                    elif done == 0 or progress.phase.revoked or self._stopping.is_set():
                         break
                 if left:  # the consumer stops, or the shard is being given up: the rest is given back
                     return
@@ -134,7 +134,7 @@ class ShardJobs:
 
     def _ending(self, progress: ShardProgress) -> bool:
         """With ordering by key: the shard is being given up, or the consumer stops."""
-        return self._by_key and (progress.revoked or self._stopping.is_set())
+        return self._by_key and (progress.phase.revoked or self._stopping.is_set())
 
     def _finishing(self) -> bool:
         """With ordering by key, after a clean stop: records before one handed out are still handled."""
@@ -162,7 +162,7 @@ class ShardJobs:
             guard = _UNGUARDED
         elif not guard.began and not guard.begin(self._options.max_attempts):
             return None
-        if self._lifecycle is not None and not progress.revoked and handling_of(progress).announce():
+        if self._lifecycle is not None and not progress.phase.revoked and handling_of(progress).announce():
             self._lifecycle.call("on_assigned", progress.shard_id)
         return guard
 

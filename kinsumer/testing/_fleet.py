@@ -292,9 +292,12 @@ class Fleet:
         return self.ledger.report(self.aws.kinesis.records(self.stream))
 
     def wait_handled(self, timeout: float = 30.0) -> Report:
-        """Wait until every record of the stream was handled (TimeoutError after ``timeout`` s); the report."""
+        """Wait until every record of the stream was handled (TimeoutError after ``timeout`` s); the report.
+
+        A running client whose ``process()`` raised handles nothing more while it keeps its shards: its error is
+        raised as soon as it is seen (:meth:`check`), not a TimeoutError once the wait is over."""
         put = self.ledger.report(self.aws.kinesis.records(self.stream)).put
-        self.ledger.wait_for(put, timeout)
+        self.ledger.wait_for(put, timeout, self.check)
         self.check()
         return self.report()
 

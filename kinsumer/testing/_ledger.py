@@ -43,6 +43,8 @@ from ._stream import StoredRecord
 
 __all__ = ["Ledger"]
 
+_CHECK_EVERY = 0.25  # seconds between two calls of wait_for()'s check while it waits
+
 #: A call begun: its capture, its tick, and (under ``process()``'s ``timeout``) whether kinsumer abandoned it.
 _Started = tuple[Capture, int, "Callable[[], bool] | None"]
 
@@ -350,15 +352,19 @@ class Ledger:
         with self._lock:
             return len(self._distinct)
 
-    def wait_for(self, count: int, timeout: float) -> None:
-        """Wait until ``count`` different records were handled; TimeoutError after ``timeout`` seconds."""
+    def wait_for(self, count: int, timeout: float, check: Callable[[], None] | None = None) -> None:
+        """Wait until ``count`` different records were handled; TimeoutError after ``timeout`` seconds. ``check``,
+        if given, is called every :data:`_CHECK_EVERY` s meanwhile, to raise what the wait would never end for (a
+        client's ``process()`` that raised: see :meth:`~kinsumer.testing.Fleet.wait_handled`)."""
         deadline = time.monotonic() + timeout
         with self._lock:
             while len(self._distinct) < count:
+                if check is not None:
+                    check()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"{len(self._distinct)} of {count} records handled after {timeout:g} s")
-                self._lock.wait(left)
+                self._lock.wait(left if check is None else min(left, _CHECK_EVERY))
 
     def wait_settled(self, timeout: float) -> bool:
         """Wait until every repeat nothing allows yet involves only captures whose end is known (a timed-out

@@ -346,7 +346,7 @@ class Model:
     def hand(self) -> None:
         """The next queued record to a handler, as ``process()`` does: taken, then handed out by the guard."""
         live = self.live
-        if live is None or live.progress.revoked:
+        if live is None or live.progress.phase.revoked:
             return
         try:
             taken = self.rig.delivery.take(0.0)
@@ -359,7 +359,7 @@ class Model:
         if live.worker.lease.needs_confirming():  # as the delivery and the worker do: a write confirms it first
             bounded(lambda: self.rig.committer.commit(live.worker, time.monotonic() + BOUND) is not None, "a commit")
         if not bounded(lambda: live.guard.hand(position), "hand()"):
-            assert live.worker.lease.state is not LeaseState.OWNED or live.progress.revoked
+            assert live.worker.lease.state is not LeaseState.OWNED or live.progress.phase.revoked
             progress.retract(token)
             return
         self.taken.append((index_of(position), token))
@@ -398,7 +398,7 @@ class Model:
                 self.rig.db, self.rig.tables.checkpoints, SHARD, owner_id="other", checkpoint=None, finished=False
             )
             self.by_other = False
-        if self.live is not None and self.live.worker._stop.is_set():
+        if self.live is not None and self.live.worker.phase.stopping.is_set():
             self.rig.hand_off(self.live)  # dropped without a write if the row is not ours any more
             self._gone()
 

@@ -91,6 +91,34 @@ def test_a_handoff_that_times_out_allows_the_record_in_the_handler_to_be_handled
     assert duplicate.reason == "handoff timed out" and report.ok, str(report)
 
 
+class Broken(BaseException):
+    """Not an Exception: no retry or dead letter catches it, so it ends the client's process()."""
+
+
+def test_wait_handled_raises_the_error_that_ended_a_client_s_process_at_once_instead_of_timing_out() -> None:
+    """A client whose process() raised keeps its shards (its heartbeat goes on) and handles nothing more: the
+    wait says why at once. Before, it waited its whole timeout and said only how many records were handled,
+    which made a diagnostic script's own AttributeError (in a monkeypatched give_back) look like a stall."""
+    aws = LocalAWS()
+    aws.kinesis.add_stream("clicks", shards=1)
+
+    def handler(record: Record) -> None:
+        if record.data == b"5":
+            raise Broken("the handler's bug")
+
+    fleet = Fleet(aws, "clicks", "app", handler)
+    with pytest.raises(Broken), fleet:
+        fleet.join()
+        for n in range(10):
+            aws.kinesis.put("clicks", str(n), "k")
+        started = time.monotonic()
+        try:
+            fleet.wait_handled(timeout=20)
+        finally:
+            waited = time.monotonic() - started
+    assert waited < 10, waited
+
+
 class Gained(StatReceiver):
     def __init__(self) -> None:
         self.shards: list[str] = []

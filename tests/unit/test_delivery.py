@@ -370,7 +370,7 @@ def test_a_handoff_mid_run_waits_only_for_the_record_in_hand() -> None:
     handoff = threading.Thread(target=lambda: results.append(hand_off(d, progress, timeout=60)))
     handoff.start()
     deadline = time.monotonic() + 10
-    while not progress.revoked and time.monotonic() < deadline:  # the handoff has begun
+    while not progress.phase.revoked and time.monotonic() < deadline:  # the handoff has begun
         time.sleep(0.01)
     push(d, other, [record(1, "t")])
     assert d.next_auto("h", 10) == record(1, "t")  # not record 4: its shard is being handed off

@@ -33,7 +33,9 @@ def test_a_record_goes_out_only_within_its_run_of_a_kept_running_fresh_shard_the
     run = run_of(3)
     run.handed = min(at, 3)
     progress = run.progress
-    progress.revoked, progress.paused, progress.fresh_until = revoked, paused, 100.0 + fresh_for
+    progress.paused, progress.fresh_until = paused, 100.0 + fresh_for
+    if revoked:
+        progress.revoke()
     asked: list[Position] = []
 
     def let(position: Position) -> bool:
@@ -57,7 +59,7 @@ def test_a_shard_revoked_while_the_gate_decides_keeps_its_record() -> None:
     run = run_of(2)
 
     def revoke_meanwhile(position: Position) -> bool:
-        run.progress.revoked = True
+        run.progress.revoke()
         return True
 
     assert run.offer(0, 0.0, revoke_meanwhile) is HELD and run.handed == 0
