@@ -97,7 +97,7 @@ def churn(
         producer.start()
         try:
             for n in range(events):
-                fleet.ledger.wait_for(fleet.ledger.distinct + between, timeout=30)
+                fleet.ledger.wait_for(fleet.ledger.distinct + between, timeout=30, check=fleet.check)
                 if n == events // 2:
                     stream.split()
                     counts["split"] += 1

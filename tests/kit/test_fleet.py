@@ -41,7 +41,8 @@ def test_a_fleet_of_3_through_a_join_a_leave_a_crash_and_a_split_loses_nothing_r
         put(300)
         fleet.leave(fleet.members[0])
         put(600)
-        fleet.ledger.wait_for(fleet.ledger.distinct + 100, timeout=30)  # records flowing when the crash comes
+        # records flowing when the crash comes
+        fleet.ledger.wait_for(fleet.ledger.distinct + 100, timeout=30, check=fleet.check)
         crashed = fleet.members[0]
         fleet.crash(crashed)
         aws.kinesis.split("clicks", aws.kinesis.open_shards("clicks")[0])
@@ -188,10 +189,11 @@ def test_hooks_come_in_order_with_several_workers_by_key_through_a_join_a_leave_
         fleet.wait_handled()
         fleet.join()
         put(400)
-        fleet.ledger.wait_for(fleet.ledger.distinct + 100, timeout=30)  # records flowing as it leaves
+        # records flowing as it leaves
+        fleet.ledger.wait_for(fleet.ledger.distinct + 100, timeout=30, check=fleet.check)
         fleet.leave(fleet.members[0])
         put(400)
-        fleet.ledger.wait_for(fleet.ledger.distinct + 100, timeout=30)  # and as one crashes
+        fleet.ledger.wait_for(fleet.ledger.distinct + 100, timeout=30, check=fleet.check)  # and as one crashes
         fleet.crash(fleet.members[0])
         aws.kinesis.split("clicks", aws.kinesis.open_shards("clicks")[0])
         put(400)
@@ -266,7 +268,8 @@ def test_handoffs_that_time_out_under_a_slow_handler_explain_every_repeat_and_th
         fleet.start(2)
         for n in range(8):
             stream.put_all((f"{n}-{i}", f"key-{i % 11}") for i in range(12))
-            fleet.ledger.wait_for(fleet.ledger.distinct + 3, timeout=30)  # records in handlers when it changes
+            # records in handlers when it changes
+            fleet.ledger.wait_for(fleet.ledger.distinct + 3, timeout=30, check=fleet.check)
             if n % 2 == 0:
                 fleet.join()
             else:

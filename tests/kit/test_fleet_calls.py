@@ -52,7 +52,7 @@ def join_leave_crash(fleet: Fleet, put: Callable[[int], None], batch: int, last:
     put(batch)
     fleet.leave(fleet.members[0])
     put(batch)
-    fleet.ledger.wait_for(fleet.ledger.distinct + 50, timeout=30)
+    fleet.ledger.wait_for(fleet.ledger.distinct + 50, timeout=30, check=fleet.check)
     crashed = fleet.members[0]
     fleet.crash(crashed)
     put(last)

@@ -88,7 +88,7 @@ def crash_with_records_flowing(fleet: Fleet, put: Callable[[int], None]) -> str:
     """200 records put, one client crashes once 50 of them are handled, 200 more put; every record handled.
     The crashed client's name."""
     put(200)
-    fleet.ledger.wait_for(fleet.ledger.distinct + 50, timeout=30)
+    fleet.ledger.wait_for(fleet.ledger.distinct + 50, timeout=30, check=fleet.check)
     crashed = fleet.members[0]
     fleet.crash(crashed)
     put(200)
@@ -188,7 +188,8 @@ def test_a_checkpoint_called_before_work_that_fails_loses_the_record(checkpoint_
     with Fleet(aws, "clicks", "app", PerClient(lambda client: handler), call="next_with_checkpointer") as fleet:
         first = fleet.start(2)
         putter(stream)(150)
-        fleet.ledger.wait_for(147, timeout=30)  # all but the three that fail, which come before some of them
+        # all but the three that fail, which come before some of them
+        fleet.ledger.wait_for(147, timeout=30, check=fleet.check)
         wait_until(lambda: len(handler.failed) == 3, 10, "the three failures")
         fleet.start(2)
         for name in first:  # every shard moves: a failed record not checkpointed comes again where it goes
