@@ -13,9 +13,11 @@ import contextlib
 import datetime as dt
 import ipaddress
 import pathlib
+import selectors
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 
 import attrs
@@ -163,26 +165,78 @@ class TlsRelay:
         except OSError:
             _close(secure)
             return
-        upstream.settimeout(None)
         if not self._hold(upstream):
             _close(secure)
             return
-        back = threading.Thread(target=_pump, args=(upstream, secure), name="tls-relay-back", daemon=True)
-        self._threads.append(back)
-        back.start()
-        _pump(secure, upstream)
+        _relay(secure, upstream)
 
 
-def _pump(source: socket.socket, target: socket.socket) -> None:
-    """Copy ``source``'s bytes to ``target`` until either ends; then close both."""
+_FLUSH_WAIT = 10.0  # seconds a relay passes on the last bytes of a side that ended
+
+
+def _relay(secure: ssl.SSLSocket, upstream: socket.socket) -> None:
+    """Copy bytes both ways between ``secure`` and ``upstream`` until either ends; then close both.
+
+    One thread does all of it: an SSL connection must not be read on one thread while it is written on
+    another (OpenSSL's connection objects are not safe for that; a TLS 1.3 session ticket sent meanwhile
+    came out as an "unexpected message" alert to the client, once in a suite's run)."""
+    secure.setblocking(False)
+    upstream.setblocking(False)
+    to_upstream, to_client = bytearray(), bytearray()
+    with selectors.DefaultSelector() as selector:
+        try:
+            while True:
+                selector.register(secure, selectors.EVENT_READ | (selectors.EVENT_WRITE if to_client else 0))
+                selector.register(upstream, selectors.EVENT_READ | (selectors.EVENT_WRITE if to_upstream else 0))
+                ready = secure.pending() > 0 or bool(selector.select())  # decrypted bytes wait in the SSL object
+                selector.unregister(secure)
+                selector.unregister(upstream)
+                if not ready:
+                    continue
+                if not _receive(secure, to_upstream):
+                    _flush(upstream, to_upstream)  # the client is done: what it sent goes on, then both close
+                    return
+                if not _receive(upstream, to_client):
+                    _flush(secure, to_client)
+                    return
+                _send(secure, to_client)
+                _send(upstream, to_upstream)
+        except OSError:  # a side cut off, or stop() closed them (ssl.SSLError is one)
+            pass
+        finally:
+            _close(secure)
+            _close(upstream)
+
+
+def _receive(sock: socket.socket, into: bytearray) -> bool:
+    """What ``sock`` has for us now, added to ``into``; False once it has ended."""
     try:
-        while data := source.recv(65536):
-            target.sendall(data)
-    except OSError:
-        pass
-    finally:
-        _close(source)
-        _close(target)
+        data = sock.recv(65536)
+    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        return True
+    into += data
+    return bool(data)
+
+
+def _flush(sock: socket.socket, data: bytearray) -> None:
+    """Send all of ``data`` (a side ended: the other still gets what was read from it), within 10 s."""
+    deadline = time.monotonic() + _FLUSH_WAIT
+    with selectors.DefaultSelector() as selector:
+        selector.register(sock, selectors.EVENT_WRITE)
+        while data and time.monotonic() < deadline:
+            selector.select(deadline - time.monotonic())
+            _send(sock, data)
+
+
+def _send(sock: socket.socket, data: bytearray) -> None:
+    """Send what ``sock`` takes of ``data`` now; what it took leaves ``data``."""
+    if not data:
+        return
+    try:
+        sent = sock.send(data)
+    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        return
+    del data[:sent]
 
 
 def _close(sock: socket.socket) -> None:
