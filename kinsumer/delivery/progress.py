@@ -297,8 +297,7 @@ class ShardProgress:
         end is finished only once its holder has had them all (:meth:`all_acknowledged`, for a handoff,
         leaves them out: they are given back)."""
         with self._lock:
-            for run in self._runs:
-                self._fold(run)
+            self._fold_runs()
             return self._delivered == self._pushed and self._tracker.outstanding == 0
 
     def gave_back(self) -> bool:
@@ -324,11 +323,17 @@ class ShardProgress:
 
     def _outstanding(self) -> int:
         """Records handed over and not yet acknowledged (registered ones not handed over excluded)."""
+        not_handed = self._fold_runs()  # first: folding acknowledges what the holders processed
+        return self._tracker.outstanding - not_handed
+
+    def _fold_runs(self) -> int:
+        """Fold what every run's holder processed into the tracker; how many of the runs' records are not
+        handed over yet."""
         not_handed = 0
         for run in self._runs:
             self._fold(run)
             not_handed += run.end - run.handed
-        return self._tracker.outstanding - not_handed
+        return not_handed
 
     def _changed(self) -> None:
         """Something wait() may be waiting for happened."""
