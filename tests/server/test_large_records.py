@@ -3,6 +3,11 @@
 moto's server neither has UpdateMaxRecordSize nor says ``MaxRecordSizeInKiB``, and kinesalite refuses
 records of more than 1 MiB: kinesis-mock is the one local server here with large records, for polling
 and enhanced fan-out alike. The DynamoDB tables are on moto's server.
+
+kinesis-mock takes about 9 s of CPU to take a 10 MiB record and 4 to hand it out: SIZES is written once per
+server (``written_once``), aggregated and plain records in one stream, and each reader reads it once (next() by
+polling and by fan-out, process() in the dead-letter test); the module's tests stay on one xdist worker, so on
+one kinesis-mock, for the stream to be written once in a run of the suite too.
 """
 
 from __future__ import annotations
@@ -25,15 +30,20 @@ from tests.conftest import unique
 from tests.reshard import new_stream
 from tests.server.conftest import SERVER_CONFIG
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.xdist_group("large_records")]
 
 MIB = 1024 * 1024
 #: The largest record here: 10 MiB less 128 bytes. kinesis-mock takes a record of 10 MiB (data and key) but its
 #: GetRecords fails (a 500, "last on empty queue") on one within about 60 bytes of it: it counts more than the
 #: data and the key against its page's 10 MiB.
 LARGEST = 10 * MIB - 128
-#: (id, size): the largest, a middling one, one just over the 1 MiB of other streams, small ones
-SIZES = [(0, 200), (1, LARGEST), (2, 300), (3, 3 * MIB), (4, 100), (5, MIB + 1), (6, 50)]
+#: A middling one: its dead letter's envelope (2 MiB in base64) is more than a stream of 1 MiB records takes.
+MIDDLING = 3 * MIB // 2
+#: (id, size), written in this order under one key by an aggregating writer: the largest, the middling one, one just
+#: over the 1 MiB of other streams (each plain, in a call of its own), small ones. The small ones put beside
+#: another go in one KPL aggregate (AGGREGATED); a lone one goes as the plain record it is.
+SIZES = [(0, 200), (1, 250), (2, LARGEST), (3, 300), (4, MIDDLING), (5, 100), (6, 150), (7, MIB + 1), (8, 50)]
+AGGREGATED = {0, 1, 5, 6}
 
 
 def body(rid: int, size: int) -> bytes:
@@ -50,14 +60,15 @@ def large_stream(kinesis: Any, kib: int = 10240) -> str:
     return stream
 
 
-def written(kinesis: Any, stream: str, aggregate: bool) -> dict[int, str]:
-    """SIZES written with kinsumer's RecordWriter (all under one key, so one shard keeps their order); the MD5 of
-    each record's data by id."""
-    writer = RecordWriter(kinesis, stream, aggregate=aggregate)
+def written(kinesis: Any, stream: str) -> dict[int, str]:
+    """SIZES written with kinsumer's RecordWriter, aggregating (all under one key, so one shard keeps their order);
+    the MD5 of each record's data by id."""
+    writer = RecordWriter(kinesis, stream, aggregate=True)
     for rid, size in SIZES:
         writer.put(body(rid, size), "large-key")
     writer.flush()
     assert writer.records == len(SIZES)
+    assert writer.entries == len(SIZES) - len(AGGREGATED) // 2  # two aggregates of two user records each
     return {rid: hashlib.md5(body(rid, size)).hexdigest() for rid, size in SIZES}
 
 
@@ -89,60 +100,54 @@ class Written:
 
 
 @pytest.fixture(scope="module")
-def written_once() -> Callable[[LocalServer, bool], Written]:
-    """SIZES written once per server and aggregation, for every test here to read in an application of its own:
-    kinesis-mock takes about 9 s of CPU to take a 10 MiB record, and 4 to hand it out."""
-    streams: dict[tuple[str, bool], Written] = {}
+def written_once() -> Callable[[LocalServer], Written]:
+    """SIZES written once per server, for every test here to read in an application of its own."""
+    streams: dict[str, Written] = {}
 
-    def written_on(server: LocalServer, aggregate: bool) -> Written:
-        key = (server.endpoint, aggregate)  # a server restarted (ServerHolder) is on another port
+    def written_on(server: LocalServer) -> Written:
+        key = server.endpoint  # a server restarted (ServerHolder) is on another port
         if key not in streams:
             kinesis = server.client("kinesis")
             stream = large_stream(kinesis)
-            streams[key] = Written(stream, written(kinesis, stream, aggregate))
+            streams[key] = Written(stream, written(kinesis, stream))
         return streams[key]
 
     return written_on
 
 
-def seen(record: Record) -> tuple[int, str, int]:
-    return json.loads(record.data.split(b"\n", 1)[0])["id"], hashlib.md5(record.data).hexdigest(), len(record.data)
+@attrs.frozen
+class Seen:
+    rid: int
+    digest: str  # of the record's data
+    size: int
+    aggregated: bool  # a user record of a KPL aggregate
 
 
-@pytest.mark.parametrize("aggregate", [False, True])
-def test_records_up_to_10_mib_are_written_and_read_by_next_whole_and_in_order_and_by_process(
-    source: Source, aggregate: bool, written_once: Callable[[LocalServer, bool], Written]
+def seen(record: Record) -> Seen:
+    rid = json.loads(record.data.split(b"\n", 1)[0])["id"]
+    return Seen(rid, hashlib.md5(record.data).hexdigest(), len(record.data), record.sub_sequence_number is not None)
+
+
+def assert_whole_and_in_order(got: list[Seen], large: Written) -> None:
+    """Every record of SIZES, once, in the order written (one key), its data whole; the aggregated ones as such."""
+    assert [s.rid for s in got] == [rid for rid, _ in SIZES]
+    assert {s.rid: s.digest for s in got} == large.digests
+    assert max(s.size for s in got) == LARGEST
+    assert {s.rid for s in got if s.aggregated} == AGGREGATED
+
+
+def test_records_up_to_10_mib_aggregated_or_not_are_written_and_read_by_next_whole_and_in_order(
+    source: Source, written_once: Callable[[LocalServer], Written]
 ) -> None:
-    """Read by next() from each source, and, written plain and polled, by process() too: the handler's records
-    do not depend on the reader that brought them."""
-    large = written_once(source.kinesis, aggregate)
+    """Read by next() from each source (by process() too, polled: the dead-letter test below)."""
+    large = written_once(source.kinesis)
     with source.client(large.stream) as k:
         got = []
         for _ in SIZES:
             record = k.next_record(timeout=60)
             assert record is not None, f"{len(got)} records read, then none for 60 s"
             got.append(seen(record))
-    assert [rid for rid, _, _ in got] == [rid for rid, _ in SIZES]  # one key: in the order written
-    assert {rid: digest for rid, digest, _ in got} == large.digests
-    assert max(size for _, _, size in got) == LARGEST
-    if not aggregate and source.efo_consumer_name is None:
-        assert handled_by_process(source, large.stream) == large.digests
-
-
-def handled_by_process(source: Source, stream: str) -> dict[int, str]:
-    """What process() hands its handler of ``stream`` (every record of SIZES), by id: its data's MD5."""
-    handled: list[tuple[int, str, int]] = []
-    lock = threading.Lock()
-    with source.client(stream) as k:
-
-        def handler(record: Record) -> None:
-            with lock:
-                handled.append(seen(record))
-                if len(handled) == len(SIZES):
-                    threading.Thread(target=k.stop, daemon=True).start()
-
-        k.process(handler)
-    return {rid: digest for rid, digest, _ in handled}
+    assert_whole_and_in_order(got, large)
 
 
 def test_the_writer_keeps_to_the_stream_s_own_limit_read_from_its_description(kinesis_mock: LocalServer) -> None:
@@ -161,32 +166,35 @@ def test_the_writer_keeps_to_the_stream_s_own_limit_read_from_its_description(ki
     assert writer.records == 1 and writer.calls == 1
 
 
-def test_large_failed_records_are_dead_lettered_into_a_large_stream_and_past_its_limit_through_s3(
-    kinesis_mock: LocalServer, moto_server: LocalServer, written_once: Callable[[LocalServer, bool], Written]
+def test_process_hands_records_up_to_10_mib_whole_and_large_failed_ones_are_dead_lettered_into_a_large_stream(
+    kinesis_mock: LocalServer, moto_server: LocalServer, written_once: Callable[[LocalServer], Written]
 ) -> None:
-    """A 3 MiB failure's envelope (4 MiB in base64) goes into a dead-letter stream of 10 MiB records; the
-    largest one's (13 MiB) only as a pointer to its claim check in S3 (moto's server)."""
+    """process() (polling) hands its handler every record whole and in order, as next() does: the handler's
+    records do not depend on the reader that brought them. A 1.5 MiB failure's envelope (2 MiB in base64) goes
+    into a dead-letter stream of 10 MiB records; the largest one's (13 MiB) only as a pointer to its claim check
+    in S3 (moto's server)."""
     kinesis, s3 = kinesis_mock.client("kinesis"), moto_server.client("s3")
-    large, dlq = written_once(kinesis_mock, False), large_stream(kinesis)
+    large, dlq = written_once(kinesis_mock), large_stream(kinesis)
     stream, digests = large.stream, large.digests
     bucket = unique("bucket")
     s3.create_bucket(Bucket=bucket)
-    failing = {1, 3, 6}  # the largest, the middling one, a small one
-    done: list[int] = []
+    failing = {2, 4, 6}  # the largest, the middling one, a small one of an aggregate
+    handled: list[Seen] = []
     lock = threading.Lock()
     with source_client(kinesis_mock, moto_server, stream) as k:
 
         def handler(record: Record) -> None:
-            rid = seen(record)[0]
+            got = seen(record)
             with lock:
-                done.append(rid)
-                if len(done) == len(SIZES):
+                handled.append(got)
+                if len(handled) == len(SIZES):
                     threading.Thread(target=k.stop, daemon=True).start()
-            if rid in failing:
-                raise ValueError(f"cannot handle {rid}")
+            if got.rid in failing:
+                raise ValueError(f"cannot handle {got.rid}")
 
         sink = KinesisStream(dlq, client=kinesis, claim_check=S3Bucket(bucket, client=s3))
         k.process(handler, max_attempts=1, dead_letter=sink)
+    assert_whole_and_in_order(handled, large)
     letters = list(KinesisSource(kinesis, s3, dlq).letters(Filters()))
     assert all(isinstance(letter, Letter) for letter in letters), letters
     by_id = {seen_data(letter.dead.data)[0]: letter for letter in letters if isinstance(letter, Letter)}
@@ -194,8 +202,8 @@ def test_large_failed_records_are_dead_lettered_into_a_large_stream_and_past_its
     for rid, letter in by_id.items():
         assert letter.dead.data is not None and hashlib.md5(letter.dead.data).hexdigest() == digests[rid]
         assert letter.dead.reason == "raised" and letter.dead.stream == stream
-    assert by_id[1].claim_check is not None and by_id[1].claim_check.bucket == bucket  # 13 MiB of envelope
-    assert by_id[3].claim_check is None and by_id[6].claim_check is None  # in the stream itself
+    assert by_id[2].claim_check is not None and by_id[2].claim_check.bucket == bucket  # 13 MiB of envelope
+    assert by_id[4].claim_check is None and by_id[6].claim_check is None  # in the stream itself
 
 
 def seen_data(data: bytes | None) -> tuple[int, int]:
