@@ -28,7 +28,7 @@ from kinsumer import Config, ConfigError, Kinsumer, NoRecordWithin, StatReceiver
 from kinsumer.aws.stream_consumers import describe_stream_consumer
 from kinsumer.aws.subscription_http import lean_subscriber
 from kinsumer.coordination.committer import COMMIT_THREADS
-from kinsumer.reading import fanout_hub
+from kinsumer.reading import fanout, fanout_hub
 from kinsumer.reading.fanout import fanout_readers
 from kinsumer.status import read_status
 from tests.conftest import unique
@@ -98,8 +98,12 @@ def test_fan_out_registers_its_consumer_once_reads_every_shard_and_leaves_it_reg
 
 
 def test_fan_out_across_a_split_and_a_merge_keeps_per_key_order_and_reads_children_after_parents(
-    kinesis_mock: LocalServer, moto_server: LocalServer, app: str
+    kinesis_mock: LocalServer, moto_server: LocalServer, app: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """kinesis-mock never ends a subscription to a closed shard: a reader at its tip finds the end by checking with
+    GetRecords, first ``fanout.CLOSED_CHECK`` seconds after records last came (5 s), here 1 s: the parent, then the
+    split's child that the merge closed, each waited that long before their children could be read."""
+    monkeypatch.setattr(fanout, "CLOSED_CHECK", 1.0)
     kinesis = kinesis_mock.client("kinesis")
     stream, audit = new_stream(kinesis, 2), Audit()
     producer = Producer(kinesis, stream, total=None, keys=KEYS)
@@ -167,9 +171,13 @@ class _Breaking:
 def test_subscriptions_broken_or_ended_midway_are_renewed_after_the_last_record_handed_on(
     kinesis_mock: LocalServer, moto_server: LocalServer, app: str
 ) -> None:
+    """Six shards: the first subscriptions, one a shard, are three broken and three ended, each after three events
+    (kinesis-mock sends one a second); each shard's renewal then has to start after the last record handed on (with
+    two shards, the three of each took three rounds, each of four events and the second or two kinesis-mock refuses
+    a new subscription after one closed)."""
     kinesis = kinesis_mock.client("kinesis")
-    stream, audit = new_stream(kinesis, 2), Audit()
-    producer = Producer(kinesis, stream, total=None, batch=20, pause=0.1, keys=KEYS)
+    stream, audit = new_stream(kinesis, 6), Audit()
+    producer = Producer(kinesis, stream, total=None, batch=20, pause=0.2, keys=2 * KEYS)  # 12 leave a shard empty
     disconnects = Disconnects(every=3)
     client = kinesis_mock.client("kinesis")
     client.meta.events.register("before-parse.kinesis.SubscribeToShard", disconnects)
