@@ -65,15 +65,18 @@ class LocalServer:
         """A boto3 client for ``service`` on this server (see :func:`client`)."""
         return client(self.endpoint, service, **config)
 
-    def stop(self) -> None:
-        """Terminate the process (kill it if it does not exit within 5 s). Idempotent."""
+    def stop(self, grace: float = _STOP_TIMEOUT) -> None:
+        """Terminate the process (kill it if it does not exit within ``grace`` seconds; at once if 0). Idempotent."""
         if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            if grace > 0:
+                self.process.terminate()
+                try:
+                    self.process.wait(grace)
+                    return
+                except subprocess.TimeoutExpired:
+                    pass
+            self.process.kill()
+            self.process.wait()
 
     def __enter__(self) -> LocalServer:
         return self

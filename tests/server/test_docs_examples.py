@@ -29,6 +29,7 @@ from kinsumer.cli.produce import make_record
 from kinsumer.status import read_status
 from tests.docs_blocks import REPO, Block, all_blocks
 from tests.helpers import wait_until
+from tests.support.jvm import LEAN_JVM
 
 pytestmark = pytest.mark.server
 
@@ -91,11 +92,13 @@ def set_up(block: Block, server: LocalServer) -> dict[str, dict[str, str]]:
     return ends
 
 
-def environment(server: LocalServer) -> dict[str, str]:
-    """A user's shell pointed at the server: no AWS setting of the test's, kinsumer from this checkout."""
+def environment(server: LocalServer, spark: bool = False) -> dict[str, str]:
+    """A user's shell pointed at the server: no AWS setting of the test's, kinsumer from this checkout; for a
+    Spark example, the JVM settings of the Spark tests (C1 only, the serial collector: less CPU at start-up)."""
     kept = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
     return {
         **kept,
+        **(LEAN_JVM if spark else {}),
         "PYTHONPATH": str(REPO),
         "AWS_ENDPOINT_URL": server.endpoint,
         "AWS_ACCESS_KEY_ID": "testing",
@@ -111,8 +114,9 @@ def run_example(block: Block, server: LocalServer, directory: pathlib.Path, ends
     out, err = directory / "stdout", directory / "stderr"
     deadline = SPARK_DEADLINE if "spark" in block.options else DEADLINE
     with out.open("w") as stdout, err.open("w") as stderr:
-        proc = subprocess.Popen([sys.executable, "example.py"], cwd=directory, env=environment(server),
-                                stdout=stdout, stderr=stderr, text=True)  # fmt: skip
+        env = environment(server, spark="spark" in block.options)
+        proc = subprocess.Popen([sys.executable, "example.py"], cwd=directory, env=env, stdout=stdout, stderr=stderr,
+                                text=True)  # fmt: skip
     try:
         if block.until == "handled":
             db, kinesis = server.client("dynamodb"), server.client("kinesis")

@@ -14,15 +14,10 @@ pytest.importorskip("pyspark")
 
 from tests.conftest import REGION
 from tests.spark.connect import ConnectServer, connect_server
+from tests.support.jvm import LEAN_JVM
 
 AUDIT_DIR = pathlib.Path(__file__).parent / "audit"
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# Every JVM the Spark tests start (the local session's, a cluster's master, workers, executors and
-# drivers) compiles with C1 only and collects with the serial collector: their work is start-up and
-# small batches, where C2 and a parallel collector cost CPU that the rest of the suite needs on a
-# 2-core machine. Measured on the cluster's availableNow test: 107 s of CPU and 135 s of wall time
-# without, 61 s and 100 s with.
-LEAN_JVM = {"JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 # The local session's settings. A trigger that runs no batch reports progress only once per
 # noDataProgressEventInterval (Spark's default: 10 s); the tests that wait for such a report (the
 # batches after the last records, the lag at the tip, a data loss told) waited that long for each.
