@@ -123,9 +123,14 @@ class Seen:
     aggregated: bool  # a user record of a KPL aggregate
 
 
+def record_id(data: bytes) -> int:
+    """The id in the first line of a record written by :func:`body`."""
+    return int(json.loads(data.split(b"\n", 1)[0])["id"])
+
+
 def seen(record: Record) -> Seen:
-    rid = json.loads(record.data.split(b"\n", 1)[0])["id"]
-    return Seen(rid, hashlib.md5(record.data).hexdigest(), len(record.data), record.sub_sequence_number is not None)
+    data = record.data
+    return Seen(record_id(data), hashlib.md5(data).hexdigest(), len(data), record.sub_sequence_number is not None)
 
 
 def assert_whole_and_in_order(got: list[Seen], large: Written) -> None:
@@ -181,7 +186,7 @@ def test_process_hands_records_up_to_10_mib_whole_and_large_failed_ones_are_dead
     failing = {2, 4, 6}  # the largest, the middling one, a small one of an aggregate
     handled: list[Seen] = []
     lock = threading.Lock()
-    with source_client(kinesis_mock, moto_server, stream) as k:
+    with Source(kinesis_mock, moto_server, None).client(stream) as k:
 
         def handler(record: Record) -> None:
             got = seen(record)
@@ -197,19 +202,10 @@ def test_process_hands_records_up_to_10_mib_whole_and_large_failed_ones_are_dead
     assert_whole_and_in_order(handled, large)
     letters = list(KinesisSource(kinesis, s3, dlq).letters(Filters()))
     assert all(isinstance(letter, Letter) for letter in letters), letters
-    by_id = {seen_data(letter.dead.data)[0]: letter for letter in letters if isinstance(letter, Letter)}
+    by_id = {record_id(letter.dead.data or b""): letter for letter in letters if isinstance(letter, Letter)}
     assert set(by_id) == failing
     for rid, letter in by_id.items():
         assert letter.dead.data is not None and hashlib.md5(letter.dead.data).hexdigest() == digests[rid]
         assert letter.dead.reason == "raised" and letter.dead.stream == stream
     assert by_id[2].claim_check is not None and by_id[2].claim_check.bucket == bucket  # 13 MiB of envelope
     assert by_id[4].claim_check is None and by_id[6].claim_check is None  # in the stream itself
-
-
-def seen_data(data: bytes | None) -> tuple[int, int]:
-    assert data is not None
-    return json.loads(data.split(b"\n", 1)[0])["id"], len(data)
-
-
-def source_client(kinesis: LocalServer, dynamodb: LocalServer, stream: str) -> Kinsumer:
-    return Source(kinesis, dynamodb, None).client(stream)

@@ -9,7 +9,6 @@ one closed, so each batch of a shard waits a little there (AWS: 5 s after the la
 from __future__ import annotations
 
 import hashlib
-import json
 import pathlib
 from typing import Any
 
@@ -19,7 +18,7 @@ from demo.servers import LocalServer
 from tests.conftest import unique
 from tests.helpers import Producer, wait_until
 from tests.reshard import merge_adjacent, new_stream, split_first
-from tests.server.test_large_records import SIZES, body, large_stream
+from tests.server.test_large_records import SIZES, body, large_stream, record_id
 from tests.spark.test_source import BatchLog, assert_reshard_order, assert_shard_order, start_query, wait_for
 from tests.spark.test_triggers import AVAILABLE_NOW, ThenProduce, run_to_end
 
@@ -109,7 +108,7 @@ def test_records_up_to_10_mib_are_written_by_the_sink_and_read_by_a_batch_read_a
 
     def got(rows: list[Any]) -> dict[int, str]:
         datas = [bytes(r.data) for r in rows]
-        return {json.loads(data.split(b"\n", 1)[0])["id"]: hashlib.md5(data).hexdigest() for data in datas}
+        return {record_id(data): hashlib.md5(data).hexdigest() for data in datas}
 
     batch = spark.read.format("kinsumer").options(**options).load().select("data").collect()
     assert len(batch) == len(SIZES) and got(batch) == digests
