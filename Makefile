@@ -36,11 +36,13 @@ $(KINESIS_MOCK): tests/kinesis_mock/package.json tests/kinesis_mock/package-lock
 	touch $(KINESIS_MOCK)
 
 # pytest runs on 3 workers (the tests mostly wait on servers and processes); the Spark tests and the
-# client-process tests each stay on one worker (see tests/conftest.py)
+# client-process tests each stay on one worker (see tests/conftest.py). The hundreds of Python processes
+# the tests start (clients, the command, Spark's workers) keep their compiled modules, even where the
+# environment sets PYTHONDONTWRITEBYTECODE: else each compiles kinsumer again (0.2 s of CPU each).
 test: $(STAMP) $(KINESALITE) $(KINESIS_MOCK)
 	$(PY) -m ruff check kinsumer demo tests scripts
 	$(PY) -m mypy
-	$(PY) -m pytest -n 3 --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n 3 --dist loadgroup
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit tests/kit tests/aws

@@ -10,7 +10,7 @@ millisecond would see a double owner the real service never allows (CI saw it on
 
 Each service gets one lock (DynamoDB's conditional writes and Kinesis's sequence numbers are
 atomic on AWS); other services (SQS's long polls) run unlocked as before. Run as
-``python -m demo.atomic_moto -H 127.0.0.1 -p PORT``.
+``python -m demo.atomic_moto -H 127.0.0.1 -p PORT``; the costs :mod:`demo.quick_moto` names are left out.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from moto.moto_server.werkzeug_app import create_backend_app
 from werkzeug.serving import run_simple
+
+from demo.quick_moto import QuickDispatch, QuietHandler, install
 
 __all__ = ["SerialServices", "main"]
 
@@ -70,8 +72,9 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("MOTO_PORT", str(args.port))  # as moto's own main: some services build URLs with it
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(0))
-    app = DomainDispatcherApplication(create_backend_app)
-    run_simple(args.host, args.port, SerialServices(app), threaded=True, request_handler=MotoRequestHandler)
+    install()
+    app = QuickDispatch(create_backend_app)
+    run_simple(args.host, args.port, SerialServices(app), threaded=True, request_handler=QuietHandler)
 
 
 if __name__ == "__main__":
