@@ -38,14 +38,22 @@ def test_readers_blocked_on_a_full_queue_keep_their_shards(
     consumer = threading.Thread(target=consume_slowly, daemon=True)
     consumer.start()
     rival = Kinsumer(stream, app, "rival", config, kinesis=moto_server.client("kinesis"), dynamodb=db)
+
+    def look() -> int:
+        """Notes each shard's owner if it changed; returns how many shards have had one."""
+        for row in db.scan(TableName=f"{app}_checkpoints", ConsistentRead=True)["Items"]:
+            owner, seen = row.get("OwnerID", {}).get("S"), owners.setdefault(row["Shard"]["S"], [])
+            if owner is not None and (not seen or seen[-1] != owner):
+                seen.append(owner)
+        return sum(1 for seen in owners.values() if seen)
+
     try:
         wait_until(lambda: audit.count() >= 20, 30, "slow deliveries")
+        # the owners are seen before the rival starts: a handoff quicker than the first look is still seen
+        wait_until(lambda: look() == 2, 30, "the slow client owning both shards")
         rival.run()  # the rival gets one shard by rebalancing, never by stealing a stale lease
         for _ in range(100):  # 5 s of blocked readers, sampled every 50 ms
-            for row in db.scan(TableName=f"{app}_checkpoints", ConsistentRead=True)["Items"]:
-                owner, seen = row.get("OwnerID", {}).get("S"), owners.setdefault(row["Shard"]["S"], [])
-                if owner is not None and (not seen or seen[-1] != owner):
-                    seen.append(owner)
+            look()
             done.wait(0.05)
         wait_until(lambda: audit.count() >= 120, 60, "more slow deliveries")
     finally:
