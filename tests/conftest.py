@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import pathlib
@@ -10,6 +11,8 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator
 
+import botocore.loaders
+import botocore.session
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -25,6 +28,11 @@ REGION = "us-east-1"
 # correct test on a loaded machine (CI, or the suite's own server and Spark tests beside it).
 settings.register_profile("kinsumer", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("kinsumer")
+
+# Each boto3 session a test makes (most make their own clients) parsed the service models' JSON again:
+# about 0.1 s of CPU for each client, most of the in-process tests' CPU. The test processes share one
+# loader for each data path; the models it returns are read-only, as between the clients of one session.
+botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
 
 # Started in the background by a non-interactive shell (`make test &`), pytest ignores SIGINT, and
 # so would every process a test starts: an ignored signal stays ignored across exec, and Python then
