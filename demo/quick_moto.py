@@ -1,7 +1,7 @@
-"""moto, less its costs that grow with a test's length, for the tests' and the demo's servers.
+"""moto, less the costs that give nothing back, for the tests' and the demo's servers.
 
-Measured under the client-process tests' load, a third of moto's server CPU went to work that gives
-nothing back, and a tenth more to work that grows with a shard's length:
+Measured under the client-process tests' load, these took a third of moto's server CPU, and the last
+grows with a shard's length:
 
 - it found each request's backend by listing moto's package directory and trying each service's URL
   patterns, a function of the host alone (:class:`QuickDispatch` remembers it);
@@ -65,7 +65,7 @@ def _get_records(shard: Shard, last_sequence_id: str, limit: int | None) -> tupl
     records = shard.records
     first, last = _first_number(shard), _last_number(shard)
     if not records or last - first + 1 != len(records) or (limit is not None and limit < 1):
-        return _moto_get_records(shard, last_sequence_id, limit)  # not numbered 1, 2, 3...: moto's own walk
+        return _moto_get_records(shard, last_sequence_id, limit)  # empty, or not numbered 1, 2, 3...: moto's own walk
     start = max(int(last_sequence_id) + 1, first)
     end = last if limit is None else min(last, start + limit - 1)
     if start > end:
