@@ -29,7 +29,7 @@ from kinsumer.cli.produce import make_record
 from kinsumer.status import read_status
 from tests.docs_blocks import REPO, Block, all_blocks
 from tests.helpers import wait_until
-from tests.support.jvm import LEAN_JVM
+from tests.support.jvm import AUDIT_DIR, LEAN_JVM
 
 pytestmark = pytest.mark.server
 
@@ -94,12 +94,13 @@ def set_up(block: Block, server: LocalServer) -> dict[str, dict[str, str]]:
 
 def environment(server: LocalServer, spark: bool = False) -> dict[str, str]:
     """A user's shell pointed at the server: no AWS setting of the test's, kinsumer from this checkout; for a
-    Spark example, the JVM settings of the Spark tests (C1 only, the serial collector: less CPU at start-up)."""
+    Spark example, the JVM settings of the Spark tests (C1 only, the serial collector: less CPU at start-up) and
+    their Python processes' path (AUDIT_DIR: Spark's Python processes import pyspark compiled)."""
     kept = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
     return {
         **kept,
         **(LEAN_JVM if spark else {}),
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": os.pathsep.join([str(AUDIT_DIR), str(REPO)]) if spark else str(REPO),
         "AWS_ENDPOINT_URL": server.endpoint,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",

@@ -14,9 +14,8 @@ pytest.importorskip("pyspark")
 
 from tests.conftest import REGION
 from tests.spark.connect import ConnectServer, connect_server
-from tests.support.jvm import LEAN_JVM
+from tests.support.jvm import AUDIT_DIR, LEAN_JVM
 
-AUDIT_DIR = pathlib.Path(__file__).parent / "audit"
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # The local session's settings. A trigger that runs no batch reports progress only once per
 # noDataProgressEventInterval (Spark's default: 10 s); the tests that wait for such a report (the
@@ -79,7 +78,7 @@ def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]
     env = {
         **no_aws,
         "PYSPARK_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(AUDIT_DIR), str(REPO), os.environ.get("PYTHONPATH", "")]),
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": REGION,

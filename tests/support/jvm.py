@@ -1,6 +1,12 @@
-"""The JVM settings of every Spark JVM the tests start."""
+"""The settings of every Spark JVM the tests start, and the directory on the path of each Python process they start."""
 
 from __future__ import annotations
+
+import pathlib
+
+#: On the PYTHONPATH of every Python process a Spark JVM of the tests starts: its sitecustomize has them import
+#: pyspark compiled (not from Spark's pyspark.zip, compiled anew by each) and, when asked, logs their AWS calls.
+AUDIT_DIR = pathlib.Path(__file__).resolve().parents[1] / "spark" / "audit"
 
 # Every JVM the Spark tests start (the local session's, a cluster's master, workers, executors and
 # drivers, a Spark example of the docs) compiles with C1 only and collects with the serial collector:
