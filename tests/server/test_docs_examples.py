@@ -2,7 +2,7 @@
 block is marked).
 
 Each example runs as a program of its own (``python example.py`` in a directory of its own), against a moto
-server of its own on 127.0.0.1 (the examples name the same streams and applications), with what a user's shell
+server on 127.0.0.1 emptied before each (the examples name the same streams and applications), with what a user's shell
 would hold: ``AWS_ENDPOINT_URL``, made-up credentials and a region. Its mark's setup is made first: each
 stream with 2 shards and its records as ``kinsumer produce`` writes them (JSON ``{"id", "key", "ts"}``), each
 SQS queue, each S3 bucket, the application's tables if it says so. An example with ``until=handled`` runs until the
@@ -19,6 +19,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,10 +52,19 @@ def examples() -> list[Any]:
     return params
 
 
-@pytest.fixture
-def server() -> Iterator[LocalServer]:
+@pytest.fixture(scope="module")
+def module_server() -> Iterator[LocalServer]:
     with moto_server() as started:
         yield started
+
+
+@pytest.fixture
+def server(module_server: LocalServer) -> LocalServer:
+    """The module's moto server, emptied (moto's reset): an example finds only what its own mark sets up."""
+    request = urllib.request.Request(f"{module_server.endpoint}/moto-api/reset", method="POST")
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=30) as answer:
+        assert answer.status == 200
+    return module_server
 
 
 @pytest.mark.parametrize("block", examples())
