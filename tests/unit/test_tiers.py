@@ -8,11 +8,18 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def marks_of_every_test(tmp_path: pathlib.Path) -> dict[str, set[str]]:
-    """One collection of the whole suite (as ``make test`` collects it): each test's marks, by node ID."""
+def marks_of_every_test(session: pytest.Session, tmp_path: pathlib.Path) -> dict[str, set[str]]:
+    """Each test's marks, by node ID, in a collection of the whole suite (as ``make test`` collects it): this
+    session's own when it is one (``make test``), else one in a subprocess (a run of some of the tests)."""
+    config = session.config
+    narrowed = any(config.getoption(name, None) for name in ("keyword", "markexpr", "deselect", "lf", "stepwise"))
+    if config.args_source is pytest.Config.ArgsSource.TESTPATHS and not narrowed:
+        return {item.nodeid: {m.name for m in item.iter_markers()} for item in session.items}
     listing = tmp_path / "marks.jsonl"
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}  # the listing's own options only
     env["KINSUMER_LIST_MARKS"] = str(listing)
@@ -24,8 +31,10 @@ def marks_of_every_test(tmp_path: pathlib.Path) -> dict[str, set[str]]:
     return {row["id"]: set(row["marks"]) for row in rows}
 
 
-def test_each_tier_is_a_marker_of_its_folder_and_spark_marks_every_test_that_runs_spark(tmp_path: pathlib.Path) -> None:
-    marks = marks_of_every_test(tmp_path)
+def test_each_tier_is_a_marker_of_its_folder_and_spark_marks_every_test_that_runs_spark(
+    request: pytest.FixtureRequest, tmp_path: pathlib.Path
+) -> None:
+    marks = marks_of_every_test(request.session, tmp_path)
     spark = [t for t, names in marks.items() if "spark" in names]  # what `-m spark` selects
     assert spark and all(t.startswith("tests/spark/") or "spark" in t for t in spark)
     assert any(t.startswith("tests/server/test_docs_examples.py") for t in spark)  # a docs example that runs Spark
