@@ -17,7 +17,8 @@ def marks_of_every_test(session: pytest.Session, tmp_path: pathlib.Path) -> dict
     """Each test's marks, by node ID, in a collection of the whole suite (as ``make test`` collects it): this
     session's own when it is one (``make test``), else one in a subprocess (a run of some of the tests)."""
     config = session.config
-    narrowed = any(config.getoption(name, None) for name in ("keyword", "markexpr", "deselect", "lf", "stepwise"))
+    narrowing = ("keyword", "markexpr", "deselect", "ignore", "ignore_glob", "lf", "stepwise")
+    narrowed = any(config.getoption(name, None) for name in narrowing)
     if config.args_source is pytest.Config.ArgsSource.TESTPATHS and not narrowed:
         return {item.nodeid: {m.name for m in item.iter_markers()} for item in session.items}
     listing = tmp_path / "marks.jsonl"
