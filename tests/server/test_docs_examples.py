@@ -103,10 +103,11 @@ def set_up(block: Block, server: LocalServer) -> dict[str, dict[str, str]]:
 
 
 def environment(server: LocalServer, spark: bool = False) -> dict[str, str]:
-    """A user's shell pointed at the server: no AWS setting of the test's, kinsumer from this checkout; for a
-    Spark example, the JVM settings of the Spark tests (C1 only, the serial collector: less CPU at start-up) and
-    their Python processes' path (AUDIT_DIR: Spark's Python processes import pyspark compiled)."""
-    kept = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    """A user's shell pointed at the server: no AWS setting nor hook of the test's (the Spark tests' call and
+    warning logs), kinsumer from this checkout; for a Spark example, the JVM settings of the Spark tests (C1
+    only, the serial collector: less CPU at start-up) and their Python processes' path (AUDIT_DIR: Spark's
+    Python processes import pyspark compiled)."""
+    kept = {key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "KINSUMER_TEST_"))}
     return {
         **kept,
         **(LEAN_JVM if spark else {}),

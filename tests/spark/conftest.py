@@ -74,9 +74,11 @@ def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]
 
     For a module: only test_connect's tests use it, and its JVM stops once they have run, not at the end of
     the session."""
-    no_aws: dict[str, str | None] = {name: None for name in os.environ if name.startswith("AWS_")}
+    # unset: the client's AWS settings, and the local session's call and warning logs (AUDIT_DIR's sitecustomize
+    # writes them when they are set)
+    unset: dict[str, str | None] = {name: None for name in os.environ if name.startswith(("AWS_", "KINSUMER_TEST_"))}
     env = {
-        **no_aws,
+        **unset,
         "PYSPARK_PYTHON": sys.executable,
         "PYTHONPATH": os.pathsep.join([str(AUDIT_DIR), str(REPO), os.environ.get("PYTHONPATH", "")]),
         "AWS_ACCESS_KEY_ID": "testing",
