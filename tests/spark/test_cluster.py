@@ -23,7 +23,7 @@ from demo.servers import LocalServer
 from demo.spark_cluster import SparkCluster, cluster_env, standalone_cluster
 from tests.conftest import REGION, unique
 from tests.helpers import Producer, produce_per_shard, put_all, wait_until
-from tests.reshard import new_stream, split_first
+from tests.reshard import new_stream, split_first, wait_arrived
 from tests.spark.conftest import AUDIT_DIR, REPO
 from tests.spark.test_source import assert_reshard_order
 from tests.support.jvm import LEAN_JVM
@@ -120,6 +120,7 @@ def test_available_now_on_a_cluster_through_a_split_and_a_restart_that_adds_a_st
     other.write_batch(60)
     parent = split_first(kinesis, stream)
     producer.write_batch(300)
+    wait_arrived(kinesis, stream)  # all of it is there when the availableNow query starts
     finish(start_driver(drivers, cluster, kinesalite, moto_server, stream, app, tmp_path, 100, call_log))
     first = sink_rows(tmp_path / "sink")
     assert sorted(r["id"] for r in first) == producer.produced  # all that was there, once

@@ -15,7 +15,7 @@ from demo.aggregation import aggregated_entries
 from demo.servers import LocalServer
 from tests.conftest import unique
 from tests.helpers import produce_per_shard, put_all, wait_until
-from tests.reshard import new_stream, split_first
+from tests.reshard import new_stream, split_first, wait_arrived
 from tests.spark.test_source import BatchLog, assert_reshard_order, assert_shard_order, start_query, wait_for
 
 pytestmark = pytest.mark.server
@@ -236,6 +236,7 @@ def test_kpl_aggregates_then_a_split_are_read_in_full_after_a_restart(
     writer.write(700)
     parent = split_first(kinesis, stream)
     writer.write(700)
+    wait_arrived(kinesis, stream)  # all of it is there at the restart, for availableNow
     run(4200)
     rows = sink.final_rows()
     assert sorted(sink.ids()) == writer.produced  # each once
