@@ -71,7 +71,7 @@ def wait_arrived(kinesis: Any, stream: str, timeout: float = 10.0) -> None:
 
     Trigger.AvailableNow reads the records that arrived before the query started. kinesalite gives a child shard a
     creation time a second after its split, and stamps the records put to it before then with that time: a query
-    started within that second leaves them, rightly, to its next run (CI saw one miss 147 of 700 records).
+    started within that second leaves them, rightly, to its next run (a full run on 4 workers saw one miss 147 of 700).
     """
     latest = 0.0
     for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
