@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tests.conftest import unique
@@ -73,18 +73,23 @@ def wait_arrived(kinesis: Any, stream: str, timeout: float = 10.0) -> None:
     creation time a second after its split, and stamps the records put to it before then with that time: a query
     started within that second leaves them, rightly, to its next run (a full run on 4 workers saw one miss 147 of 700).
     """
-    latest = 0.0
+    latest = max((r["ApproximateArrivalTimestamp"].timestamp() for _, r in every_record(kinesis, stream)), default=0.0)
+    wait_until(lambda: time.time() > latest, timeout, "the clock to pass the last record's arrival time")
+
+
+def every_record(kinesis: Any, stream: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each record of the stream, with its shard's ID, read from each shard's trim horizon."""
     for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
         iterator = kinesis.get_shard_iterator(
             StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
         )["ShardIterator"]
         while iterator:
-            page = kinesis.get_records(ShardIterator=iterator, Limit=10000)
-            latest = max([latest, *(r["ApproximateArrivalTimestamp"].timestamp() for r in page["Records"])])
+            page = kinesis.get_records(ShardIterator=iterator, Limit=10_000)
+            for record in page["Records"]:
+                yield shard["ShardId"], record
             if not page["Records"]:
                 break
             iterator = page.get("NextShardIterator")
-    wait_until(lambda: time.time() > latest, timeout, "the clock to pass the last record's arrival time")
 
 
 def merge_adjacent(kinesis: Any, stream: str, at: int) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from kinsumer import Kinsumer, KinsumerError, Record
 from tests.conftest import unique
 from tests.helpers import produce_per_shard, wait_until
 from tests.procs.harness import REPO
-from tests.reshard import new_stream, split_first
+from tests.reshard import every_record, new_stream, split_first
 from tests.server.conftest import SERVER_CONFIG
 
 pytestmark = pytest.mark.server
@@ -51,20 +51,10 @@ def consume(k: Kinsumer, want: set[int]) -> list[Record]:
 
 def arrivals(kinesis: Any, stream: str) -> dict[int, tuple[str, int]]:
     """Every record of the stream: id -> (shard, arrival in epoch ms), read from each shard's trim horizon."""
-    found = {}
-    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
-        iterator = kinesis.get_shard_iterator(
-            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-        while iterator:
-            page = kinesis.get_records(ShardIterator=iterator, Limit=10_000)
-            for r in page["Records"]:
-                arrived = int(r["ApproximateArrivalTimestamp"].timestamp() * 1000)
-                found[json.loads(r["Data"])["id"]] = (shard["ShardId"], arrived)
-            if not page["Records"]:
-                break
-            iterator = page.get("NextShardIterator")
-    return found
+    return {
+        json.loads(r["Data"])["id"]: (shard, int(r["ApproximateArrivalTimestamp"].timestamp() * 1000))
+        for shard, r in every_record(kinesis, stream)
+    }
 
 
 def test_a_reset_to_a_time_delivers_exactly_the_records_from_then_on_parents_before_children(
