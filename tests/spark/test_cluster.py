@@ -24,9 +24,9 @@ from demo.spark_cluster import SparkCluster, cluster_env, standalone_cluster
 from tests.conftest import REGION, unique
 from tests.helpers import Producer, produce_per_shard, put_all, wait_until
 from tests.reshard import new_stream, split_first, wait_arrived
-from tests.spark.conftest import AUDIT_DIR, REPO
+from tests.spark.conftest import REPO
 from tests.spark.test_source import assert_reshard_order
-from tests.support.jvm import LEAN_JVM
+from tests.support.jvm import AUDIT_DIR, LEAN_JVM
 
 pytestmark = pytest.mark.server
 
