@@ -42,14 +42,14 @@ $(CLASS_ARCHIVE): $(STAMP)
 	@$(PY) -m tests.support.jvm_archive $@ > $(VENV)/spark-classes.log 2>&1 \
 		|| echo "no class-data archive for the Spark tests (see $(VENV)/spark-classes.log): they run without it"
 
-# The emulators' installs, the archive, ruff and mypy run side by side. pytest runs on 3 workers (the tests
+# The emulators' installs, the archive, ruff and mypy run side by side. pytest runs on 4 workers (the tests
 # mostly wait on servers and processes); the Spark tests and the client-process tests each stay on one
 # worker (see tests/conftest.py). The hundreds of Python processes the tests start (clients, the command,
 # Spark's workers) keep their compiled modules, even where the environment sets PYTHONDONTWRITEBYTECODE:
 # else each compiles kinsumer again (0.2 s of CPU each).
 test: $(STAMP)
 	@$(MAKE) --no-print-directory -j4 $(KINESALITE) $(KINESIS_MOCK) $(CLASS_ARCHIVE) lint typecheck
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n 3 --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n 4 --dist loadgroup
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit tests/kit tests/aws

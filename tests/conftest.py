@@ -151,7 +151,7 @@ def new_stream(moto_server: LocalServer) -> Iterator[Callable[[int], str]]:
         kinesis.delete_stream(StreamName=name, EnforceConsumerDeletion=True)
 
 
-# The suite runs on several xdist workers (make test: -n 3 --dist loadgroup). Tests that start heavy
+# The suite runs on several xdist workers (make test: -n 4 --dist loadgroup). Tests that start heavy
 # processes each stay on one worker, in order: the Spark tests share one SparkSession (and one cluster),
 # and the tests of client processes (SIGKILL, pauses, signals) do not load the machine at once. The
 # package tests build the sdist and the wheel once (a module fixture) and install them with pip.
