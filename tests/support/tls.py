@@ -201,8 +201,8 @@ def _relay(secure: ssl.SSLSocket, upstream: socket.socket) -> None:
                     return
                 _send(secure, to_client)
                 _send(upstream, to_upstream)
-        except OSError:  # a side cut off, or stop() closed them (ssl.SSLError is one)
-            pass
+        except (OSError, ValueError):  # a side cut off (ssl.SSLError is one), or stop() closed them: a selector
+            pass  # refuses a socket closed meanwhile (its descriptor is -1) with ValueError
         finally:
             _close(secure)
             _close(upstream)
