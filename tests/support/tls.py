@@ -123,8 +123,8 @@ class TlsRelay:
             self._stopped = True
             sockets = list(self._sockets)
         _close(self._listener)  # shut down first: on Linux, close alone does not wake a blocked accept()
-        for sock in sockets:
-            _close(sock)
+        for sock in sockets:  # each wakes its thread, which closes it: a socket closed under a thread that is
+            _shut_down(sock)  # using it leaves a stale descriptor that the next socket made may take
         self._accepting.join(10)
         for thread in self._threads:
             thread.join(10)
@@ -201,8 +201,8 @@ def _relay(secure: ssl.SSLSocket, upstream: socket.socket) -> None:
                     return
                 _send(secure, to_client)
                 _send(upstream, to_upstream)
-        except (OSError, ValueError):  # a side cut off (ssl.SSLError is one), or stop() closed them: a selector
-            pass  # refuses a socket closed meanwhile (its descriptor is -1) with ValueError
+        except OSError:  # a side cut off, or stop() shut them down (ssl.SSLError is one)
+            pass
         finally:
             _close(secure)
             _close(upstream)
@@ -239,8 +239,14 @@ def _send(sock: socket.socket, data: bytearray) -> None:
     del data[:sent]
 
 
-def _close(sock: socket.socket) -> None:
-    """Shut ``sock`` down (a thread blocked reading it wakes up) and close it."""
+def _shut_down(sock: socket.socket) -> None:
+    """Shut ``sock`` down both ways: a thread blocked on it wakes up. The plain socket's shutdown: an
+    SSLSocket's own also drops its SSL object, which another thread may be using."""
     with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _close(sock: socket.socket) -> None:
+    """Shut ``sock`` down and close it."""
+    _shut_down(sock)
     sock.close()
